@@ -1,0 +1,153 @@
+// Server child processes: free port, spawn + readiness wait, stop, and RSS sampling from /proc.
+import http from 'node:http';
+import net from 'node:net';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { MiB } from './report.ts';
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      const port = typeof addr === 'object' && addr !== null ? addr.port : 0;
+      srv.close(() => (port > 0 ? resolve(port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+/** GET url; resolves with status and body text, never throws for HTTP errors. */
+export function httpGet(url: string, timeoutMs = 2000): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.get(url, { agent: false, timeout: timeoutMs }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (body += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      res.on('error', reject);
+    });
+    req.on('timeout', () => req.destroy(new Error(`timeout GET ${url}`)));
+    req.on('error', reject);
+  });
+}
+
+export interface ServerProc {
+  readonly name: string;
+  readonly pid: number;
+  readonly baseUrl: string;
+  /** Last few KiB of the child's stdout+stderr, for error messages. */
+  output(): string;
+  stop(): Promise<void>;
+}
+
+export interface SpawnOptions {
+  name: string;
+  args: readonly string[];
+  cwd: string;
+  env: NodeJS.ProcessEnv;
+  port: number;
+  readyPath?: string;
+  timeoutMs?: number;
+}
+
+const TAIL = 8192;
+
+/** Spawns `node <args>` and resolves once GET readyPath answers 200. */
+export async function startServer(opts: SpawnOptions): Promise<ServerProc> {
+  const child: ChildProcess = spawn(process.execPath, opts.args, {
+    cwd: opts.cwd,
+    env: opts.env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let tail = '';
+  const keep = (chunk: Buffer): void => {
+    tail = (tail + chunk.toString('utf8')).slice(-TAIL);
+  };
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
+  let exited: string | undefined;
+  const exit = new Promise<void>((resolve) =>
+    child.once('exit', (code, signal) => {
+      exited = `exited with ${signal ?? code}`;
+      resolve();
+    }),
+  );
+  const baseUrl = `http://127.0.0.1:${opts.port}`;
+  const proc: ServerProc = {
+    name: opts.name,
+    pid: child.pid ?? -1,
+    baseUrl,
+    output: () => tail,
+    async stop() {
+      if (exited !== undefined) return;
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
+      await exit;
+      clearTimeout(timer);
+    },
+  };
+  const deadline = Date.now() + (opts.timeoutMs ?? 60_000);
+  const readyUrl = baseUrl + (opts.readyPath ?? '/healthz');
+  for (;;) {
+    if (exited !== undefined) throw new Error(`${opts.name} ${exited} before ready:\n${tail}`);
+    const status = await httpGet(readyUrl, 1000).then((r) => r.status, () => 0);
+    if (status === 200) return proc;
+    if (Date.now() > deadline) {
+      await proc.stop();
+      throw new Error(`${opts.name} not ready at ${readyUrl} (last status ${status}):\n${tail}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+export interface RssSampler {
+  /** Resets the kernel's high-water mark (VmHWM) and the sampled peak. */
+  reset(): void;
+  /** Peak of sampled VmRSS and VmHWM since the last reset, in MiB. */
+  peakMiB(): number;
+  /** Current VmRSS in MiB. */
+  currentMiB(): number;
+  stop(): void;
+}
+
+function readStatus(pid: number): { rss: number; hwm: number } | undefined {
+  try {
+    const text = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const kb = (key: string): number => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? 0);
+    return { rss: kb('VmRSS') * 1024, hwm: kb('VmHWM') * 1024 };
+  } catch {
+    return undefined; // process gone
+  }
+}
+
+/** Samples /proc/<pid>/status every intervalMs; VmHWM also catches spikes between samples. */
+export function sampleRss(pid: number, intervalMs = 100): RssSampler {
+  let peak = 0;
+  let useHwm = true;
+  const tick = (): number => {
+    const s = readStatus(pid);
+    if (s) peak = Math.max(peak, s.rss, useHwm ? s.hwm : 0);
+    return s?.rss ?? 0;
+  };
+  const timer = setInterval(tick, intervalMs);
+  timer.unref();
+  return {
+    reset() {
+      try {
+        writeFileSync(`/proc/${pid}/clear_refs`, '5'); // "5" resets VmHWM to the current RSS
+      } catch {
+        useHwm = false; // not permitted: VmHWM would span the process lifetime, keep sampled VmRSS only
+      }
+      peak = 0;
+      tick();
+    },
+    peakMiB: () => {
+      tick();
+      return peak / MiB;
+    },
+    currentMiB: () => tick() / MiB,
+    stop: () => clearInterval(timer),
+  };
+}

@@ -1,0 +1,149 @@
+// The servers under test: Sluice and the baselines, each in its own process with its own temp dir.
+import path from 'node:path';
+import os from 'node:os';
+import { existsSync } from 'node:fs';
+import { mkdtemp, readdir, rm, stat } from 'node:fs/promises';
+import { spawnSync } from 'node:child_process';
+import postgres from 'postgres';
+import { BENCH_DIR, MiB, REPO_DIR } from './report.ts';
+import { freePort, sampleRss, startServer, type RssSampler, type ServerProc } from './proc.ts';
+
+export const SLUICE_MAIN = path.join(REPO_DIR, 'src/cli/main.ts');
+export const DEFAULT_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/test';
+
+export interface Target {
+  readonly name: string;
+  readonly baseUrl: string;
+  readonly dir: string;
+  readonly proc: ServerProc;
+  readonly rss: RssSampler;
+  close(): Promise<void>;
+}
+
+const open = new Set<Target>();
+let signalsHooked = false;
+
+/** Ctrl-C or SIGTERM still stops the children and removes their temp dirs. */
+function hookSignals(): void {
+  if (signalsHooked) return;
+  signalsHooked = true;
+  for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(sig, () => {
+      console.error(`\n${sig}: stopping servers`);
+      closeAll().finally(() => process.exit(130));
+    });
+  }
+}
+
+export async function closeAll(): Promise<void> {
+  await Promise.allSettled([...open].map((t) => t.close()));
+}
+
+/** Which servers to run: BENCH_SERVERS=sluice,node-busboy filters the scenario's list. */
+export function selectServers(all: readonly string[]): string[] {
+  const wanted = process.env.BENCH_SERVERS?.split(',').map((s) => s.trim()).filter(Boolean);
+  const picked = wanted ? all.filter((s) => wanted.includes(s)) : [...all];
+  if (picked.includes('sluice') && !existsSync(SLUICE_MAIN)) {
+    console.log(`(Sluice skipped: ${path.relative(REPO_DIR, SLUICE_MAIN)} does not exist yet)`);
+    return picked.filter((s) => s !== 'sluice');
+  }
+  return picked;
+}
+
+async function launch(name: string, args: string[], env: NodeJS.ProcessEnv, dir: string, port: number): Promise<Target> {
+  hookSignals();
+  let proc: ServerProc;
+  try {
+    proc = await startServer({ name, args, cwd: REPO_DIR, env, port, timeoutMs: 90_000 });
+  } catch (err) {
+    await rm(dir, { recursive: true, force: true });
+    throw err;
+  }
+  const rss = sampleRss(proc.pid);
+  let closed = false;
+  const target: Target = {
+    name,
+    baseUrl: proc.baseUrl,
+    dir,
+    proc,
+    rss,
+    async close() {
+      if (closed) return;
+      closed = true;
+      open.delete(target);
+      rss.stop();
+      await proc.stop();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+  open.add(target);
+  return target;
+}
+
+export interface SluiceOptions {
+  /** Real PostgreSQL; unset = embedded PGlite in DATA_DIR. */
+  databaseUrl?: string;
+}
+
+/** `node --import tsx src/cli/main.ts serve` with anonymous caps raised out of the way. */
+export async function startSluice(opts: SluiceOptions = {}): Promise<Target> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'sluice-bench-sluice-'));
+  const port = await freePort();
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    DATA_DIR: dir,
+    LOG_LEVEL: 'warn',
+    ANON_MAX_BUNDLE_BYTES: String(100 * 1024 * MiB),
+    RATE_LIMIT_ANON_PER_HOUR: '1000000000',
+  };
+  if (opts.databaseUrl !== undefined) env.DATABASE_URL = opts.databaseUrl;
+  if (env.DATABASE_URL !== undefined) {
+    // serve may migrate by itself; an explicit, idempotent migrate first makes a fresh database work either way
+    const r = spawnSync(process.execPath, ['--import', 'tsx', SLUICE_MAIN, 'migrate'], { cwd: REPO_DIR, env, encoding: 'utf8' });
+    if (r.status !== 0) console.warn(`sluice migrate exited ${r.status}: ${(r.stderr || r.stdout).trim().slice(-500)}`);
+  }
+  return launch('sluice', ['--import', 'tsx', SLUICE_MAIN, 'serve'], env, dir, port);
+}
+
+/** A script from bench/baselines/, given PORT and DIR (plus extra env). */
+export async function startBaseline(name: string, extraEnv: NodeJS.ProcessEnv = {}): Promise<Target> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), `sluice-bench-${name}-`));
+  const port = await freePort();
+  const script = path.join(BENCH_DIR, 'baselines', `${name}.ts`);
+  const env: NodeJS.ProcessEnv = { ...process.env, ...extraEnv, PORT: String(port), DIR: dir };
+  return launch(name, ['--import', 'tsx', script], env, dir, port);
+}
+
+export function startTarget(name: string, sluice: SluiceOptions = {}): Promise<Target> {
+  return name === 'sluice' ? startSluice(sluice) : startBaseline(name);
+}
+
+/** Deletes regular files of at least minBytes under dir, skipping `skip` subdirectories (e.g. Sluice's pg/). */
+export async function removeLargeFiles(dir: string, minBytes: number, skip: readonly string[] = []): Promise<number> {
+  let removed = 0;
+  for (const entry of await readdir(dir, { withFileTypes: true }).catch(() => [])) {
+    const p = path.join(dir, entry.name);
+    if (entry.isDirectory() && !skip.includes(entry.name)) removed += await removeLargeFiles(p, minBytes);
+    else if (entry.isFile() && (await stat(p)).size >= minBytes) {
+      await rm(p, { force: true });
+      removed++;
+    }
+  }
+  return removed;
+}
+
+/** Creates the database named in url when missing (connecting to the server's `postgres` database). */
+export async function ensureDatabase(url: string): Promise<void> {
+  const name = decodeURIComponent(new URL(url).pathname.slice(1));
+  const admin = new URL(url);
+  admin.pathname = '/postgres';
+  const sql = postgres(admin.toString(), { max: 1, onnotice: () => {} });
+  try {
+    const found = await sql`select 1 from pg_database where datname = ${name}`;
+    if (found.length === 0) await sql.unsafe(`create database "${name.replace(/"/g, '""')}"`);
+  } finally {
+    await sql.end();
+  }
+}

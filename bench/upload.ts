@@ -1,0 +1,151 @@
+// Upload throughput: one multipart stream of SIZE, and CONC concurrent streams of SIZE/CONC each (same total),
+// against Sluice, node:http+busboy and express+multer. Medians of BENCH_RUNS; peak server RSS is the max over runs.
+//   node --import tsx bench/upload.ts [256M,1G]     env: BENCH_SIZES BENCH_RUNS BENCH_CONCURRENCY BENCH_SERVERS
+import {
+  envInt, environment, fixed, formatSize, mbps, median, printHeader, printTable, ratio, sizesFromArgs,
+  writeResults, MiB, type Cell,
+} from './lib/report.ts';
+import { CONTENT_LENGTH_LIMIT, uploadMultipart, type UploadResult } from './lib/http-client.ts';
+import { closeAll, selectServers, startTarget, type Target } from './lib/targets.ts';
+import { asUploadReply, cleanupUploads } from './lib/sluice-api.ts';
+
+interface Run {
+  ms: number;
+  mbps: number;
+  peakRssMiB: number;
+  chunked: boolean;
+}
+
+interface CaseResult {
+  server: string;
+  size: number;
+  streams: number;
+  encoding: string;
+  runs: Run[];
+  errors: string[];
+  mbps?: number;
+  wallMs?: number;
+  peakRssMiB?: number;
+}
+
+const PATH = '/api/v1/upload';
+
+function splitSize(total: number, streams: number): number[] {
+  const each = Math.floor(total / streams);
+  return Array.from({ length: streams }, (_, i) => (i === streams - 1 ? total - each * (streams - 1) : each));
+}
+
+function checkReply(r: UploadResult, size: number): string | undefined {
+  if (r.status !== 201 && r.status !== 200) return `HTTP ${r.status}: ${r.body.slice(0, 200)}`;
+  const reply = asUploadReply(r.json);
+  if (!reply || reply.files.length !== 1) return `unexpected reply: ${r.body.slice(0, 200)}`;
+  const got = reply.files[0]!.size;
+  if (got !== undefined && Number(got) !== size) return `server stored ${got} bytes, sent ${size}`;
+  return undefined;
+}
+
+async function runOnce(target: Target, sizes: readonly number[], run: number): Promise<{ run?: Run; error?: string }> {
+  target.rss.reset();
+  const started = performance.now();
+  const settled = await Promise.allSettled(
+    sizes.map((size, i) => uploadMultipart(target.baseUrl + PATH, [{ name: `bench-${run}-${i}.bin`, size }])),
+  );
+  const ms = performance.now() - started;
+  const peakRssMiB = target.rss.peakMiB();
+  const replies = settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value.json] : []));
+  await cleanupUploads(target, replies);
+  for (const [i, s] of settled.entries()) {
+    const error = s.status === 'rejected' ? String(s.reason) : checkReply(s.value, sizes[i]!);
+    if (error) return { error };
+  }
+  const total = sizes.reduce((a, b) => a + b, 0);
+  const chunked = settled.some((s) => s.status === 'fulfilled' && s.value.chunked);
+  return { run: { ms, mbps: mbps(total, ms), peakRssMiB, chunked } };
+}
+
+async function main(): Promise<void> {
+  const env = environment();
+  const sizes = sizesFromArgs('1G,4G');
+  const runs = envInt('BENCH_RUNS', 3);
+  const conc = envInt('BENCH_CONCURRENCY', 8);
+  printHeader('upload: POST /api/v1/upload, multipart field files[]', env, {
+    sizes: sizes.map(formatSize).join(','), runs, concurrency: conc,
+  });
+  console.log(
+    `single = 1 stream of SIZE; x${conc} = ${conc} concurrent streams of SIZE/${conc} (same total bytes).\n` +
+      `Request bodies >= ${CONTENT_LENGTH_LIMIT} bytes go chunked (uWS v20.30 drops 10-digit Content-Length), ` +
+      'smaller ones carry Content-Length; the same rule for every server.',
+  );
+  const names = selectServers(['sluice', 'node-busboy', 'express-multer']);
+  const targets: Target[] = [];
+  for (const name of names) {
+    try {
+      targets.push(await startTarget(name, { databaseUrl: process.env.DATABASE_URL }));
+    } catch (err) {
+      console.error(`! ${name} did not start: ${String(err)}`);
+    }
+  }
+  for (const t of targets) {
+    const warm = await runOnce(t, [16 * MiB], 0);
+    console.log(`${t.name}: pid ${t.proc.pid}, idle RSS ${fixed(t.rss.currentMiB())} MiB, warm-up ${warm.error ?? 'ok'}`);
+  }
+
+  const results: CaseResult[] = [];
+  for (const size of sizes) {
+    for (const streams of [1, conc]) {
+      const parts = splitSize(size, streams);
+      const cases = targets.map((t): CaseResult => ({ server: t.name, size, streams, encoding: '', runs: [], errors: [] }));
+      for (let r = 0; r < runs; r++) {
+        // rotate the order each run so no server always goes first after a disk flush
+        for (let k = 0; k < targets.length; k++) {
+          const i = (k + r) % targets.length;
+          const out = await runOnce(targets[i]!, parts, r + 1);
+          const c = cases[i]!;
+          if (out.run) c.runs.push(out.run);
+          else c.errors.push(out.error ?? 'unknown');
+          const shown = out.run ? `${fixed(out.run.mbps)} MB/s, RSS ${fixed(out.run.peakRssMiB)} MiB` : `ERROR ${out.error}`;
+          console.log(`  ${formatSize(size)} ${streams === 1 ? 'single' : `x${streams}`} run ${r + 1} ${c.server}: ${shown}`);
+        }
+      }
+      for (const c of cases) {
+        if (c.runs.length > 0) {
+          c.encoding = c.runs[0]!.chunked ? 'chunked' : 'length';
+          c.mbps = median(c.runs.map((x) => x.mbps));
+          c.wallMs = median(c.runs.map((x) => x.ms));
+          c.peakRssMiB = Math.max(...c.runs.map((x) => x.peakRssMiB));
+        }
+      }
+      results.push(...cases);
+    }
+  }
+  await closeAll();
+
+  const find = (server: string, c: CaseResult): number | undefined =>
+    results.find((x) => x.server === server && x.size === c.size && x.streams === c.streams)?.mbps;
+  const rows: Cell[][] = results.map((c) => [
+    c.server,
+    formatSize(c.size),
+    c.streams === 1 ? '1' : `${c.streams} x ${formatSize(c.size / c.streams)}`,
+    c.encoding,
+    fixed(c.mbps),
+    fixed(c.wallMs === undefined ? undefined : c.wallMs / 1000, 2),
+    fixed(c.peakRssMiB),
+    c.server === 'sluice' ? ratio(c.mbps, find('express-multer', c)) : '',
+    c.server === 'sluice' ? ratio(c.mbps, find('node-busboy', c)) : '',
+    c.errors.length > 0 ? `${c.errors.length} failed` : '',
+  ]);
+  console.log(`\nmedians of ${runs} run(s); MB/s = 10^6 bytes/s over the whole body; RSS = server peak (max of runs)`);
+  printTable(
+    ['server', 'total', 'streams', 'body', 'MB/s', 'wall s', 'peak RSS MiB', 'vs express-multer', 'vs node-busboy', 'errors'],
+    rows,
+  );
+  const file = writeResults('upload', { scenario: 'upload', environment: env, runs, concurrency: conc, results });
+  console.log(`\nJSON: ${file}`);
+  if (results.some((c) => c.errors.length > 0)) process.exitCode = 1;
+}
+
+main().catch(async (err: unknown) => {
+  console.error(err);
+  await closeAll();
+  process.exit(1);
+});

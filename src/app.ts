@@ -1,0 +1,94 @@
+import type { Logger } from 'pino';
+import type { Config } from './config.ts';
+import { loadUws } from './http/uws.ts';
+import { createHttpServer, type Route } from './http/server.ts';
+import { sendError } from './http/reply.ts';
+import { AppError } from './errors.ts';
+import { connectDb } from './db/client.ts';
+import { migrate } from './db/migrate.ts';
+import { createHasher } from './storage/hasher.ts';
+import { createDisk } from './storage/disk.ts';
+import { sweep } from './sweeper/sweep.ts';
+import { createAccess } from './auth/access.ts';
+import { createPasswords } from './auth/passwords.ts';
+import type { Deps } from './routes/deps.ts';
+import { uploadRoutes } from './routes/upload.ts';
+import { bundleRoutes } from './routes/bundle.ts';
+import { downloadRoutes } from './routes/download.ts';
+import { healthRoutes } from './routes/health.ts';
+
+export interface RunningApp {
+  readonly port: number;
+  /** Stops accepting, lets in-flight requests finish up to `graceMs`, then closes everything. */
+  close(graceMs?: number): Promise<void>;
+}
+
+/** Wires every dependency, migrates, sweeps crash leftovers, then listens. */
+export async function startApp(config: Config, log: Logger): Promise<RunningApp> {
+  const binding = loadUws();
+  log.info({ binding: binding.name, version: binding.version, limits: binding.limits }, 'uWebSockets.js binding loaded');
+  for (const limit of binding.limits) log.warn(`uWS ${binding.version}: ${limit}`);
+
+  const db = await connectDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, log, max: 8 });
+  const hasher = createHasher();
+  try {
+    const applied = await migrate(db.sql);
+    if (applied.length) log.info({ applied }, 'migrations applied');
+    const disk = await createDisk(config.dataDir, hasher);
+    const swept = await sweep(db.sql, disk);
+    log.info(swept, 'start-up sweep done');
+
+    const deps: Deps = {
+      config,
+      log,
+      sql: db.sql,
+      disk,
+      access: createAccess(config),
+      passwords: createPasswords(),
+      binding,
+      dbKind: db.kind,
+    };
+    const notFound: Route = {
+      method: 'any',
+      pattern: '/*',
+      handler: (ctx) => sendError(ctx, new AppError('ROUTE_NOT_FOUND')),
+    };
+    const routes = [
+      ...healthRoutes(deps),
+      ...uploadRoutes(deps),
+      ...bundleRoutes(deps),
+      ...downloadRoutes(deps),
+      notFound,
+    ];
+    const server = createHttpServer({ binding, routes, log });
+    const port = await server.listen(config.host, config.port);
+    log.info({ host: config.host, port, database: db.kind }, 'sluice listening');
+
+    let sweeping = false;
+    const timer = setInterval(() => {
+      if (sweeping) return;
+      sweeping = true;
+      sweep(db.sql, disk)
+        .then((r) => log.info(r, 'sweep done'))
+        .catch((err: unknown) => log.error({ err }, 'sweep failed'))
+        .finally(() => (sweeping = false));
+    }, config.sweepIntervalMs);
+    timer.unref();
+
+    return {
+      port,
+      async close(graceMs = 30_000) {
+        clearInterval(timer);
+        server.stopListening();
+        const deadline = Date.now() + graceMs;
+        while (server.inflight() > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+        await db.close();
+        await hasher.close();
+      },
+    };
+  } catch (err) {
+    await db.close().catch(() => {});
+    await hasher.close();
+    throw err;
+  }
+}

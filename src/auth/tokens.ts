@@ -1,0 +1,28 @@
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+
+const BASE62 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
+export const SHORT_CODE_RE = /^[a-zA-Z0-9]{5}$/;
+export const UPLOAD_TOKEN_RE = /^[0-9a-f]{64}$/;
+
+/** 5 base62 characters from the CSPRNG, without modulo bias (bytes ≥ 248 are redrawn). */
+export function newShortCode(): string {
+  let out = '';
+  while (out.length < 5) {
+    for (const b of randomBytes(8)) {
+      if (b < 248 && out.length < 5) out += BASE62[b % 62];
+    }
+  }
+  return out;
+}
+
+/** 256 random bits as 64 lowercase hex characters. */
+export const newUploadToken = (): string => randomBytes(32).toString('hex');
+
+/** Secrets are stored only as SHA-256: they are high-entropy, so a fast hash is enough. */
+export const hashSecret = (secret: string): Buffer => createHash('sha256').update(secret).digest();
+
+/** Constant-time equality of a presented secret with a stored hash. */
+export function secretMatches(secret: string, storedHash: Uint8Array): boolean {
+  const h = hashSecret(secret);
+  return h.length === storedHash.length && timingSafeEqual(h, storedHash);
+}

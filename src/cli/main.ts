@@ -1,0 +1,106 @@
+import { loadConfig, ConfigError, type Config } from '../config.ts';
+import { createLogger } from '../log.ts';
+import { startApp } from '../app.ts';
+import { connectDb } from '../db/client.ts';
+import { migrate } from '../db/migrate.ts';
+import { createHasher } from '../storage/hasher.ts';
+import { createDisk } from '../storage/disk.ts';
+import { sweep } from '../sweeper/sweep.ts';
+import { findBundle, deleteBundle } from '../db/bundles.ts';
+import { SHORT_CODE_RE } from '../auth/tokens.ts';
+
+const USAGE = `usage: sluice <command>
+  serve                   run the server
+  migrate                 apply sql/ migrations
+  sweep                   one pass of expiry and orphan clean-up
+  bundles expire CODE     set the bundle's expires_at to now
+  bundles delete CODE     delete the bundle and its files`;
+
+class CliError extends Error {}
+
+async function main(argv: string[]): Promise<void> {
+  let config: Config;
+  try {
+    config = loadConfig(process.env);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      for (const p of err.problems) process.stderr.write(`sluice: ${p}\n`);
+      process.exit(1);
+    }
+    throw err;
+  }
+  const [cmd, ...rest] = argv;
+  if (cmd === 'serve') return serve(config);
+  const log = createLogger(cmd === undefined ? 'info' : config.logLevel === 'info' ? 'warn' : config.logLevel);
+  if (cmd === undefined || cmd === 'help' || cmd === '--help') {
+    process.stdout.write(`${USAGE}\n`);
+    return;
+  }
+  const db = await connectDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, log, max: 1 });
+  try {
+    await migrate(db.sql).then((applied) => cmd === 'migrate' && process.stdout.write(applied.length ? `applied ${applied.join(', ')}\n` : 'up to date\n'));
+    if (cmd === 'migrate') return;
+    if (cmd === 'sweep') {
+      const hasher = createHasher(1);
+      try {
+        const r = await sweep(db.sql, await createDisk(config.dataDir, hasher));
+        process.stdout.write(
+          `expired bundles: ${r.expiredBundles}, their files: ${r.expiredFiles}, stale parts: ${r.staleParts}, orphan files: ${r.orphanFiles}\n`,
+        );
+      } finally {
+        await hasher.close();
+      }
+      return;
+    }
+    if (cmd === 'bundles') {
+      const [action, code] = rest;
+      if ((action !== 'expire' && action !== 'delete') || code === undefined || rest.length !== 2) throw new CliError(`usage: sluice bundles expire|delete CODE`);
+      if (!SHORT_CODE_RE.test(code)) throw new CliError(`invalid short code: ${code}`);
+      const bundle = await findBundle(db.sql, code);
+      if (!bundle) throw new CliError(`unknown bundle: ${code}`);
+      if (action === 'expire') {
+        await db.sql`update bundles set expires_at = now() where id = ${bundle.id}`;
+        process.stdout.write(`expired ${code}\n`);
+      } else {
+        const hasher = createHasher(1);
+        try {
+          const disk = await createDisk(config.dataDir, hasher);
+          const keys = await deleteBundle(db.sql, bundle.id);
+          await Promise.all(keys.map((k) => disk.remove(k)));
+        } finally {
+          await hasher.close();
+        }
+        process.stdout.write(`deleted ${code}\n`);
+      }
+      return;
+    }
+    throw new CliError(`unknown command: ${cmd}\n${USAGE}`);
+  } finally {
+    await db.close();
+  }
+}
+
+async function serve(config: Config): Promise<void> {
+  const log = createLogger(config.logLevel);
+  const app = await startApp(config, log);
+  let stopping = false;
+  const stop = (signal: string): void => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'shutting down');
+    app.close().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        log.error({ err }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+}
+
+main(process.argv.slice(2)).catch((err: unknown) => {
+  process.stderr.write(`sluice: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});

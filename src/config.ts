@@ -1,0 +1,113 @@
+import path from 'node:path';
+import net from 'node:net';
+
+/** Everything the process is configured with. Only this module reads process.env. */
+export interface Config {
+  readonly host: string;
+  readonly port: number;
+  readonly baseUrl: string;
+  readonly dataDir: string;
+  readonly databaseUrl: string | undefined;
+  readonly redisUrl: string | undefined;
+  readonly secret: string | undefined;
+  readonly trustProxy: readonly string[];
+  readonly workers: number;
+  readonly smtpUrl: string | undefined;
+  readonly mailFrom: string;
+  readonly stripeSecretKey: string | undefined;
+  readonly stripeWebhookSecret: string | undefined;
+  readonly stripeApiUrl: string | undefined;
+  readonly stripePrices: Readonly<Record<string, string>>;
+  readonly rateLimitAnonPerHour: number;
+  readonly anonMaxBundleBytes: number;
+  readonly anonExpiryDays: number;
+  readonly logLevel: string;
+  readonly sweepIntervalMs: number;
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n${problems.map((p) => `  ${p}`).join('\n')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+/** Pure: builds a frozen Config from an env map, reporting every problem at once. */
+export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config {
+  const problems: string[] = [];
+  const str = (name: string): string | undefined => {
+    const v = env[name];
+    return v === undefined || v.trim() === '' ? undefined : v.trim();
+  };
+  const int = (name: string, dflt: number, min: number, max = Number.MAX_SAFE_INTEGER): number => {
+    const v = str(name);
+    if (v === undefined) return dflt;
+    if (!/^\d+$/.test(v) || Number(v) < min || Number(v) > max) {
+      problems.push(`${name}: expected a whole number from ${min} to ${max}, got ${JSON.stringify(v)}`);
+      return dflt;
+    }
+    return Number(v);
+  };
+  const url = (name: string, protocols: string[]): string | undefined => {
+    const v = str(name);
+    if (v === undefined) return undefined;
+    try {
+      const u = new URL(v);
+      if (!protocols.includes(u.protocol)) problems.push(`${name}: expected a ${protocols.join(' or ')} URL`);
+    } catch {
+      problems.push(`${name}: not a valid URL`);
+    }
+    return v;
+  };
+
+  const host = str('HOST') ?? '0.0.0.0';
+  if (net.isIP(host) === 0 && host !== 'localhost') problems.push(`HOST: expected an IP address, got ${JSON.stringify(host)}`);
+  const port = int('PORT', 8080, 0, 65535);
+  const baseUrl = (url('BASE_URL', ['http:', 'https:']) ?? `http://localhost:${port}`).replace(/\/+$/, '');
+  const trustProxy = (str('TRUST_PROXY') ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+  for (const entry of trustProxy) {
+    const [addr, bits] = entry.split('/');
+    const family = net.isIP(addr ?? '');
+    const max = family === 6 ? 128 : 32;
+    if (family === 0 || (bits !== undefined && (!/^\d+$/.test(bits) || Number(bits) > max))) {
+      problems.push(`TRUST_PROXY: ${JSON.stringify(entry)} is not an IP address or CIDR`);
+    }
+  }
+  const logLevel = str('LOG_LEVEL') ?? 'info';
+  if (!LOG_LEVELS.includes(logLevel)) problems.push(`LOG_LEVEL: expected one of ${LOG_LEVELS.join(', ')}`);
+  const secret = str('SECRET');
+  if (secret !== undefined && secret.length < 32) problems.push('SECRET: must be at least 32 characters');
+
+  const stripePrices: Record<string, string> = {};
+  for (const [k, v] of Object.entries(env)) {
+    const m = /^STRIPE_PRICE_(STARTER|POWER|MAX|PREMIUM)_(MONTHLY|ONCE)$/.exec(k);
+    if (m && v) stripePrices[`${m[1]!.toLowerCase()}_${m[2]!.toLowerCase()}`] = v;
+  }
+
+  const config: Config = {
+    host,
+    port,
+    baseUrl,
+    dataDir: path.resolve(cwd, str('DATA_DIR') ?? './data'),
+    databaseUrl: url('DATABASE_URL', ['postgres:', 'postgresql:']),
+    redisUrl: url('REDIS_URL', ['redis:', 'rediss:']),
+    secret,
+    trustProxy,
+    workers: int('WORKERS', 1, 1, 256),
+    smtpUrl: url('SMTP_URL', ['smtp:', 'smtps:']),
+    mailFrom: str('MAIL_FROM') ?? 'Sluice <sluice@localhost>',
+    stripeSecretKey: str('STRIPE_SECRET_KEY'),
+    stripeWebhookSecret: str('STRIPE_WEBHOOK_SECRET'),
+    stripeApiUrl: url('STRIPE_API_URL', ['http:', 'https:']),
+    stripePrices,
+    rateLimitAnonPerHour: int('RATE_LIMIT_ANON_PER_HOUR', 60, 1),
+    anonMaxBundleBytes: int('ANON_MAX_BUNDLE_BYTES', 1073741824, 1),
+    anonExpiryDays: int('ANON_EXPIRY_DAYS', 3, 1, 3650),
+    logLevel,
+    sweepIntervalMs: int('SWEEP_INTERVAL_SECONDS', 300, 1, 86400) * 1000,
+  };
+  if (problems.length > 0) throw new ConfigError(problems);
+  return Object.freeze(config);
+}

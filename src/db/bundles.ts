@@ -1,0 +1,172 @@
+import type { Sql } from './client.ts';
+import { AppError } from '../errors.ts';
+import { newShortCode } from '../auth/tokens.ts';
+
+export interface BundleRow {
+  id: number;
+  short_code: string;
+  upload_token_hash: Uint8Array;
+  description: string | null;
+  access_password_hash: string | null;
+  notify_email: string | null;
+  is_encrypted: boolean;
+  api_key_id: number | null;
+  max_size_bytes: number;
+  total_size_bytes: number;
+  file_count: number;
+  view_count: number;
+  created_at: Date;
+  expires_at: Date | null;
+  is_expired: boolean;
+}
+
+export interface FileRow {
+  id: number;
+  bundle_id: number;
+  storage_key: string;
+  name: string;
+  size: number;
+  mime_type: string;
+  sha256: Uint8Array;
+  crc32: number;
+  download_count: number;
+  created_at: Date;
+}
+
+export interface NewFile {
+  storageKey: string;
+  name: string;
+  size: number;
+  mimeType: string;
+  sha256: string;
+  crc32: number;
+}
+
+export interface NewBundle {
+  uploadTokenHash: Buffer;
+  description: string | null;
+  accessPasswordHash: string | null;
+  notifyEmail: string | null;
+  isEncrypted: boolean;
+  apiKeyId: number | null;
+  maxSizeBytes: number;
+  /** null: never expires. */
+  expiresAt: Date | null;
+}
+
+const BUNDLE_COLS = 'b.*, (b.expires_at is not null and b.expires_at <= now()) as is_expired';
+
+/** Creates the bundle and its file rows in one transaction; retries the short code on collision. */
+export async function insertBundle(sql: Sql, b: NewBundle, files: NewFile[]): Promise<{ bundle: BundleRow; files: FileRow[] }> {
+  const total = files.reduce((n, f) => n + f.size, 0);
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await sql.begin(async (tx) => {
+        const [bundle] = await tx<BundleRow[]>`
+          insert into bundles (short_code, upload_token_hash, description, access_password_hash, notify_email,
+                               is_encrypted, api_key_id, max_size_bytes, total_size_bytes, file_count, expires_at)
+          values (${newShortCode()}, ${b.uploadTokenHash}, ${b.description}, ${b.accessPasswordHash}, ${b.notifyEmail},
+                  ${b.isEncrypted}, ${b.apiKeyId}, ${b.maxSizeBytes}, ${total}, ${files.length}, ${b.expiresAt})
+          returning *, false as is_expired`;
+        return { bundle: bundle!, files: await insertFiles(tx as unknown as Sql, bundle!.id, files) };
+      });
+    } catch (err) {
+      const e = err as { code?: string; constraint_name?: string };
+      if (e.code === '23505' && /short_code/.test(e.constraint_name ?? '') && attempt < 10) continue;
+      throw err;
+    }
+  }
+}
+
+async function insertFiles(tx: Sql, bundleId: number, files: NewFile[]): Promise<FileRow[]> {
+  const rows: FileRow[] = [];
+  // One statement per file keeps ids in upload order; bundles rarely hold more than a handful per request.
+  for (const f of files) {
+    const [row] = await tx<FileRow[]>`
+      insert into files (bundle_id, storage_key, name, size, mime_type, sha256, crc32)
+      values (${bundleId}, ${f.storageKey}, ${f.name}, ${f.size}, ${f.mimeType}, ${Buffer.from(f.sha256, 'hex')}, ${f.crc32})
+      returning *`;
+    rows.push(row!);
+  }
+  return rows;
+}
+
+/**
+ * Adds files to a bundle under a row lock, so concurrent appends can never together pass the cap.
+ * Throws SIZE_EXCEEDED or BUNDLE_EXPIRED (nothing is written then).
+ */
+export async function appendFiles(sql: Sql, bundleId: number, files: NewFile[]): Promise<FileRow[]> {
+  const added = files.reduce((n, f) => n + f.size, 0);
+  return sql.begin(async (tx) => {
+    const [b] = await tx<BundleRow[]>`select ${tx.unsafe(BUNDLE_COLS)} from bundles b where id = ${bundleId} for update`;
+    if (!b) throw new AppError('INVALID_UPLOAD_TOKEN');
+    if (b.is_expired) throw new AppError('BUNDLE_EXPIRED');
+    if (b.total_size_bytes + added > b.max_size_bytes) throw new AppError('SIZE_EXCEEDED');
+    await tx`update bundles set total_size_bytes = total_size_bytes + ${added}, file_count = file_count + ${files.length}
+             where id = ${bundleId}`;
+    return insertFiles(tx as unknown as Sql, bundleId, files);
+  });
+}
+
+/** An active (unexpired) bundle by code. */
+export async function findActiveBundle(sql: Sql, code: string): Promise<BundleRow | undefined> {
+  const [b] = await sql<BundleRow[]>`
+    select ${sql.unsafe(BUNDLE_COLS)} from bundles b
+    where short_code = ${code} and (expires_at is null or expires_at > now())`;
+  return b;
+}
+
+/** A bundle by code whether expired or not (status and delete distinguish themselves). */
+export async function findBundle(sql: Sql, code: string): Promise<BundleRow | undefined> {
+  const [b] = await sql<BundleRow[]>`select ${sql.unsafe(BUNDLE_COLS)} from bundles b where short_code = ${code}`;
+  return b;
+}
+
+export async function findBundleByTokenHash(sql: Sql, hash: Buffer): Promise<BundleRow | undefined> {
+  const [b] = await sql<BundleRow[]>`select ${sql.unsafe(BUNDLE_COLS)} from bundles b where upload_token_hash = ${hash}`;
+  return b;
+}
+
+export const listFiles = (sql: Sql, bundleId: number): Promise<FileRow[]> =>
+  sql<FileRow[]>`select * from files where bundle_id = ${bundleId} order by id`;
+
+/** Deletes the bundle (files cascade); returns the storage keys to unlink after commit. */
+export async function deleteBundle(sql: Sql, bundleId: number): Promise<string[]> {
+  return sql.begin(async (tx) => {
+    const keys = await tx<{ storage_key: string }[]>`select storage_key from files where bundle_id = ${bundleId}`;
+    await tx`delete from bundles where id = ${bundleId}`;
+    return keys.map((k) => k.storage_key);
+  });
+}
+
+/** A file of an active bundle, with the bundle fields its access checks need. */
+export interface DownloadRow extends FileRow {
+  short_code: string;
+  access_password_hash: string | null;
+  api_key_id: number | null;
+  notify_email: string | null;
+}
+
+export async function findDownloadableFile(sql: Sql, fileId: number): Promise<DownloadRow | undefined> {
+  const [f] = await sql<DownloadRow[]>`
+    select f.*, b.short_code, b.access_password_hash, b.api_key_id, b.notify_email
+    from files f join bundles b on b.id = f.bundle_id
+    where f.id = ${fileId} and (b.expires_at is null or b.expires_at > now())`;
+  return f;
+}
+
+/** Removes one file and adjusts its bundle's totals; returns the storage key, or undefined. */
+export async function deleteFile(sql: Sql, fileId: number): Promise<string | undefined> {
+  return sql.begin(async (tx) => {
+    const [f] = await tx<{ storage_key: string; size: number; bundle_id: number }[]>`
+      delete from files where id = ${fileId} returning storage_key, size, bundle_id`;
+    if (!f) return undefined;
+    await tx`update bundles set total_size_bytes = total_size_bytes - ${f.size}, file_count = file_count - 1
+             where id = ${f.bundle_id}`;
+    return f.storage_key;
+  });
+}
+
+export async function countDownload(sql: Sql, fileId: number): Promise<void> {
+  await sql`update files set download_count = download_count + 1 where id = ${fileId}`;
+}

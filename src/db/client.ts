@@ -1,0 +1,123 @@
+import fs from 'node:fs';
+import fsp from 'node:fs/promises';
+import path from 'node:path';
+import postgres from 'postgres';
+import type { Logger } from 'pino';
+
+export type Sql = postgres.Sql<Record<string, never>>;
+
+export interface Db {
+  readonly sql: Sql;
+  readonly kind: 'postgres' | 'embedded';
+  close(): Promise<void>;
+}
+
+// int8 columns (sizes, ids, counts) as JS numbers: every value we store stays below 2^53.
+const types = {
+  bigint: { to: 20, from: [20], serialize: (x: number) => String(x), parse: (x: string) => Number(x) },
+};
+
+const baseOptions = {
+  types,
+  onnotice: () => {},
+  connect_timeout: 5,
+  idle_timeout: 60,
+  transform: { undefined: null },
+} as const;
+
+/**
+ * Connects the raw-SQL layer: real PostgreSQL when DATABASE_URL is set, else the embedded PGlite
+ * in DATA_DIR/pg, served on a Unix socket in DATA_DIR so the CLI and other workers share it. The
+ * first process to need it hosts it; later ones (a CLI while the server runs) connect to it.
+ */
+export async function connectDb(opts: {
+  databaseUrl: string | undefined;
+  dataDir: string;
+  log: Logger;
+  max: number;
+}): Promise<Db> {
+  if (opts.databaseUrl) {
+    const sql = postgres(opts.databaseUrl, { ...baseOptions, max: opts.max }) as unknown as Sql;
+    await sql`select 1`;
+    return { sql, kind: 'postgres', close: () => sql.end({ timeout: 5 }) };
+  }
+  return connectEmbedded(opts);
+}
+
+async function connectEmbedded(opts: { dataDir: string; log: Logger; max: number }): Promise<Db> {
+  await fsp.mkdir(opts.dataDir, { recursive: true, mode: 0o700 });
+  const socketPath = path.join(opts.dataDir, '.s.PGSQL.5432');
+  const lockPath = path.join(opts.dataDir, 'pg.lock');
+  const connect = (): Sql =>
+    postgres({ ...baseOptions, path: socketPath, max: opts.max, user: 'postgres', database: 'postgres' }) as unknown as Sql;
+
+  for (let attempt = 0; attempt < 50; attempt++) {
+    if (fs.existsSync(socketPath)) {
+      const sql = connect();
+      try {
+        await sql`select 1`;
+        return { sql, kind: 'embedded', close: () => sql.end({ timeout: 5 }) };
+      } catch {
+        await sql.end({ timeout: 1 }).catch(() => {});
+      }
+    }
+    if (takeLock(lockPath)) return hostEmbedded(opts, socketPath, lockPath, connect);
+    await new Promise((r) => setTimeout(r, 100)); // another process is starting it
+  }
+  throw new Error(`embedded database in ${opts.dataDir} is locked by another process that does not serve it`);
+}
+
+/** Exclusive host lock: a file holding our pid; a dead holder's lock is taken over. */
+function takeLock(lockPath: string): boolean {
+  try {
+    fs.writeFileSync(lockPath, String(process.pid), { flag: 'wx', mode: 0o600 });
+    return true;
+  } catch {
+    const holder = Number(fs.readFileSync(lockPath, 'utf8').trim());
+    if (Number.isInteger(holder) && holder > 0 && holder !== process.pid && isAlive(holder)) return false;
+    fs.rmSync(lockPath, { force: true });
+    try {
+      fs.writeFileSync(lockPath, String(process.pid), { flag: 'wx', mode: 0o600 });
+      return true;
+    } catch {
+      return false;
+    }
+  }
+}
+
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+async function hostEmbedded(
+  opts: { dataDir: string; log: Logger },
+  socketPath: string,
+  lockPath: string,
+  connect: () => Sql,
+): Promise<Db> {
+  const { PGlite } = await import('@electric-sql/pglite');
+  const { PGLiteSocketServer } = await import('@electric-sql/pglite-socket');
+  const pg = await PGlite.create(path.join(opts.dataDir, 'pg'));
+  fs.rmSync(socketPath, { force: true });
+  const server = new PGLiteSocketServer({ db: pg, path: socketPath, maxConnections: 8 });
+  await server.start();
+  fs.chmodSync(socketPath, 0o600);
+  opts.log.info({ socket: socketPath }, 'embedded PGlite database serving');
+  const sql = connect();
+  return {
+    sql,
+    kind: 'embedded',
+    close: async () => {
+      await sql.end({ timeout: 5 }).catch(() => {});
+      await server.stop().catch(() => {});
+      await pg.close().catch(() => {});
+      fs.rmSync(socketPath, { force: true });
+      fs.rmSync(lockPath, { force: true });
+    },
+  };
+}

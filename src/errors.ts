@@ -1,0 +1,58 @@
+/** The one table of error codes: HTTP status and the human message sent as `error`. */
+export const ERRORS = {
+  NOT_FOUND: [404, 'Not found'],
+  BUNDLE_NOT_FOUND: [404, 'Bundle not found or expired'],
+  FILE_NOT_FOUND: [404, 'File not found or expired'],
+  ROUTE_NOT_FOUND: [404, 'No such endpoint'],
+  METHOD_NOT_ALLOWED: [405, 'Method not allowed'],
+  INVALID_SHORT_CODE: [400, 'Invalid short code: expected 5 letters or digits'],
+  INVALID_FILE_ID: [400, 'Invalid file id'],
+  INVALID_UPLOAD_TOKEN: [403, 'Invalid upload token'],
+  UPLOAD_TOKEN_REQUIRED: [401, 'Upload token required'],
+  BUNDLE_EXPIRED: [403, 'Bundle has expired'],
+  NO_FILES: [400, 'No files uploaded: send one or more files in the files[] field'],
+  SIZE_EXCEEDED: [400, 'Bundle size limit exceeded'],
+  NOT_MULTIPART: [400, 'Expected a multipart/form-data body'],
+  MALFORMED_MULTIPART: [400, 'Malformed multipart body'],
+  TOO_MANY_PARTS: [400, 'Too many parts in the multipart body'],
+  FIELD_TOO_LONG: [400, 'A form field is too long'],
+  INVALID_FIELD: [400, 'Invalid form field'],
+  DESCRIPTION_TOO_LONG: [400, 'description must be at most 1000 characters'],
+  INVALID_EMAIL: [400, 'notify_email must be a valid e-mail address of at most 255 characters'],
+  INVALID_RANGE: [416, 'Requested range not satisfiable'],
+  PAYLOAD_TOO_LARGE: [413, 'Request body too large'],
+  INVALID_API_KEY: [401, 'Invalid, expired or revoked API key'],
+  RATE_LIMITED: [429, 'Rate limit exceeded'],
+  STORAGE_ERROR: [500, 'Storage error; please retry in a moment'],
+  DATABASE_ERROR: [500, 'Database error; please retry in a moment'],
+  INTERNAL: [500, 'Internal server error'],
+  UNAVAILABLE: [503, 'Server is shutting down'],
+} as const satisfies Record<string, readonly [number, string]>;
+
+export type ErrorCode = keyof typeof ERRORS;
+
+export class AppError extends Error {
+  readonly status: number;
+  constructor(readonly code: ErrorCode, message?: string, options?: { cause?: unknown }) {
+    super(message ?? ERRORS[code][1], options);
+    this.name = 'AppError';
+    this.status = ERRORS[code][0];
+  }
+}
+
+export const appError = (code: ErrorCode, message?: string, cause?: unknown): AppError =>
+  new AppError(code, message, { cause });
+
+/** Maps anything thrown to an AppError; unexpected errors become INTERNAL (the caller logs the original). */
+export function toAppError(err: unknown): AppError {
+  if (err instanceof AppError) return err;
+  const e = err as { code?: string; errno?: number; syscall?: string } | null;
+  if (e && typeof e.code === 'string') {
+    // SQLSTATE class 08 (connection), 53 (resources), 57 (operator intervention) and socket errors from the db driver.
+    if (/^(08|53|57)/.test(e.code) || e.code === 'CONNECTION_CLOSED' || e.code === 'CONNECTION_ENDED' || e.code === 'CONNECT_TIMEOUT') {
+      return new AppError('DATABASE_ERROR', undefined, { cause: err });
+    }
+    if (e.syscall !== undefined || /^E[A-Z]+$/.test(e.code)) return new AppError('STORAGE_ERROR', undefined, { cause: err });
+  }
+  return new AppError('INTERNAL', undefined, { cause: err });
+}

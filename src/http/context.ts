@@ -1,0 +1,83 @@
+import type { HttpRequest, HttpResponse } from './uws.ts';
+
+/**
+ * Everything a handler may use about one request. uWS's `req` is stack-allocated and dies at the
+ * first await, so the context copies what handlers need up front; `res` is guarded so nothing
+ * touches it after an abort or after the response ended.
+ */
+export interface Ctx {
+  readonly res: HttpResponse;
+  readonly method: string;
+  readonly path: string;
+  readonly query: URLSearchParams;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly params: readonly string[];
+  /** Peer address of the socket (proxy handling comes from the access layer). */
+  readonly remoteIp: string;
+  readonly signal: AbortSignal;
+  aborted: boolean;
+  /** True once the response has been ended or the client went away. */
+  done: boolean;
+  /** Callbacks run once when the client aborts. */
+  readonly onAbort: (fn: () => void) => void;
+  /** Extra headers every reply of this request carries (e.g. rate-limit headers). */
+  readonly replyHeaders: Array<[string, string]>;
+}
+
+export function createCtx(res: HttpResponse, req: HttpRequest, paramCount: number): Ctx {
+  const headers: Record<string, string> = {};
+  req.forEach((k, v) => {
+    headers[k] = k in headers ? `${headers[k]}, ${v}` : v;
+  });
+  const params: string[] = [];
+  for (let i = 0; i < paramCount; i++) params.push(decodeParam(req.getParameter(i)));
+  const controller = new AbortController();
+  const abortFns: Array<() => void> = [];
+  const ctx: Ctx = {
+    res,
+    method: req.getMethod(),
+    path: req.getUrl(),
+    query: new URLSearchParams(req.getQuery() ?? ''),
+    headers,
+    params,
+    remoteIp: ipText(res),
+    signal: controller.signal,
+    aborted: false,
+    done: false,
+    onAbort: (fn) => {
+      if (ctx.aborted) fn();
+      else abortFns.push(fn);
+    },
+    replyHeaders: [],
+  };
+  res.onAborted(() => {
+    ctx.aborted = true;
+    ctx.done = true;
+    controller.abort();
+    for (const fn of abortFns.splice(0)) {
+      try {
+        fn();
+      } catch {
+        // abort callbacks are best-effort cleanup
+      }
+    }
+  });
+  return ctx;
+}
+
+function decodeParam(raw: string): string {
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    return raw;
+  }
+}
+
+const textDecoder = new TextDecoder();
+
+function ipText(res: HttpResponse): string {
+  const text = textDecoder.decode(res.getRemoteAddressAsText());
+  // uWS writes IPv4-mapped IPv6 peers in full form; present them as plain IPv4.
+  const mapped = /^(?:0{1,4}:){5}ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(text) ?? /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(text);
+  return mapped ? mapped[1]! : text;
+}

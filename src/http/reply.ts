@@ -1,0 +1,49 @@
+import { STATUS_CODES } from 'node:http';
+import type { Ctx } from './context.ts';
+import { AppError } from '../errors.ts';
+
+const statusLines = new Map<number, string>();
+export function statusLine(status: number): string {
+  let line = statusLines.get(status);
+  if (line === undefined) {
+    line = `${status} ${STATUS_CODES[status] ?? 'Unknown'}`;
+    statusLines.set(status, line);
+  }
+  return line;
+}
+
+/** Writes status and headers (request-wide ones first). Call inside cork. */
+export function writeHead(ctx: Ctx, status: number, headers: Iterable<readonly [string, string]> = []): void {
+  const res = ctx.res;
+  res.writeStatus(statusLine(status));
+  for (const [k, v] of ctx.replyHeaders) res.writeHeader(k, v);
+  for (const [k, v] of headers) res.writeHeader(k, v);
+}
+
+/** Ends the response once, corked; a no-op after abort or a previous end. */
+export function send(
+  ctx: Ctx,
+  status: number,
+  body: string | Uint8Array,
+  headers: Iterable<readonly [string, string]> = [],
+  closeConnection = false,
+): void {
+  if (ctx.done) return;
+  ctx.done = true;
+  ctx.res.cork(() => {
+    writeHead(ctx, status, headers);
+    ctx.res.end(body, closeConnection);
+  });
+}
+
+const JSON_HEADERS = [['Content-Type', 'application/json; charset=utf-8']] as const;
+
+export function sendJson(ctx: Ctx, status: number, obj: unknown, closeConnection = false): void {
+  send(ctx, status, JSON.stringify(obj), JSON_HEADERS, closeConnection);
+}
+
+export function sendError(ctx: Ctx, err: AppError, closeConnection = false): void {
+  const extra: Array<[string, string]> = [['Content-Type', 'application/json; charset=utf-8']];
+  if (err.status === 405) extra.push(['Allow', 'GET, HEAD, POST, DELETE, OPTIONS']);
+  send(ctx, err.status, JSON.stringify({ success: false, error: err.message, code: err.code }), extra, closeConnection);
+}

@@ -1,0 +1,83 @@
+import type { Logger } from 'pino';
+import { createCtx, type Ctx } from './context.ts';
+import { sendError } from './reply.ts';
+import type { ListenSocket, TemplatedApp, UwsBinding } from './uws.ts';
+import { AppError, toAppError } from '../errors.ts';
+
+export type Handler = (ctx: Ctx) => void | Promise<void>;
+export type Method = 'get' | 'post' | 'del' | 'head' | 'options' | 'patch' | 'put' | 'any';
+export interface Route {
+  readonly method: Method;
+  readonly pattern: string;
+  readonly handler: Handler;
+}
+
+export interface HttpServer {
+  listen(host: string, port: number): Promise<number>;
+  /** Stops accepting connections; in-flight requests continue. */
+  stopListening(): void;
+  readonly inflight: () => number;
+}
+
+/**
+ * Mounts the route table on a uWS app. Handlers run synchronously until their first await, so
+ * body readers registered at the top of a handler see every byte. Errors become the interface's
+ * JSON error shape; unexpected ones are logged with their stack.
+ */
+export function createHttpServer(deps: { binding: UwsBinding; routes: readonly Route[]; log: Logger }): HttpServer {
+  const { binding, routes, log } = deps;
+  const app: TemplatedApp = binding.uws.App();
+  let inflight = 0;
+  let listenSocket: ListenSocket | null = null;
+
+  const fail = (ctx: Ctx, err: unknown): void => {
+    const appErr = toAppError(err);
+    if (appErr.status >= 500) log.error({ err: (err as AppError).cause ?? err, path: ctx.path }, 'request failed');
+    sendError(ctx, appErr);
+  };
+
+  for (const route of routes) {
+    const paramCount = route.pattern.split('/').filter((s) => s.startsWith(':')).length;
+    app[route.method](route.pattern, (res, req) => {
+      const ctx = createCtx(res, req, paramCount);
+      inflight++;
+      let settled = false;
+      const settle = (): void => {
+        if (!settled) {
+          settled = true;
+          inflight--;
+        }
+      };
+      let result: void | Promise<void>;
+      try {
+        result = route.handler(ctx);
+      } catch (err) {
+        fail(ctx, err);
+        settle();
+        return;
+      }
+      if (result instanceof Promise) {
+        result.then(settle, (err: unknown) => {
+          fail(ctx, err);
+          settle();
+        });
+      } else settle();
+    });
+  }
+
+  return {
+    listen: (host, port) =>
+      new Promise((resolve, reject) => {
+        app.listen(host, port, (sock) => {
+          if (!sock) return reject(new Error(`cannot listen on ${host}:${port}`));
+          listenSocket = sock;
+          resolve(binding.uws.us_socket_local_port(sock));
+        });
+      }),
+    stopListening: () => {
+      if (listenSocket) binding.uws.us_listen_socket_close(listenSocket);
+      listenSocket = null;
+    },
+    inflight: () => inflight,
+  };
+}

@@ -1,0 +1,98 @@
+import type { Ctx } from '../http/context.ts';
+import { sendJson } from '../http/reply.ts';
+import type { Route } from '../http/server.ts';
+import { AppError } from '../errors.ts';
+import { deleteBundle, deleteFile, findActiveBundle, findBundle, listFiles } from '../db/bundles.ts';
+import { secretMatches, SHORT_CODE_RE, UPLOAD_TOKEN_RE } from '../auth/tokens.ts';
+import { sqlUtc } from '../util/time.ts';
+import { parseFileId } from './download.ts';
+import { fileJson, type Deps } from './deps.ts';
+
+export function bundleRoutes(deps: Deps): Route[] {
+  return [
+    { method: 'get', pattern: '/api/v1/bundle/:code', handler: (ctx) => bundleInfo(ctx, deps) },
+    { method: 'get', pattern: '/api/v1/bundle/:code/status', handler: (ctx) => bundleStatus(ctx, deps) },
+    { method: 'del', pattern: '/api/v1/bundle/:code', handler: (ctx) => removeBundle(ctx, deps) },
+    { method: 'del', pattern: '/api/v1/file/:id', handler: (ctx) => removeFile(ctx, deps) },
+  ];
+}
+
+function shortCode(ctx: Ctx): string {
+  const code = ctx.params[0] ?? '';
+  if (!SHORT_CODE_RE.test(code)) throw new AppError('INVALID_SHORT_CODE');
+  return code;
+}
+
+async function bundleInfo(ctx: Ctx, deps: Deps): Promise<void> {
+  const bundle = await findActiveBundle(deps.sql, shortCode(ctx));
+  if (!bundle) throw new AppError('BUNDLE_NOT_FOUND');
+  // A password-protected bundle lists no files until the access layer unlocks it.
+  const files = bundle.access_password_hash === null ? await listFiles(deps.sql, bundle.id) : [];
+  sendJson(ctx, 200, {
+    success: true,
+    short_code: bundle.short_code,
+    file_count: bundle.file_count,
+    total_size_bytes: bundle.total_size_bytes,
+    max_size_bytes: bundle.max_size_bytes,
+    expires_at: bundle.expires_at ? sqlUtc(bundle.expires_at) : null,
+    is_expired: false,
+    is_encrypted: bundle.is_encrypted,
+    created_at: sqlUtc(bundle.created_at),
+    files: files.map(fileJson),
+  });
+}
+
+async function bundleStatus(ctx: Ctx, deps: Deps): Promise<void> {
+  const bundle = await findBundle(deps.sql, shortCode(ctx));
+  if (!bundle) throw new AppError('BUNDLE_NOT_FOUND');
+  sendJson(ctx, 200, {
+    success: true,
+    exists: true,
+    is_expired: bundle.is_expired,
+    expires_at: bundle.expires_at ? sqlUtc(bundle.expires_at) : null,
+    total_size_bytes: bundle.total_size_bytes,
+    max_size_bytes: bundle.max_size_bytes,
+    space_remaining: bundle.is_expired ? 0 : Math.max(0, bundle.max_size_bytes - bundle.total_size_bytes),
+  });
+}
+
+async function removeBundle(ctx: Ctx, deps: Deps): Promise<void> {
+  const code = shortCode(ctx);
+  const token = ctx.headers['x-upload-token']?.trim();
+  if (!token) throw new AppError('UPLOAD_TOKEN_REQUIRED');
+  const bundle = await findBundle(deps.sql, code);
+  if (!bundle) throw new AppError('BUNDLE_NOT_FOUND');
+  if (!UPLOAD_TOKEN_RE.test(token) || !secretMatches(token, bundle.upload_token_hash)) {
+    throw new AppError('INVALID_UPLOAD_TOKEN');
+  }
+  const keys = await deleteBundle(deps.sql, bundle.id);
+  await removeStored(deps, keys);
+  sendJson(ctx, 200, { success: true });
+}
+
+async function removeFile(ctx: Ctx, deps: Deps): Promise<void> {
+  const id = parseFileId(ctx.params[0]);
+  if (id === null) throw new AppError('INVALID_FILE_ID');
+  const auth = /^bearer\s+(\S+)\s*$/i.exec(ctx.headers.authorization ?? '');
+  const token = auth?.[1] ?? ctx.query.get('upload_token') ?? '';
+  if (token === '') throw new AppError('UPLOAD_TOKEN_REQUIRED');
+  const [row] = await deps.sql<{ upload_token_hash: Uint8Array; is_expired: boolean }[]>`
+    select b.upload_token_hash, (b.expires_at is not null and b.expires_at <= now()) as is_expired
+    from files f join bundles b on b.id = f.bundle_id where f.id = ${id}`;
+  if (!row) throw new AppError('FILE_NOT_FOUND');
+  if (!UPLOAD_TOKEN_RE.test(token) || !secretMatches(token, row.upload_token_hash)) {
+    throw new AppError('INVALID_UPLOAD_TOKEN', 'Access denied: invalid upload token');
+  }
+  if (row.is_expired) throw new AppError('BUNDLE_EXPIRED');
+  const key = await deleteFile(deps.sql, id);
+  if (key === undefined) throw new AppError('FILE_NOT_FOUND');
+  await removeStored(deps, [key]);
+  sendJson(ctx, 200, { success: true, deleted_file_id: id });
+}
+
+/** Rows are gone (committed) before bytes: a crash in between leaves orphans the sweeper reclaims. */
+async function removeStored(deps: Deps, keys: string[]): Promise<void> {
+  await Promise.all(
+    keys.map((k) => deps.disk.remove(k).catch((err: unknown) => deps.log.warn({ err, key: k }, 'file not removed'))),
+  );
+}

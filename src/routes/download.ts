@@ -1,0 +1,99 @@
+import type { Ctx } from '../http/context.ts';
+import { send } from '../http/reply.ts';
+import type { Route } from '../http/server.ts';
+import { contentDisposition, parseRange } from '../http/range.ts';
+import { streamFile } from '../http/body-out.ts';
+import { AppError } from '../errors.ts';
+import { countDownload, findDownloadableFile, type DownloadRow } from '../db/bundles.ts';
+import type { Deps } from './deps.ts';
+
+export function downloadRoutes(deps: Deps): Route[] {
+  const handler = (ctx: Ctx): Promise<void> => download(ctx, deps);
+  return [
+    { method: 'get', pattern: '/api/v1/download/:id', handler },
+    { method: 'head', pattern: '/api/v1/download/:id', handler },
+  ];
+}
+
+/** Parses a file id path segment; anything but a positive integer is "not found". */
+export function parseFileId(raw: string | undefined): number | null {
+  if (raw === undefined || !/^[1-9]\d{0,15}$/.test(raw)) return null;
+  const n = Number(raw);
+  return Number.isSafeInteger(n) ? n : null;
+}
+
+async function download(ctx: Ctx, deps: Deps): Promise<void> {
+  const id = parseFileId(ctx.params[0]);
+  if (id === null) throw new AppError('FILE_NOT_FOUND');
+  const file = await findDownloadableFile(deps.sql, id);
+  // Password-protected bundles are gated by the access layer; until it exists they stay hidden.
+  if (!file || file.access_password_hash !== null) throw new AppError('FILE_NOT_FOUND');
+  await sendStoredFile(ctx, deps, file);
+}
+
+/** Sends a stored file with the full HTTP caching and Range semantics; counts completed downloads. */
+export async function sendStoredFile(ctx: Ctx, deps: Deps, file: DownloadRow): Promise<void> {
+  const etag = `"${Buffer.from(file.sha256).toString('hex')}"`;
+  const lastModified = file.created_at.toUTCString();
+  const common: Array<[string, string]> = [
+    ['ETag', etag],
+    ['Last-Modified', lastModified],
+    ['Accept-Ranges', 'bytes'],
+    ['Cache-Control', 'private, no-cache'],
+    ['X-Content-Type-Options', 'nosniff'],
+  ];
+  const h = ctx.headers;
+  if (notModified(h['if-none-match'], h['if-modified-since'], etag, file.created_at)) {
+    if (!ctx.done) {
+      ctx.done = true;
+      ctx.res.cork(() => {
+        ctx.res.writeStatus('304 Not Modified');
+        for (const [k, v] of [...ctx.replyHeaders, ...common]) ctx.res.writeHeader(k, v);
+        ctx.res.endWithoutBody();
+      });
+    }
+    return;
+  }
+  const ifRange = h['if-range'];
+  const rangeAllowed = ifRange === undefined || ifRange === etag || ifRange === lastModified;
+  const range = parseRange(rangeAllowed ? h.range : undefined, file.size);
+  if (range.kind === 'unsatisfiable') {
+    send(ctx, 416, JSON.stringify({ success: false, error: 'Requested range not satisfiable', code: 'INVALID_RANGE' }), [
+      ...common,
+      ['Content-Range', `bytes */${file.size}`],
+      ['Content-Type', 'application/json; charset=utf-8'],
+    ]);
+    return;
+  }
+  const [status, start, length] =
+    range.kind === 'partial' ? [206, range.start, range.end - range.start + 1] : [200, 0, file.size];
+  const headers: Array<[string, string]> = [
+    ['Content-Type', file.mime_type],
+    ['Content-Disposition', contentDisposition(file.name)],
+    ['Content-Security-Policy', "sandbox; default-src 'none'"],
+    ...common,
+  ];
+  if (status === 206) headers.push(['Content-Range', `bytes ${start}-${start + length - 1}/${file.size}`]);
+  if (ctx.method === 'head') {
+    if (!ctx.done) {
+      ctx.done = true;
+      ctx.res.cork(() => {
+        ctx.res.writeStatus(status === 206 ? '206 Partial Content' : '200 OK');
+        for (const [k, v] of [...ctx.replyHeaders, ...headers]) ctx.res.writeHeader(k, v);
+        ctx.res.endWithoutBody(length);
+      });
+    }
+    return;
+  }
+  const complete = await streamFile(ctx, deps.disk.filePath(file.storage_key), status, headers, start, length);
+  if (complete && start + length === file.size) {
+    countDownload(deps.sql, file.id).catch((err: unknown) => deps.log.warn({ err }, 'download count not recorded'));
+  }
+}
+
+function notModified(inm: string | undefined, ims: string | undefined, etag: string, modified: Date): boolean {
+  if (inm !== undefined) return inm.split(',').some((t) => t.trim().replace(/^W\//, '') === etag || t.trim() === '*');
+  if (ims === undefined) return false;
+  const since = Date.parse(ims);
+  return Number.isFinite(since) && Math.floor(modified.getTime() / 1000) <= Math.floor(since / 1000);
+}

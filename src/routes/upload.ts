@@ -1,0 +1,172 @@
+import { rm } from 'node:fs/promises';
+import type { Ctx } from '../http/context.ts';
+import { sendJson, send } from '../http/reply.ts';
+import type { Route } from '../http/server.ts';
+import { ingestMultipart, type IngestedFile, type IngestResult } from '../ingest/multipart.ts';
+import { AppError, toAppError } from '../errors.ts';
+import { appendFiles, findBundleByTokenHash, insertBundle, type FileRow, type NewFile } from '../db/bundles.ts';
+import { hashSecret, newUploadToken, secretMatches, UPLOAD_TOKEN_RE } from '../auth/tokens.ts';
+import { newStorageKey } from '../storage/disk.ts';
+import { isoUtc, DAY_MS } from '../util/time.ts';
+import { isEmail } from '../util/names.ts';
+import { fileJson, type Deps } from './deps.ts';
+
+/** Bytes of not-yet-committed appends per bundle in this process, so parallel appends share the cap. */
+const inflightByBundle = new Map<number, number>();
+
+export function uploadRoutes(deps: Deps): Route[] {
+  return [
+    { method: 'post', pattern: '/api/v1/upload', handler: (ctx) => createBundle(ctx, deps) },
+    { method: 'post', pattern: '/api/v1/upload/:token', handler: (ctx) => appendToBundle(ctx, deps) },
+  ];
+}
+
+async function createBundle(ctx: Ctx, deps: Deps): Promise<void> {
+  const ingest = ingestMultipart(ctx, deps.disk);
+  let result: IngestResult;
+  let uploader;
+  try {
+    uploader = await deps.access.uploaderFor(ctx);
+  } catch (err) {
+    ingest.cancel();
+    return failUpload(ctx, deps, err);
+  }
+  let used = 0;
+  const cap = uploader.maxBundleBytes;
+  try {
+    result = await ingest.start((n) => (used += n) <= cap);
+  } catch (err) {
+    return failUpload(ctx, deps, err);
+  }
+  const committed: string[] = [];
+  try {
+    const f = result.fields;
+    const description = optional(f.description);
+    if (description !== null && [...description].length > 1000) throw new AppError('DESCRIPTION_TOO_LONG');
+    const notifyEmail = optional(f.notify_email);
+    if (notifyEmail !== null && !isEmail(notifyEmail)) throw new AppError('INVALID_EMAIL');
+    if (result.files.length === 0) throw new AppError('NO_FILES');
+    const password = optional(f.access_password);
+    const accessPasswordHash = password === null ? null : await deps.passwords.hash(password);
+    const newFiles = await commitParts(deps, result.files, committed);
+    const token = newUploadToken();
+    const now = Date.now();
+    const { bundle, files } = await insertBundle(
+      deps.sql,
+      {
+        uploadTokenHash: hashSecret(token),
+        description,
+        accessPasswordHash,
+        notifyEmail,
+        isEncrypted: f.encrypted === '1' || f.encrypted === 'true',
+        apiKeyId: uploader.apiKeyId,
+        maxSizeBytes: cap,
+        expiresAt: uploader.expiryDays === null ? null : new Date(now + uploader.expiryDays * DAY_MS),
+      },
+      newFiles,
+    );
+    sendJson(ctx, 201, {
+      success: true,
+      short_code: bundle.short_code,
+      share_url: `/${bundle.short_code}`,
+      upload_url: `/u/${token}`,
+      upload_token: token,
+      expires_at: bundle.expires_at ? isoUtc(bundle.expires_at) : null,
+      files: files.map(fileJson),
+    });
+  } catch (err) {
+    await discard(deps, result.files, committed);
+    return failUpload(ctx, deps, err);
+  }
+}
+
+async function appendToBundle(ctx: Ctx, deps: Deps): Promise<void> {
+  const token = ctx.params[0] ?? '';
+  const ingest = ingestMultipart(ctx, deps.disk);
+  let bundle;
+  try {
+    if (!UPLOAD_TOKEN_RE.test(token)) throw new AppError('INVALID_UPLOAD_TOKEN');
+    bundle = await findBundleByTokenHash(deps.sql, hashSecret(token));
+    if (!bundle || !secretMatches(token, bundle.upload_token_hash)) throw new AppError('INVALID_UPLOAD_TOKEN');
+    if (bundle.is_expired) throw new AppError('BUNDLE_EXPIRED');
+  } catch (err) {
+    ingest.cancel();
+    return failUpload(ctx, deps, err);
+  }
+  const id = bundle.id;
+  const room = bundle.max_size_bytes - bundle.total_size_bytes;
+  let mine = 0;
+  const release = (): void => {
+    const left = (inflightByBundle.get(id) ?? 0) - mine;
+    if (left > 0) inflightByBundle.set(id, left);
+    else inflightByBundle.delete(id);
+    mine = 0;
+  };
+  let result: IngestResult;
+  try {
+    result = await ingest.start((n) => {
+      const others = (inflightByBundle.get(id) ?? 0) - mine;
+      if (others + mine + n > room) return false;
+      mine += n;
+      inflightByBundle.set(id, others + mine);
+      return true;
+    });
+  } catch (err) {
+    release();
+    return failUpload(ctx, deps, err);
+  }
+  const committed: string[] = [];
+  try {
+    if (result.files.length === 0) throw new AppError('NO_FILES');
+    const newFiles = await commitParts(deps, result.files, committed);
+    const rows: FileRow[] = await appendFiles(deps.sql, id, newFiles);
+    sendJson(ctx, 200, {
+      success: true,
+      short_code: bundle.short_code,
+      share_url: `/${bundle.short_code}`,
+      upload_url: `/u/${token}`,
+      files: rows.map(fileJson),
+    });
+  } catch (err) {
+    await discard(deps, result.files, committed);
+    return failUpload(ctx, deps, err);
+  } finally {
+    release();
+  }
+}
+
+/** Renames every finished part to its final sharded path (each already fsynced). */
+async function commitParts(deps: Deps, files: readonly IngestedFile[], committed: string[]): Promise<NewFile[]> {
+  const out: NewFile[] = [];
+  for (const f of files) {
+    const key = newStorageKey();
+    await deps.disk.commit(f.partPath, key);
+    committed.push(key);
+    out.push({ storageKey: key, name: f.name, size: f.size, mimeType: f.mimeType, sha256: f.sha256, crc32: f.crc32 });
+  }
+  return out;
+}
+
+/** Nothing of a failed request stays: remove its parts and any files already renamed. */
+async function discard(deps: Deps, files: readonly IngestedFile[], committed: string[]): Promise<void> {
+  await Promise.all([
+    ...files.map((f) => rm(f.partPath, { force: true })),
+    ...committed.map((k) => deps.disk.remove(k).catch(() => {})),
+  ]);
+}
+
+/** Errors while the body may still be arriving close the connection so the client stops sending. */
+function failUpload(ctx: Ctx, deps: Deps, err: unknown): void {
+  const e = toAppError(err);
+  if (e.status >= 500) deps.log.error({ err: e.cause ?? err, path: ctx.path }, 'upload failed');
+  if (ctx.done) return;
+  send(
+    ctx,
+    e.status,
+    JSON.stringify({ success: false, error: e.message, code: e.code }),
+    [['Content-Type', 'application/json; charset=utf-8']],
+    true,
+  );
+}
+
+const optional = (v: string | undefined): string | null => (v === undefined || v === '' ? null : v);

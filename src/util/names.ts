@@ -1,0 +1,33 @@
+/** A display name from a client's file name: no control characters, no path, bounded length. */
+export function cleanFileName(raw: string | undefined): string {
+  let name = (raw ?? '').normalize('NFC');
+  name = name.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g, '');
+  name = name.split(/[\\/]/).pop() ?? '';
+  name = name.trim().replace(/^\.+$/, '');
+  if ([...name].length > 255) name = [...name].slice(0, 255).join('');
+  return name === '' ? 'file' : name;
+}
+
+const EXT_TYPES: Record<string, string> = {
+  jpg: 'image/jpeg', jpeg: 'image/jpeg', png: 'image/png', gif: 'image/gif', webp: 'image/webp', avif: 'image/avif',
+  svg: 'image/svg+xml', bmp: 'image/bmp', tif: 'image/tiff', tiff: 'image/tiff', ico: 'image/x-icon',
+  heic: 'image/heic', pdf: 'application/pdf', zip: 'application/zip', gz: 'application/gzip', tar: 'application/x-tar',
+  '7z': 'application/x-7z-compressed', txt: 'text/plain', md: 'text/markdown', csv: 'text/csv', json: 'application/json',
+  html: 'text/html', htm: 'text/html', css: 'text/css', js: 'text/javascript', xml: 'application/xml',
+  mp4: 'video/mp4', webm: 'video/webm', mov: 'video/quicktime', mkv: 'video/x-matroska', mp3: 'audio/mpeg',
+  wav: 'audio/wav', ogg: 'audio/ogg', flac: 'audio/flac', iso: 'application/x-iso9660-image',
+};
+
+/** The declared type when it is a plausible media type, else a guess from the extension. */
+export function cleanMimeType(declared: string | undefined, name: string): string {
+  const t = (declared ?? '').split(';')[0]!.trim().toLowerCase();
+  if (/^[a-z0-9][a-z0-9!#$&^_.+-]{0,63}\/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}$/.test(t) && t !== 'application/octet-stream') {
+    return t;
+  }
+  const ext = /\.([a-z0-9]{1,5})$/i.exec(name)?.[1]?.toLowerCase();
+  return (ext && EXT_TYPES[ext]) ?? 'application/octet-stream';
+}
+
+/** Lenient but bounded check of a notification address. */
+export const isEmail = (s: string): boolean =>
+  s.length <= 255 && /^[^\s@<>()[\]\\,;:"]+@[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)+$/i.test(s);
