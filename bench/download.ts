@@ -8,7 +8,8 @@ import {
   envInt, environment, fixed, formatSize, mbps, median, printHeader, printTable, ratio, sizesFromArgs,
   writeResults, type Cell,
 } from './lib/report.ts';
-import { download, uploadMultipart, writePatternFile } from './lib/http-client.ts';
+import { uploadMultipart, writePatternFile } from './lib/http-client.ts';
+import { download } from './lib/download-client.ts';
 import { closeAll, selectServers, startTarget, type Target } from './lib/targets.ts';
 import { asUploadReply, cleanupUploads } from './lib/sluice-api.ts';
 

@@ -121,35 +121,6 @@ export function uploadMultipart(url: string, files: readonly FilePart[], opts: U
   });
 }
 
-export interface DownloadResult {
-  status: number;
-  bytes: number;
-  contentLength: number | undefined;
-  ms: number;
-}
-
-/** GETs url and counts the body bytes, discarding them. */
-export function download(url: string, headers: Record<string, string> = {}): Promise<DownloadResult> {
-  const started = performance.now();
-  return new Promise((resolve, reject) => {
-    const req = http.get(url, { agent: false, headers }, (res) => {
-      let bytes = 0;
-      res.on('data', (c: Buffer) => (bytes += c.length));
-      res.on('error', reject);
-      res.on('end', () => {
-        const cl = res.headers['content-length'];
-        resolve({
-          status: res.statusCode ?? 0,
-          bytes,
-          contentLength: cl === undefined ? undefined : Number(cl),
-          ms: performance.now() - started,
-        });
-      });
-    });
-    req.on('error', reject);
-  });
-}
-
 /** Writes the same bytes an upload of `size` would carry, without buffering the file. */
 export async function writePatternFile(file: string, size: number): Promise<void> {
   const fh = await open(file, 'w');

@@ -1,0 +1,174 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import postgres from 'postgres';
+
+export const ROOT = path.resolve(import.meta.dirname, '../..');
+const PG_ADMIN_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+
+export type Backend = 'embedded' | 'postgres';
+
+/**
+ * The backends every HTTP test runs against: the embedded defaults always, and real PostgreSQL
+ * (plus Redis, once state lives there) unless SLUICE_TEST_BACKENDS narrows the list.
+ */
+export function backends(): Backend[] {
+  const only = process.env.SLUICE_TEST_BACKENDS;
+  if (only) return only.split(',').map((s) => s.trim()) as Backend[];
+  return ['embedded', 'postgres'];
+}
+
+export interface TestServer {
+  readonly url: string;
+  readonly port: number;
+  readonly dataDir: string;
+  readonly backend: Backend;
+  readonly env: Record<string, string>;
+  /** Raw SQL into the server's own database (the embedded one through its socket). */
+  readonly sql: postgres.Sql;
+  proc: ChildProcess;
+  /** Runs the CLI with the server's environment. */
+  cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }>;
+  /** SIGKILL, no clean-up: a crash. */
+  kill(): Promise<void>;
+  /** Starts the server again on the same DATA_DIR and database. */
+  restart(): Promise<void>;
+  /** Graceful stop and removal of the data dir and database. */
+  close(): Promise<void>;
+}
+
+/**
+ * Starts the real server (`sluice serve`) in its own process on port 0 with a fresh DATA_DIR and,
+ * for the postgres backend, a fresh database, so parallel test files never collide.
+ */
+export async function startServer(backend: Backend, extraEnv: Record<string, string> = {}): Promise<TestServer> {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'sl-'));
+  const env: Record<string, string> = {
+    PATH: process.env.PATH ?? '',
+    HOME: process.env.HOME ?? '/root',
+    HOST: '127.0.0.1',
+    PORT: '0',
+    DATA_DIR: dataDir,
+    LOG_LEVEL: 'info',
+    ...extraEnv,
+  };
+  let dbName: string | undefined;
+  if (backend === 'postgres') {
+    dbName = `sluice_t_${randomBytes(6).toString('hex')}`;
+    const admin = postgres(PG_ADMIN_URL, { max: 1, onnotice: () => {} });
+    await admin.unsafe(`create database ${dbName}`);
+    await admin.end();
+    const u = new URL(PG_ADMIN_URL);
+    u.pathname = `/${dbName}`;
+    env.DATABASE_URL = u.toString();
+    env.REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+  }
+  let proc!: ChildProcess;
+  let port = 0;
+  const launch = async (): Promise<void> => {
+    const started = await spawnServer(env);
+    proc = started.proc;
+    port = started.port;
+    server.proc = proc;
+  };
+  const sql = (): postgres.Sql =>
+    env.DATABASE_URL
+      ? postgres(env.DATABASE_URL, { max: 2, onnotice: () => {} })
+      : postgres({ path: path.join(dataDir, '.s.PGSQL.5432'), user: 'postgres', database: 'postgres', max: 1, onnotice: () => {} });
+  let sqlClient: postgres.Sql | null = null;
+  const server: TestServer = {
+    get url() {
+      return `http://127.0.0.1:${port}`;
+    },
+    get port() {
+      return port;
+    },
+    dataDir,
+    backend,
+    env,
+    get sql() {
+      sqlClient ??= sql();
+      return sqlClient;
+    },
+    proc,
+    cli: (args) => runCli(args, env),
+    async kill() {
+      await sqlClient?.end({ timeout: 1 }).catch(() => {});
+      sqlClient = null;
+      const exited = new Promise((r) => proc.once('exit', r));
+      proc.kill('SIGKILL');
+      await exited;
+    },
+    async restart() {
+      await launch();
+    },
+    async close() {
+      await sqlClient?.end({ timeout: 1 }).catch(() => {});
+      sqlClient = null;
+      if (proc.exitCode === null && proc.signalCode === null) {
+        const exited = new Promise((r) => proc.once('exit', r));
+        proc.kill('SIGTERM');
+        await Promise.race([exited, new Promise((r) => setTimeout(r, 10_000))]);
+        if (proc.exitCode === null) proc.kill('SIGKILL');
+      }
+      fs.rmSync(dataDir, { recursive: true, force: true });
+      if (dbName) {
+        const admin = postgres(PG_ADMIN_URL, { max: 1, onnotice: () => {} });
+        await admin.unsafe(`drop database if exists ${dbName} with (force)`).catch(() => {});
+        await admin.end();
+      }
+    },
+  };
+  await launch();
+  return server;
+}
+
+function spawnServer(env: Record<string, string>): Promise<{ proc: ChildProcess; port: number }> {
+  return new Promise((resolve, reject) => {
+    const proc = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'src/cli/main.ts'), 'serve'], {
+      cwd: ROOT,
+      env,
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let log = '';
+    const timer = setTimeout(() => {
+      proc.kill('SIGKILL');
+      reject(new Error(`server did not start in 60 s:\n${log}`));
+    }, 60_000);
+    proc.stderr!.setEncoding('utf8');
+    proc.stderr!.on('data', (chunk: string) => {
+      log += chunk;
+      if (process.env.SLUICE_TEST_LOGS) process.stderr.write(chunk);
+      const m = /"port":(\d+)[^\n]*"msg":"sluice listening"/.exec(log);
+      if (m) {
+        clearTimeout(timer);
+        log = '';
+        resolve({ proc, port: Number(m[1]) });
+      }
+    });
+    proc.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`server exited with ${code}:\n${log}`));
+    });
+  });
+}
+
+export function runCli(args: string[], env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const proc = spawn(process.execPath, [path.join(ROOT, 'bin/sluice.js'), ...args], { cwd: ROOT, env });
+    let stdout = '';
+    let stderr = '';
+    proc.stdout.on('data', (c) => (stdout += c));
+    proc.stderr.on('data', (c) => (stderr += c));
+    proc.on('exit', (code) => resolve({ code: code ?? -1, stdout, stderr }));
+  });
+}
+
+/** Files under DATA_DIR/tmp and DATA_DIR/files (recursively), relative paths. */
+export function storedPaths(dataDir: string): { parts: string[]; files: string[] } {
+  const list = (dir: string): string[] =>
+    fs.existsSync(dir) ? (fs.readdirSync(dir, { recursive: true }) as string[]).filter((p) => fs.statSync(path.join(dir, p)).isFile()) : [];
+  return { parts: list(path.join(dataDir, 'tmp')), files: list(path.join(dataDir, 'files')) };
+}
