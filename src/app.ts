@@ -11,6 +11,7 @@ import { createDisk } from './storage/disk.ts';
 import { sweep } from './sweeper/sweep.ts';
 import { createAccess } from './auth/access.ts';
 import { createPasswords } from './auth/passwords.ts';
+import { createMemoryRateStore, createRedisRateStore } from './state/rate-store.ts';
 import type { Deps } from './routes/deps.ts';
 import { uploadRoutes } from './routes/upload.ts';
 import { bundleRoutes } from './routes/bundle.ts';
@@ -31,6 +32,7 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
 
   const db = await connectDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, log, max: 8 });
   const hasher = createHasher();
+  const rateStore = config.redisUrl ? createRedisRateStore(config.redisUrl, log) : createMemoryRateStore();
   try {
     const applied = await migrate(db.sql);
     if (applied.length) log.info({ applied }, 'migrations applied');
@@ -38,12 +40,13 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
     const swept = await sweep(db.sql, disk);
     log.info(swept, 'start-up sweep done');
 
+    const access = createAccess({ config, store: rateStore, log });
     const deps: Deps = {
       config,
       log,
       sql: db.sql,
       disk,
-      access: createAccess(config),
+      access,
       passwords: createPasswords(),
       binding,
       dbKind: db.kind,
@@ -60,7 +63,7 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
       ...downloadRoutes(deps),
       notFound,
     ];
-    const server = createHttpServer({ binding, routes, log });
+    const server = createHttpServer({ binding, routes, log, admit: (ctx) => access.admit(ctx) });
     const port = await server.listen(config.host, config.port);
     log.info({ host: config.host, port, database: db.kind }, 'sluice listening');
 
@@ -83,11 +86,13 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
         const deadline = Date.now() + graceMs;
         while (server.inflight() > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
         await db.close();
+        await rateStore.close();
         await hasher.close();
       },
     };
   } catch (err) {
     await db.close().catch(() => {});
+    await rateStore.close();
     await hasher.close();
     throw err;
   }

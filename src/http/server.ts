@@ -10,6 +10,8 @@ export interface Route {
   readonly method: Method;
   readonly pattern: string;
   readonly handler: Handler;
+  /** The handler reads the request body: it runs at once and admits the caller itself. */
+  readonly streamsBody?: boolean;
 }
 
 export interface HttpServer {
@@ -24,8 +26,14 @@ export interface HttpServer {
  * body readers registered at the top of a handler see every byte. Errors become the interface's
  * JSON error shape; unexpected ones are logged with their stack.
  */
-export function createHttpServer(deps: { binding: UwsBinding; routes: readonly Route[]; log: Logger }): HttpServer {
-  const { binding, routes, log } = deps;
+export function createHttpServer(deps: {
+  binding: UwsBinding;
+  routes: readonly Route[];
+  log: Logger;
+  /** Runs before every /api/* handler that does not stream a body (rate limit, caller). */
+  admit: (ctx: Ctx) => Promise<unknown>;
+}): HttpServer {
+  const { binding, routes, log, admit } = deps;
   const app: TemplatedApp = binding.uws.App();
   let inflight = 0;
   let listenSocket: ListenSocket | null = null;
@@ -38,6 +46,13 @@ export function createHttpServer(deps: { binding: UwsBinding; routes: readonly R
 
   for (const route of routes) {
     const paramCount = route.pattern.split('/').filter((s) => s.startsWith(':')).length;
+    const handler: Handler =
+      route.pattern.startsWith('/api/') && !route.streamsBody
+        ? async (ctx) => {
+            await admit(ctx);
+            await route.handler(ctx);
+          }
+        : route.handler;
     app[route.method](route.pattern, (res, req) => {
       const ctx = createCtx(res, req, paramCount);
       inflight++;
@@ -50,7 +65,7 @@ export function createHttpServer(deps: { binding: UwsBinding; routes: readonly R
       };
       let result: void | Promise<void>;
       try {
-        result = route.handler(ctx);
+        result = handler(ctx);
       } catch (err) {
         fail(ctx, err);
         settle();

@@ -14,9 +14,21 @@ export interface Uploader {
   readonly expiryDays: number | null;
 }
 
+/** The resolved caller of one /api request. */
+export interface Caller {
+  readonly ip: string;
+  readonly uploader: Uploader;
+  /** A Bearer value was sent that is not an active API key (401 on uploads and /my/*). */
+  readonly bearerRejected: boolean;
+}
+
 export interface Access {
-  /** Who is uploading; throws INVALID_API_KEY for a Bearer value that is not an active key. */
-  uploaderFor(ctx: Ctx): Promise<Uploader>;
+  /** Client address (X-Forwarded-For only from TRUST_PROXY peers). */
+  ipOf(ctx: Ctx): string;
+  /** Resolves the caller and spends one request of its hourly budget; throws RATE_LIMITED. */
+  admit(ctx: Ctx): Promise<Caller>;
+  /** Upload limits of the caller; throws INVALID_API_KEY for a rejected Bearer value. */
+  uploaderFor(caller: Caller): Uploader;
 }
 
 export interface Passwords {

@@ -16,8 +16,9 @@ const inflightByBundle = new Map<number, number>();
 
 export function uploadRoutes(deps: Deps): Route[] {
   return [
-    { method: 'post', pattern: '/api/v1/upload', handler: (ctx) => createBundle(ctx, deps) },
-    { method: 'post', pattern: '/api/v1/upload/:token', handler: (ctx) => appendToBundle(ctx, deps) },
+    // Body routes admit the caller themselves, after registering the body reader.
+    { method: 'post', pattern: '/api/v1/upload', streamsBody: true, handler: (ctx) => createBundle(ctx, deps) },
+    { method: 'post', pattern: '/api/v1/upload/:token', streamsBody: true, handler: (ctx) => appendToBundle(ctx, deps) },
   ];
 }
 
@@ -26,7 +27,7 @@ async function createBundle(ctx: Ctx, deps: Deps): Promise<void> {
   let result: IngestResult;
   let uploader;
   try {
-    uploader = await deps.access.uploaderFor(ctx);
+    uploader = deps.access.uploaderFor(await deps.access.admit(ctx));
   } catch (err) {
     ingest.cancel();
     return failUpload(ctx, deps, err);
@@ -85,6 +86,7 @@ async function appendToBundle(ctx: Ctx, deps: Deps): Promise<void> {
   const ingest = ingestMultipart(ctx, deps.disk);
   let bundle;
   try {
+    await deps.access.admit(ctx);
     if (!UPLOAD_TOKEN_RE.test(token)) throw new AppError('INVALID_UPLOAD_TOKEN');
     bundle = await findBundleByTokenHash(deps.sql, hashSecret(token));
     if (!bundle || !secretMatches(token, bundle.upload_token_hash)) throw new AppError('INVALID_UPLOAD_TOKEN');

@@ -1,8 +1,7 @@
-// Hashes file bytes off the event loop: SHA-256 and CRC-32 per upload stream, in arrival order.
+// Hashes file bytes off the event loop: SHA-256 per upload stream, in arrival order.
 // Plain JS so it runs in a worker thread whatever loader the main thread uses.
 import { parentPort } from 'node:worker_threads';
 import { createHash } from 'node:crypto';
-import { crc32 } from 'node:zlib';
 
 const streams = new Map();
 
@@ -10,17 +9,16 @@ parentPort.on('message', (msg) => {
   if (msg.t === 'd') {
     let s = streams.get(msg.id);
     if (!s) {
-      s = { hash: createHash('sha256'), crc: 0 };
+      s = { hash: createHash('sha256') };
       streams.set(msg.id, s);
     }
     const view = new Uint8Array(msg.sab, 0, msg.len);
     s.hash.update(view);
-    s.crc = crc32(view, s.crc);
     parentPort.postMessage({ t: 'ack', id: msg.id, slot: msg.slot });
   } else if (msg.t === 'f') {
-    const s = streams.get(msg.id) ?? { hash: createHash('sha256'), crc: 0 };
+    const s = streams.get(msg.id) ?? { hash: createHash('sha256') };
     streams.delete(msg.id);
-    parentPort.postMessage({ t: 'digest', id: msg.id, sha256: s.hash.digest('hex'), crc32: s.crc >>> 0 });
+    parentPort.postMessage({ t: 'digest', id: msg.id, sha256: s.hash.digest('hex') });
   } else if (msg.t === 'x') {
     streams.delete(msg.id);
   }

@@ -3,7 +3,6 @@ import os from 'node:os';
 
 export interface Digest {
   readonly sha256: string;
-  readonly crc32: number;
 }
 
 export interface HashStream {
@@ -20,10 +19,10 @@ export interface Hasher {
 
 type Msg =
   | { t: 'ack'; id: number; slot: number }
-  | { t: 'digest'; id: number; sha256: string; crc32: number };
+  | { t: 'digest'; id: number; sha256: string };
 
 /**
- * A small pool of worker threads computing SHA-256 and CRC-32 of streamed bytes, so hashing
+ * A small pool of worker threads computing SHA-256 of streamed bytes, so hashing
  * overlaps disk writes instead of halving upload throughput on the event loop.
  */
 export function createHasher(size = Math.max(1, Math.min(4, os.availableParallelism() - 1))): Hasher {
@@ -40,7 +39,7 @@ export function createHasher(size = Math.max(1, Math.min(4, os.availableParallel
         const done = digests.get(m.id);
         digests.delete(m.id);
         acks.delete(m.id);
-        done?.({ sha256: m.sha256, crc32: m.crc32 });
+        done?.({ sha256: m.sha256 });
       }
     });
     w.on('error', (err) => {

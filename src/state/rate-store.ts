@@ -1,0 +1,78 @@
+import { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+
+export interface Hit {
+  /** Requests counted in the current window, this one included. */
+  readonly count: number;
+  /** Milliseconds until the window resets. */
+  readonly resetMs: number;
+}
+
+/** Counts requests per key in fixed windows that start at a key's first request. */
+export interface RateStore {
+  readonly kind: 'memory' | 'redis';
+  hit(key: string, windowMs: number): Promise<Hit>;
+  close(): Promise<void>;
+}
+
+/** In-process store: exact for one process (the embedded default runs one). */
+export function createMemoryRateStore(now: () => number = Date.now): RateStore {
+  const windows = new Map<string, { count: number; resetAt: number }>();
+  let sweeps = 0;
+  return {
+    kind: 'memory',
+    async hit(key, windowMs) {
+      const t = now();
+      // Drop finished windows now and then so idle keys do not accumulate.
+      if (++sweeps % 10_000 === 0) for (const [k, w] of windows) if (w.resetAt <= t) windows.delete(k);
+      let w = windows.get(key);
+      if (!w || w.resetAt <= t) {
+        w = { count: 0, resetAt: t + windowMs };
+        windows.set(key, w);
+      }
+      w.count++;
+      return { count: w.count, resetMs: w.resetAt - t };
+    },
+    close: async () => windows.clear(),
+  };
+}
+
+// One atomic round trip: count, start the window on the first hit, report the time left.
+const HIT_SCRIPT = `
+local n = redis.call('INCR', KEYS[1])
+if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]); ttl = tonumber(ARGV[1]) end
+return {n, ttl}`;
+
+/**
+ * Redis store shared by every process and machine. Commands time out fast and are never queued
+ * while disconnected, so a Redis outage surfaces as an error within ~250 ms instead of a hang.
+ */
+export function createRedisRateStore(url: string, log: Logger, prefix = 'sluice:rl:'): RateStore {
+  const redis = new Redis(url, {
+    commandTimeout: 250,
+    connectTimeout: 1000,
+    maxRetriesPerRequest: 0,
+    enableOfflineQueue: false,
+    retryStrategy: (times) => Math.min(times * 200, 2000),
+    lazyConnect: false,
+  });
+  let lastError = 0;
+  redis.on('error', (err: Error) => {
+    if (Date.now() - lastError > 10_000) log.error({ err: err.message }, 'redis error');
+    lastError = Date.now();
+  });
+  redis.defineCommand('sluiceHit', { numberOfKeys: 1, lua: HIT_SCRIPT });
+  const run = redis as unknown as { sluiceHit(key: string, windowMs: number): Promise<[number, number]> };
+  return {
+    kind: 'redis',
+    async hit(key, windowMs) {
+      const [count, resetMs] = await run.sluiceHit(prefix + key, windowMs);
+      return { count, resetMs };
+    },
+    close: async () => {
+      redis.disconnect();
+    },
+  };
+}

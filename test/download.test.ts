@@ -1,0 +1,264 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHash, randomBytes } from 'node:crypto';
+import { request } from 'undici';
+import { backends, startServer, type TestServer } from './helpers/server.ts';
+import { multipart, type Part } from './helpers/multipart.ts';
+
+interface UploadedFile {
+  id: number;
+  name: string;
+  size: number;
+  mime_type: string;
+  download_url: string;
+}
+interface Upload {
+  short_code: string;
+  upload_token: string;
+  files: UploadedFile[];
+}
+
+const sha256 = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
+const header = (h: Record<string, string | string[] | undefined>, name: string): string | undefined => {
+  const v = h[name];
+  return Array.isArray(v) ? v.join(', ') : v;
+};
+
+async function upload(srv: TestServer, files: Array<{ name: string; data: Buffer; type?: string }>, fields: Part[] = []): Promise<Upload> {
+  const { body, contentType } = multipart([
+    ...fields,
+    ...files.map((f) => ({ name: 'files[]', filename: f.name, contentType: f.type, data: f.data })),
+  ]);
+  const res = await request(`${srv.url}/api/v1/upload`, { method: 'POST', body, headers: { 'content-type': contentType } });
+  const json = (await res.body.json()) as Upload;
+  assert.ok(res.statusCode === 201 || res.statusCode === 200, `upload: ${res.statusCode} ${JSON.stringify(json)}`);
+  return json;
+}
+
+async function get(srv: TestServer, path: string, headers: Record<string, string> = {}, method: 'GET' | 'HEAD' = 'GET') {
+  const res = await request(`${srv.url}${path}`, { method, headers });
+  const body = Buffer.from(await res.body.arrayBuffer());
+  return { status: res.statusCode, headers: res.headers, body };
+}
+
+function assertJsonError(r: { status: number; headers: Record<string, string | string[] | undefined>; body: Buffer }, status: number): void {
+  assert.equal(r.status, status, r.body.toString());
+  assert.match(header(r.headers, 'content-type') ?? '', /^application\/json/);
+  const json = JSON.parse(r.body.toString()) as { success: unknown; error: unknown };
+  assert.equal(json.success, false);
+  assert.equal(typeof json.error, 'string');
+}
+
+async function downloadCount(srv: TestServer, id: number): Promise<number> {
+  const [row] = await srv.sql<{ download_count: string }[]>`select download_count from files where id = ${id}`;
+  return Number(row?.download_count);
+}
+
+/** Polls until the file's download_count reaches `want` (counting happens after the body is sent). */
+async function waitForCount(srv: TestServer, id: number, want: number): Promise<number> {
+  const deadline = Date.now() + 5000;
+  let n = await downloadCount(srv, id);
+  while (n < want && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 25));
+    n = await downloadCount(srv, id);
+  }
+  return n;
+}
+
+for (const backend of backends()) {
+  describe(`download (${backend})`, () => {
+    let srv: TestServer;
+    // 1000 bytes whose every position is distinguishable, so an off-by-one range is visible.
+    const content = Buffer.from(Array.from({ length: 1000 }, (_, i) => i % 251));
+    const size = content.length;
+    let file: UploadedFile;
+    let path: string;
+
+    before(async () => {
+      srv = await startServer(backend, { RATE_LIMIT_ANON_PER_HOUR: '100000' });
+      const up = await upload(srv, [{ name: 'data.bin', data: content, type: 'application/x-test' }]);
+      file = up.files[0]!;
+      path = file.download_url;
+    });
+    after(async () => {
+      await srv?.close();
+    });
+
+    test('full GET returns the exact bytes with the documented headers', async () => {
+      const r = await get(srv, path);
+      assert.equal(r.status, 200);
+      assert.equal(sha256(r.body), sha256(content));
+      assert.equal(header(r.headers, 'content-type'), 'application/x-test');
+      assert.equal(header(r.headers, 'content-disposition'), 'attachment; filename="data.bin"');
+      assert.equal(header(r.headers, 'content-length'), String(size));
+      assert.match(header(r.headers, 'etag') ?? '', /^"[^"]+"$/, 'a strong quoted ETag');
+      const lm = header(r.headers, 'last-modified') ?? '';
+      assert.match(lm, /^[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT$/);
+      assert.ok(Math.abs(Date.parse(lm) - Date.now()) < 10 * 60_000, `Last-Modified ${lm} is the upload time`);
+      assert.equal(header(r.headers, 'accept-ranges'), 'bytes');
+      assert.equal(header(r.headers, 'content-range'), undefined);
+    });
+
+    test('a non-ASCII name gets an ASCII filename and an RFC 5987 filename*', async () => {
+      const name = 'résumé ✓ 日本.txt';
+      const up = await upload(srv, [{ name, data: Buffer.from('hi'), type: 'text/plain' }]);
+      assert.equal(up.files[0]!.name, name);
+      const r = await get(srv, up.files[0]!.download_url);
+      assert.equal(r.status, 200);
+      const cd = header(r.headers, 'content-disposition') ?? '';
+      assert.match(cd, /^attachment;/);
+      const ascii = /;\s*filename="([^"]*)"/.exec(cd)?.[1];
+      assert.ok(ascii !== undefined && /^[\x20-\x7e]+$/.test(ascii), cd);
+      const ext = /;\s*filename\*=UTF-8''([^;\s]+)/i.exec(cd)?.[1];
+      assert.ok(ext !== undefined, cd);
+      assert.equal(decodeURIComponent(ext), name);
+    });
+
+    test('HEAD has the same headers as GET and no body', async () => {
+      const g = await get(srv, path);
+      const h = await get(srv, path, {}, 'HEAD');
+      assert.equal(h.status, 200);
+      assert.equal(h.body.length, 0);
+      assert.equal(header(h.headers, 'content-length'), String(size));
+      for (const name of ['content-type', 'content-disposition', 'etag', 'last-modified', 'accept-ranges']) {
+        assert.equal(header(h.headers, name), header(g.headers, name), name);
+      }
+    });
+
+    const ranges: Array<[string, number, number]> = [
+      ['bytes=0-0', 0, 0],
+      ['bytes=0-', 0, size - 1],
+      ['bytes=-1', size - 1, size - 1],
+      [`bytes=-${size * 10}`, 0, size - 1],
+      [`bytes=${size - 1}-`, size - 1, size - 1],
+      [`bytes=100-${size + 5000}`, 100, size - 1],
+      ['bytes=10-19', 10, 19],
+    ];
+    for (const [range, start, end] of ranges) {
+      test(`Range ${range} → 206 bytes ${start}-${end}`, async () => {
+        const r = await get(srv, path, { range });
+        assert.equal(r.status, 206);
+        assert.equal(header(r.headers, 'content-range'), `bytes ${start}-${end}/${size}`);
+        assert.equal(header(r.headers, 'content-length'), String(end - start + 1));
+        assert.deepEqual(r.body, content.subarray(start, end + 1));
+      });
+    }
+
+    test('HEAD with a Range reports the partial length', async () => {
+      const r = await get(srv, path, { range: 'bytes=10-19' }, 'HEAD');
+      assert.equal(r.status, 206);
+      assert.equal(r.body.length, 0);
+      assert.equal(header(r.headers, 'content-range'), `bytes 10-19/${size}`);
+      assert.equal(header(r.headers, 'content-length'), '10');
+    });
+
+    for (const range of [`bytes=${size}-`, `bytes=${size}-${size + 10}`, 'bytes=-0']) {
+      test(`Range ${range} → 416 with Content-Range bytes */size`, async () => {
+        const r = await get(srv, path, { range });
+        assertJsonError(r, 416);
+        assert.equal(header(r.headers, 'content-range'), `bytes */${size}`);
+      });
+    }
+
+    for (const range of ['bytes=5-2', 'bytes=0-1,5-6', 'items=0-1', 'bytes=x-y']) {
+      test(`Range ${range} is ignored → 200 full`, async () => {
+        const r = await get(srv, path, { range });
+        assert.equal(r.status, 200);
+        assert.equal(header(r.headers, 'content-range'), undefined);
+        assert.equal(sha256(r.body), sha256(content));
+      });
+    }
+
+    test('If-None-Match with the ETag → 304 without a body', async () => {
+      const etag = header((await get(srv, path)).headers, 'etag')!;
+      for (const inm of [etag, `W/${etag}`, `"nope", ${etag}`, '*']) {
+        const r = await get(srv, path, { 'if-none-match': inm });
+        assert.equal(r.status, 304, inm);
+        assert.equal(r.body.length, 0);
+        assert.equal(header(r.headers, 'etag'), etag);
+      }
+      const miss = await get(srv, path, { 'if-none-match': '"something-else"' });
+      assert.equal(miss.status, 200);
+      assert.equal(miss.body.length, size);
+    });
+
+    test('If-Range: a matching ETag honours the Range, a stale one sends everything', async () => {
+      const etag = header((await get(srv, path)).headers, 'etag')!;
+      const fresh = await get(srv, path, { range: 'bytes=0-9', 'if-range': etag });
+      assert.equal(fresh.status, 206);
+      assert.deepEqual(fresh.body, content.subarray(0, 10));
+      for (const stale of ['"0123abcd"', 'Tue, 01 Jan 2002 00:00:00 GMT']) {
+        const r = await get(srv, path, { range: 'bytes=0-9', 'if-range': stale });
+        assert.equal(r.status, 200, stale);
+        assert.equal(header(r.headers, 'content-range'), undefined);
+        assert.deepEqual(r.body, content);
+      }
+    });
+
+    test('a 0-byte file downloads as an empty 200', async () => {
+      const up = await upload(srv, [{ name: 'empty.txt', data: Buffer.alloc(0), type: 'text/plain' }]);
+      assert.equal(up.files[0]!.size, 0);
+      const r = await get(srv, up.files[0]!.download_url);
+      assert.equal(r.status, 200);
+      assert.equal(r.body.length, 0);
+      assert.equal(header(r.headers, 'content-length'), '0');
+      assert.equal(header(r.headers, 'content-type'), 'text/plain');
+      const h = await get(srv, up.files[0]!.download_url, {}, 'HEAD');
+      assert.equal(h.status, 200);
+      assert.equal(header(h.headers, 'content-length'), '0');
+    });
+
+    test('unknown and malformed ids → 404 JSON', async () => {
+      for (const id of ['999999999', 'abc', '0', '-1', '1.5', '01', '99999999999999999999999', '9007199254740993', '1e3']) {
+        assertJsonError(await get(srv, `/api/v1/download/${id}`), 404);
+      }
+    });
+
+    test('a 6 MiB file downloads byte-identical', async () => {
+      const big = randomBytes(6 * 1024 * 1024 + 123);
+      const up = await upload(srv, [{ name: 'big.bin', data: big }]);
+      const r = await get(srv, up.files[0]!.download_url);
+      assert.equal(r.status, 200);
+      assert.equal(header(r.headers, 'content-length'), String(big.length));
+      assert.equal(r.body.length, big.length);
+      assert.equal(sha256(r.body), sha256(big));
+
+      // A resumed download: the first half, then the rest from where it stopped.
+      const half = Math.floor(big.length / 2);
+      const a = await get(srv, up.files[0]!.download_url, { range: `bytes=0-${half - 1}` });
+      const b = await get(srv, up.files[0]!.download_url, { range: `bytes=${half}-` });
+      assert.equal(a.status, 206);
+      assert.equal(b.status, 206);
+      assert.equal(header(b.headers, 'content-range'), `bytes ${half}-${big.length - 1}/${big.length}`);
+      assert.equal(sha256(Buffer.concat([a.body, b.body])), sha256(big));
+    });
+
+    test('download_count grows with each complete download, not with HEAD or 304', async () => {
+      const up = await upload(srv, [{ name: 'count.txt', data: Buffer.from('count me') }]);
+      const f = up.files[0]!;
+      assert.equal(await downloadCount(srv, f.id), 0);
+      const first = await get(srv, f.download_url);
+      assert.equal(first.status, 200);
+      assert.equal(await waitForCount(srv, f.id, 1), 1);
+      assert.equal((await get(srv, f.download_url, {}, 'HEAD')).status, 200);
+      assert.equal((await get(srv, f.download_url, { 'if-none-match': header(first.headers, 'etag')! })).status, 304);
+      assert.equal((await get(srv, f.download_url)).status, 200);
+      assert.equal(await waitForCount(srv, f.id, 2), 2);
+      assert.equal(await downloadCount(srv, f.id), 2);
+    });
+
+    test('a password-protected bundle hides its files', async () => {
+      const up = await upload(srv, [{ name: 'secret.txt', data: Buffer.from('top secret') }], [
+        { name: 'access_password', value: 'hunter2' },
+      ]);
+      const f = up.files[0]!;
+      assertJsonError(await get(srv, `/api/v1/download/${f.id}`), 404);
+      assertJsonError(await get(srv, `/api/v1/download/${f.id}`, { range: 'bytes=0-0' }), 404);
+      const info = await get(srv, `/api/v1/bundle/${up.short_code}`);
+      assert.equal(info.status, 200);
+      const json = JSON.parse(info.body.toString()) as { success: boolean; files: unknown[] };
+      assert.equal(json.success, true);
+      assert.deepEqual(json.files, []);
+    });
+  });
+}

@@ -1,0 +1,61 @@
+import { describe, test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomInt } from 'node:crypto';
+import { Agent, request } from 'undici';
+import { backends, startServer, type TestServer } from './helpers/server.ts';
+import { multipart } from './helpers/multipart.ts';
+
+// A fresh loopback source address per run keeps the shared Redis bucket of this test its own.
+const randomLoopback = (): string => `127.${randomInt(1, 255)}.${randomInt(0, 255)}.${randomInt(1, 255)}`;
+const from = (ip: string): Agent => new Agent({ localAddress: ip });
+
+for (const backend of backends()) {
+  describe(`rate limiting (${backend})`, () => {
+    let srv: TestServer;
+    before(async () => {
+      srv = await startServer(backend, { RATE_LIMIT_ANON_PER_HOUR: '5', HOST: '0.0.0.0' });
+    });
+    after(() => srv.close());
+
+    test('every /api response carries the budget; the request past it gets 429 with Retry-After', async () => {
+      const ip = randomLoopback();
+      const agent = from(ip);
+      const url = `http://127.0.0.1:${srv.port}/api/v1/bundle/abcde`;
+      for (let i = 1; i <= 5; i++) {
+        const r = await request(url, { dispatcher: agent });
+        await r.body.dump();
+        assert.equal(r.statusCode, 404);
+        assert.equal(r.headers['x-ratelimit-limit'], '5');
+        assert.equal(r.headers['x-ratelimit-remaining'], String(5 - i));
+      }
+      const r = await request(url, { dispatcher: agent });
+      const body = (await r.body.json()) as { success: boolean; error: string };
+      assert.equal(r.statusCode, 429);
+      assert.equal(body.success, false);
+      assert.equal(typeof body.error, 'string');
+      assert.equal(r.headers['x-ratelimit-remaining'], '0');
+      assert.ok(Number(r.headers['retry-after']) > 0);
+
+      // Uploads count too and are refused once the budget is spent.
+      const { body: form, contentType } = multipart([{ name: 'files[]', filename: 'a.txt', data: Buffer.from('x') }]);
+      const up = await request(`http://127.0.0.1:${srv.port}/api/v1/upload`, {
+        method: 'POST',
+        body: form,
+        headers: { 'content-type': contentType },
+        dispatcher: agent,
+      });
+      await up.body.dump();
+      assert.equal(up.statusCode, 429);
+
+      // Another address is unaffected; web and health paths do not spend the API budget.
+      const other = await request(url, { dispatcher: from(randomLoopback()) });
+      await other.body.dump();
+      assert.equal(other.statusCode, 404);
+      assert.equal(other.headers['x-ratelimit-remaining'], '4');
+      const health = await request(`http://127.0.0.1:${srv.port}/healthz`, { dispatcher: agent });
+      await health.body.dump();
+      assert.equal(health.statusCode, 200);
+      await agent.close();
+    });
+  });
+}

@@ -1,0 +1,57 @@
+import { describe, test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import pino from 'pino';
+import { createMemoryRateStore, createRedisRateStore, type RateStore } from '../src/state/rate-store.ts';
+
+const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+const stores: Array<[string, () => RateStore]> = [['memory', () => createMemoryRateStore()]];
+if (!process.env.SLUICE_TEST_BACKENDS || process.env.SLUICE_TEST_BACKENDS.includes('postgres')) {
+  stores.push(['redis', () => createRedisRateStore(REDIS_URL, pino({ level: 'silent' }), `sluice:test:${randomBytes(4).toString('hex')}:`)]);
+}
+
+// One contract, every implementation.
+for (const [name, make] of stores) {
+  describe(`rate store contract (${name})`, () => {
+    const store = make();
+    after(() => store.close());
+
+    test('counts hits per key within a window', async () => {
+      const a = await store.hit('a', 60_000);
+      const b = await store.hit('a', 60_000);
+      const other = await store.hit('b', 60_000);
+      assert.equal(a.count, 1);
+      assert.equal(b.count, 2);
+      assert.equal(other.count, 1);
+      assert.ok(b.resetMs > 0 && b.resetMs <= 60_000);
+    });
+
+    test('a new window starts after the old one ends', async () => {
+      await store.hit('short', 50);
+      await store.hit('short', 50);
+      const deadline = Date.now() + 2000;
+      let h = await store.hit('short', 50);
+      while (h.count !== 1 && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 20));
+        h = await store.hit('short', 50);
+      }
+      assert.equal(h.count, 1);
+    });
+
+    test('concurrent hits are all counted exactly once', async () => {
+      const hits = await Promise.all(Array.from({ length: 50 }, () => store.hit('burst', 60_000)));
+      assert.deepEqual(
+        hits.map((h) => h.count).sort((x, y) => x - y),
+        Array.from({ length: 50 }, (_, i) => i + 1),
+      );
+    });
+  });
+}
+
+test('redis store fails fast when redis is unreachable', async () => {
+  const store = createRedisRateStore('redis://127.0.0.1:1', pino({ level: 'silent' }));
+  const t = Date.now();
+  await assert.rejects(store.hit('x', 1000));
+  assert.ok(Date.now() - t < 2000, 'no hang');
+  await store.close();
+});
