@@ -17,6 +17,10 @@ import { uploadRoutes } from './routes/upload.ts';
 import { bundleRoutes } from './routes/bundle.ts';
 import { downloadRoutes } from './routes/download.ts';
 import { healthRoutes } from './routes/health.ts';
+import { myRoutes } from './routes/my.ts';
+import { verifyAccessRoutes } from './routes/verify-access.ts';
+import { createSigner } from './auth/signing.ts';
+import { loadSecret } from './auth/secret.ts';
 
 export interface RunningApp {
   readonly port: number;
@@ -40,13 +44,16 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
     const swept = await sweep(db.sql, disk);
     log.info(swept, 'start-up sweep done');
 
-    const access = createAccess({ config, store: rateStore, log });
+    const signer = createSigner(loadSecret(config.secret, config.dataDir));
+    const access = createAccess({ config, sql: db.sql, store: rateStore, signer, log });
     const deps: Deps = {
       config,
       log,
       sql: db.sql,
       disk,
       access,
+      signer,
+      store: rateStore,
       passwords: createPasswords(),
       binding,
       dbKind: db.kind,
@@ -61,6 +68,8 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
       ...uploadRoutes(deps),
       ...bundleRoutes(deps),
       ...downloadRoutes(deps),
+      ...myRoutes(deps),
+      ...verifyAccessRoutes(deps),
       notFound,
     ];
     const server = createHttpServer({ binding, routes, log, admit: (ctx) => access.admit(ctx) });

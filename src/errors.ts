@@ -23,6 +23,8 @@ export const ERRORS = {
   PAYLOAD_TOO_LARGE: [413, 'Request body too large'],
   INVALID_API_KEY: [401, 'Invalid, expired or revoked API key'],
   RATE_LIMITED: [429, 'Rate limit exceeded'],
+  WRONG_PASSWORD: [403, 'Wrong password'],
+  NOT_OWNER: [404, 'Bundle not found or not owned by this key'],
   STORAGE_ERROR: [500, 'Storage error; please retry in a moment'],
   DATABASE_ERROR: [500, 'Database error; please retry in a moment'],
   INTERNAL: [500, 'Internal server error'],

@@ -1,38 +1,64 @@
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
+import type { Sql } from '../db/client.ts';
 import type { Ctx } from '../http/context.ts';
-import type { Access, Caller } from '../routes/deps.ts';
+import type { Access, Caller, Uploader } from '../routes/deps.ts';
 import type { RateStore } from '../state/rate-store.ts';
+import type { Signer } from './signing.ts';
 import { clientIp, createIpMatcher } from '../http/client-ip.ts';
 import { AppError } from '../errors.ts';
+import { createUsageRecorder, findApiKey } from './api-keys.ts';
+import { PLANS } from './plans.ts';
+import { UPLOAD_TOKEN_RE } from './tokens.ts';
 
 const HOUR_MS = 3_600_000;
 
 /**
- * Who is calling and how much they may do: resolves the caller, counts the request against its
- * hourly budget (one atomic store round trip) and sets the X-RateLimit headers on the reply.
- * Until API keys exist every caller is anonymous, so a Bearer value is never an active key.
+ * Who is calling and what they may do. `admit` resolves the caller (anonymous by IP, or an API
+ * key), spends one request of its hourly budget in one atomic store round trip, and sets the
+ * X-RateLimit headers. `canRead` is the one password gate every content path asks.
  *
  * When the store (Redis) cannot answer, requests are let through (fail open) and the outage is
  * logged: a rate-limit outage must not take uploads and downloads down with it.
  */
-export function createAccess(deps: { config: Config; store: RateStore; log: Logger }): Access {
-  const { config, store, log } = deps;
+export function createAccess(deps: { config: Config; sql: Sql; store: RateStore; signer: Signer; log: Logger }): Access {
+  const { config, sql, store, signer, log } = deps;
   const trusted = createIpMatcher(config.trustProxy);
-  const anonymous = { apiKeyId: null, maxBundleBytes: config.anonMaxBundleBytes, expiryDays: config.anonExpiryDays };
+  const anonymous: Uploader = { apiKeyId: null, maxBundleBytes: config.anonMaxBundleBytes, expiryDays: config.anonExpiryDays };
+  const callers = new WeakMap<Ctx, Caller>();
+  const recordUse = createUsageRecorder(sql, (err) => log.warn({ err }, 'last_used_at not recorded'));
   let lastWarn = 0;
 
   const ipOf = (ctx: Ctx): string => clientIp(ctx.remoteIp, ctx.headers['x-forwarded-for'], trusted);
 
+  async function resolve(ctx: Ctx): Promise<Caller> {
+    const ip = ipOf(ctx);
+    const bearer = /^bearer\s+(\S+)\s*$/i.exec(ctx.headers.authorization ?? '')?.[1];
+    // A 64-hex Bearer is an upload token (DELETE /api/v1/file), not an API key.
+    if (bearer === undefined || UPLOAD_TOKEN_RE.test(bearer)) return { ip, uploader: anonymous, apiKey: null, bearerRejected: false };
+    const key = await findApiKey(sql, bearer);
+    if (!key || key.state !== 'active') return { ip, uploader: anonymous, apiKey: null, bearerRejected: true };
+    recordUse(key.id);
+    const plan = PLANS[key.plan];
+    return {
+      ip,
+      apiKey: key,
+      bearerRejected: false,
+      uploader: { apiKeyId: key.id, maxBundleBytes: plan.maxBundleBytes, expiryDays: plan.expiryDays },
+    };
+  }
+
   return {
     ipOf,
-    async admit(ctx): Promise<Caller> {
-      const limit = config.rateLimitAnonPerHour;
-      const bearer = /^bearer\s+(\S+)\s*$/i.exec(ctx.headers.authorization ?? '')?.[1];
-      const caller: Caller = { ip: ipOf(ctx), uploader: anonymous, bearerRejected: bearer !== undefined };
+    async admit(ctx) {
+      const caller = await resolve(ctx);
+      callers.set(ctx, caller);
+      const [bucket, limit] = caller.apiKey
+        ? [`key:${caller.apiKey.id}`, PLANS[caller.apiKey.plan].requestsPerHour]
+        : [`ip:${caller.ip}`, config.rateLimitAnonPerHour];
       let remaining = limit;
       try {
-        const hit = await store.hit(`ip:${caller.ip}`, HOUR_MS);
+        const hit = await store.hit(bucket, HOUR_MS);
         remaining = Math.max(0, limit - hit.count);
         if (hit.count > limit) {
           ctx.replyHeaders.push(
@@ -52,9 +78,22 @@ export function createAccess(deps: { config: Config; store: RateStore; log: Logg
       ctx.replyHeaders.push(['X-RateLimit-Limit', String(limit)], ['X-RateLimit-Remaining', String(remaining)]);
       return caller;
     },
+    async callerOf(ctx) {
+      return callers.get(ctx) ?? (await resolve(ctx));
+    },
     uploaderFor(caller) {
       if (caller.bearerRejected) throw new AppError('INVALID_API_KEY');
       return caller.uploader;
+    },
+    requireKey(caller) {
+      if (!caller.apiKey) throw new AppError('INVALID_API_KEY');
+      return caller.apiKey;
+    },
+    canRead(ctx, caller, bundle) {
+      if (bundle.access_password_hash === null) return true;
+      if (caller.apiKey !== null && bundle.api_key_id === caller.apiKey.id) return true;
+      const token = ctx.headers['x-access-token'] ?? ctx.query.get('t');
+      return token !== undefined && token !== null && signer.verifyAccessToken(token, bundle.id, caller.ip);
     },
   };
 }

@@ -8,13 +8,17 @@ import { createDisk } from '../storage/disk.ts';
 import { sweep } from '../sweeper/sweep.ts';
 import { findBundle, deleteBundle } from '../db/bundles.ts';
 import { SHORT_CODE_RE } from '../auth/tokens.ts';
+import { keysCommand, UsageError } from './keys.ts';
 
 const USAGE = `usage: sluice <command>
   serve                   run the server
   migrate                 apply sql/ migrations
   sweep                   one pass of expiry and orphan clean-up
   bundles expire CODE     set the bundle's expires_at to now
-  bundles delete CODE     delete the bundle and its files`;
+  bundles delete CODE     delete the bundle and its files
+  keys create --plan starter|power|max|premium [--label TEXT] [--email ADDR] [--days N]
+  keys list               one row per key
+  keys revoke PREFIX      revoke a key`;
 
 class CliError extends Error {}
 
@@ -49,6 +53,15 @@ async function main(argv: string[]): Promise<void> {
         );
       } finally {
         await hasher.close();
+      }
+      return;
+    }
+    if (cmd === 'keys') {
+      try {
+        await keysCommand(db.sql, rest, (line) => process.stdout.write(`${line}\n`));
+      } catch (err) {
+        if (err instanceof UsageError) throw new CliError(err.message);
+        throw err;
       }
       return;
     }

@@ -26,8 +26,9 @@ function shortCode(ctx: Ctx): string {
 async function bundleInfo(ctx: Ctx, deps: Deps): Promise<void> {
   const bundle = await findActiveBundle(deps.sql, shortCode(ctx));
   if (!bundle) throw new AppError('BUNDLE_NOT_FOUND');
-  // A password-protected bundle lists no files until the access layer unlocks it.
-  const files = bundle.access_password_hash === null ? await listFiles(deps.sql, bundle.id) : [];
+  // A locked bundle lists no files: the owner's key or an access token unlocks it.
+  const caller = await deps.access.callerOf(ctx);
+  const files = deps.access.canRead(ctx, caller, bundle) ? await listFiles(deps.sql, bundle.id) : [];
   sendJson(ctx, 200, {
     success: true,
     short_code: bundle.short_code,

@@ -5,6 +5,9 @@ import type { FileRow } from '../db/bundles.ts';
 import type { Disk } from '../storage/disk.ts';
 import type { Ctx } from '../http/context.ts';
 import type { UwsBinding } from '../http/uws.ts';
+import type { ApiKeyRow } from '../auth/api-keys.ts';
+import type { Signer } from '../auth/signing.ts';
+import type { RateStore } from '../state/rate-store.ts';
 
 /** Limits that apply to one uploader: anonymous, or the plan of a Bearer key. */
 export interface Uploader {
@@ -14,10 +17,12 @@ export interface Uploader {
   readonly expiryDays: number | null;
 }
 
-/** The resolved caller of one /api request. */
+/** The resolved caller of one request. */
 export interface Caller {
   readonly ip: string;
   readonly uploader: Uploader;
+  /** The active API key sent as Bearer, if any. */
+  readonly apiKey: ApiKeyRow | null;
   /** A Bearer value was sent that is not an active API key (401 on uploads and /my/*). */
   readonly bearerRejected: boolean;
 }
@@ -27,8 +32,20 @@ export interface Access {
   ipOf(ctx: Ctx): string;
   /** Resolves the caller and spends one request of its hourly budget; throws RATE_LIMITED. */
   admit(ctx: Ctx): Promise<Caller>;
+  /** The caller admitted for this request (content paths resolve one without spending budget). */
+  callerOf(ctx: Ctx): Promise<Caller>;
   /** Upload limits of the caller; throws INVALID_API_KEY for a rejected Bearer value. */
   uploaderFor(caller: Caller): Uploader;
+  /** The caller's active key; throws INVALID_API_KEY (401) without one. */
+  requireKey(caller: Caller): ApiKeyRow;
+  /** The password gate: public, the owner's key, or a valid access token for this bundle and IP. */
+  canRead(ctx: Ctx, caller: Caller, bundle: GatedBundle): boolean;
+}
+
+export interface GatedBundle {
+  readonly id: number;
+  readonly access_password_hash: string | null;
+  readonly api_key_id: number | null;
 }
 
 export interface Passwords {
@@ -44,6 +61,9 @@ export interface Deps {
   readonly disk: Disk;
   readonly access: Access;
   readonly passwords: Passwords;
+  readonly signer: Signer;
+  /** Shared counters (rate limits, password attempts): Redis or in-process. */
+  readonly store: RateStore;
   readonly binding: UwsBinding;
   readonly dbKind: 'postgres' | 'embedded';
 }

@@ -26,8 +26,10 @@ async function download(ctx: Ctx, deps: Deps): Promise<void> {
   const id = parseFileId(ctx.params[0]);
   if (id === null) throw new AppError('FILE_NOT_FOUND');
   const file = await findDownloadableFile(deps.sql, id);
-  // Password-protected bundles are gated by the access layer; until it exists they stay hidden.
-  if (!file || file.access_password_hash !== null) throw new AppError('FILE_NOT_FOUND');
+  if (!file) throw new AppError('FILE_NOT_FOUND');
+  // Hidden, not forbidden: a locked file is indistinguishable from a missing one.
+  const caller = await deps.access.callerOf(ctx);
+  if (!deps.access.canRead(ctx, caller, { ...file, id: file.bundle_id })) throw new AppError('FILE_NOT_FOUND');
   await sendStoredFile(ctx, deps, file);
 }
 

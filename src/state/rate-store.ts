@@ -12,6 +12,8 @@ export interface Hit {
 export interface RateStore {
   readonly kind: 'memory' | 'redis';
   hit(key: string, windowMs: number): Promise<Hit>;
+  /** The current window's count without counting (0 when none). */
+  peek(key: string): Promise<number>;
   close(): Promise<void>;
 }
 
@@ -32,6 +34,10 @@ export function createMemoryRateStore(now: () => number = Date.now): RateStore {
       }
       w.count++;
       return { count: w.count, resetMs: w.resetAt - t };
+    },
+    async peek(key) {
+      const w = windows.get(key);
+      return w && w.resetAt > now() ? w.count : 0;
     },
     close: async () => windows.clear(),
   };
@@ -71,6 +77,7 @@ export function createRedisRateStore(url: string, log: Logger, prefix = 'sluice:
       const [count, resetMs] = await run.sluiceHit(prefix + key, windowMs);
       return { count, resetMs };
     },
+    peek: async (key) => Number((await redis.get(prefix + key)) ?? 0),
     close: async () => {
       redis.disconnect();
     },

@@ -1,0 +1,74 @@
+import { randomBytes } from 'node:crypto';
+import type { Sql } from '../db/client.ts';
+import { hashSecret, secretMatches } from './tokens.ts';
+import type { PlanName } from './plans.ts';
+
+const BASE62 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
+/** `sk_sluice_` + 40 base62 characters (~238 bits): never 64-hex, so never mistaken for an upload token. */
+export const KEY_RE = /^sk_sluice_[A-Za-z0-9]{40}$/;
+
+export function newApiKey(): string {
+  let body = '';
+  while (body.length < 40) for (const b of randomBytes(48)) if (b < 248 && body.length < 40) body += BASE62[b % 62];
+  return `sk_sluice_${body}`;
+}
+
+export interface ApiKeyRow {
+  id: number;
+  key_hash: Uint8Array;
+  prefix: string;
+  label: string | null;
+  plan: PlanName;
+  revoked_at: Date | null;
+  expires_at: Date | null;
+  owner_email: string | null;
+  created_at: Date;
+  last_used_at: Date | null;
+  state: 'active' | 'expired' | 'revoked';
+}
+
+const STATE = `case when k.revoked_at is not null then 'revoked'
+                   when k.expires_at is not null and k.expires_at <= now() then 'expired'
+                   else 'active' end as state`;
+
+export async function createApiKey(
+  sql: Sql,
+  opts: { plan: PlanName; label?: string | null; email?: string | null; days?: number | null },
+): Promise<{ key: string; row: ApiKeyRow }> {
+  const key = newApiKey();
+  const expires = opts.days ? new Date(Date.now() + opts.days * 86_400_000) : null;
+  const [row] = await sql<ApiKeyRow[]>`
+    insert into api_keys (key_hash, prefix, label, plan, owner_email, expires_at)
+    values (${hashSecret(key)}, ${key.slice(0, 12)}, ${opts.label ?? null}, ${opts.plan}, ${opts.email ?? null}, ${expires})
+    returning *, 'active' as state`;
+  return { key, row: row! };
+}
+
+/** Looks a presented key up by its hash (an index probe; the hash comparison is constant-time). */
+export async function findApiKey(sql: Sql, key: string): Promise<ApiKeyRow | undefined> {
+  if (!KEY_RE.test(key)) return undefined;
+  const [row] = await sql<ApiKeyRow[]>`select k.*, ${sql.unsafe(STATE)} from api_keys k where key_hash = ${hashSecret(key)}`;
+  return row && secretMatches(key, row.key_hash) ? row : undefined;
+}
+
+export const listApiKeys = (sql: Sql): Promise<ApiKeyRow[]> =>
+  sql<ApiKeyRow[]>`select k.*, ${sql.unsafe(STATE)} from api_keys k order by k.id`;
+
+/** Revokes every key whose prefix matches exactly; returns how many. */
+export async function revokeApiKey(sql: Sql, prefix: string): Promise<number> {
+  const rows = await sql`update api_keys set revoked_at = coalesce(revoked_at, now()) where prefix = ${prefix} returning id`;
+  return rows.length;
+}
+
+/** Records use at most once a minute per key, off the request's path. */
+export function createUsageRecorder(sql: Sql, onError: (err: unknown) => void): (keyId: number) => void {
+  const last = new Map<number, number>();
+  return (keyId) => {
+    const now = Date.now();
+    if (now - (last.get(keyId) ?? 0) < 60_000) return;
+    last.set(keyId, now);
+    sql`update api_keys set last_used_at = now() where id = ${keyId} and (last_used_at is null or last_used_at < now() - interval '1 minute')`.catch(
+      onError,
+    );
+  };
+}

@@ -1,0 +1,40 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
+
+const HOUR_S = 3600;
+
+export interface Signer {
+  /** Access token for one bundle, bound to the client IP, valid one hour. */
+  accessToken(bundleId: number, ip: string, nowMs?: number): { token: string; expiresAt: number };
+  verifyAccessToken(token: string, bundleId: number, ip: string, nowMs?: number): boolean;
+  /** Query suffix `exp=…&sig=…` authorizing only the preview of one file for one hour. */
+  previewQuery(fileId: number, nowMs?: number): string;
+  verifyPreview(fileId: number, exp: string | null, sig: string | null, nowMs?: number): boolean;
+}
+
+/** HMAC-SHA256 tokens keyed by SECRET; each purpose has its own label so one can never stand for another. */
+export function createSigner(secret: Buffer): Signer {
+  const mac = (text: string): Buffer => createHmac('sha256', secret).update(text).digest();
+  const same = (a: Buffer, b: Buffer): boolean => a.length === b.length && timingSafeEqual(a, b);
+  const b64 = (b: Buffer): string => b.toString('base64url');
+  return {
+    accessToken(bundleId, ip, nowMs = Date.now()) {
+      const exp = Math.floor(nowMs / 1000) + HOUR_S;
+      // The IP is inside the MAC, not the token: the token does not reveal it.
+      return { token: `${bundleId}.${exp}.${b64(mac(`access|${bundleId}|${exp}|${ip}`))}`, expiresAt: exp };
+    },
+    verifyAccessToken(token, bundleId, ip, nowMs = Date.now()) {
+      const m = /^(\d{1,15})\.(\d{1,12})\.([A-Za-z0-9_-]{43})$/.exec(token);
+      if (!m || Number(m[1]) !== bundleId || Number(m[2]) * 1000 <= nowMs) return false;
+      return same(Buffer.from(m[3]!, 'base64url'), mac(`access|${bundleId}|${m[2]}|${ip}`));
+    },
+    previewQuery(fileId, nowMs = Date.now()) {
+      const exp = Math.floor(nowMs / 1000) + HOUR_S;
+      return `exp=${exp}&sig=${b64(mac(`preview|${fileId}|${exp}`))}`;
+    },
+    verifyPreview(fileId, exp, sig, nowMs = Date.now()) {
+      if (exp === null || sig === null || !/^\d{1,12}$/.test(exp) || Number(exp) * 1000 <= nowMs) return false;
+      if (!/^[A-Za-z0-9_-]{43}$/.test(sig)) return false;
+      return same(Buffer.from(sig, 'base64url'), mac(`preview|${fileId}|${exp}`));
+    },
+  };
+}

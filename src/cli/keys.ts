@@ -1,0 +1,55 @@
+import type { Sql } from '../db/client.ts';
+import { createApiKey, listApiKeys, revokeApiKey } from '../auth/api-keys.ts';
+import { isPlanName } from '../auth/plans.ts';
+import { isEmail } from '../util/names.ts';
+import { sqlUtc } from '../util/time.ts';
+
+export class UsageError extends Error {}
+
+/** `sluice keys create|list|revoke`: prints results to stdout, throws UsageError for bad input. */
+export async function keysCommand(sql: Sql, args: string[], out: (line: string) => void): Promise<void> {
+  const [action, ...rest] = args;
+  if (action === 'create') {
+    const flags = parseFlags(rest, ['plan', 'label', 'email', 'days']);
+    const plan = flags.plan;
+    if (plan === undefined || !isPlanName(plan)) throw new UsageError('--plan must be one of starter, power, max, premium');
+    if (flags.email !== undefined && !isEmail(flags.email)) throw new UsageError(`invalid --email: ${flags.email}`);
+    let days: number | null = null;
+    if (flags.days !== undefined) {
+      if (!/^[1-9]\d{0,4}$/.test(flags.days)) throw new UsageError(`invalid --days: ${flags.days}`);
+      days = Number(flags.days);
+    }
+    const { key } = await createApiKey(sql, { plan, label: flags.label ?? null, email: flags.email ?? null, days });
+    out(key);
+    return;
+  }
+  if (action === 'list') {
+    if (rest.length) throw new UsageError('usage: sluice keys list');
+    out(['prefix', 'label', 'plan', 'state', 'created', 'last used'].join('\t'));
+    for (const k of await listApiKeys(sql)) {
+      out([k.prefix, k.label ?? '', k.plan, k.state, sqlUtc(k.created_at), k.last_used_at ? sqlUtc(k.last_used_at) : 'never'].join('\t'));
+    }
+    return;
+  }
+  if (action === 'revoke') {
+    const [prefix] = rest;
+    if (prefix === undefined || rest.length !== 1) throw new UsageError('usage: sluice keys revoke PREFIX');
+    const n = await revokeApiKey(sql, prefix);
+    if (n === 0) throw new UsageError(`unknown key: ${prefix}`);
+    out(`revoked ${prefix}`);
+    return;
+  }
+  throw new UsageError('usage: sluice keys create --plan PLAN [--label TEXT] [--email ADDR] [--days N] | list | revoke PREFIX');
+}
+
+function parseFlags(args: string[], allowed: string[]): Record<string, string> {
+  const flags: Record<string, string> = {};
+  for (let i = 0; i < args.length; i++) {
+    const m = /^--([a-z]+)(?:=(.*))?$/.exec(args[i]!);
+    if (!m || !allowed.includes(m[1]!)) throw new UsageError(`unknown flag: ${args[i]}`);
+    const value = m[2] ?? args[++i];
+    if (value === undefined) throw new UsageError(`--${m[1]} needs a value`);
+    flags[m[1]!] = value;
+  }
+  return flags;
+}

@@ -1,0 +1,25 @@
+import type { Ctx } from './context.ts';
+import { AppError } from '../errors.ts';
+
+/**
+ * Collects a small request body (JSON or form) up to `limit` bytes. Call before the handler's
+ * first await; past the limit it rejects with 413 and stops collecting.
+ */
+export function readSmallBody(ctx: Ctx, limit: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let over = false;
+    ctx.onAbort(() => reject(new AppError('INVALID_FIELD', 'client aborted')));
+    ctx.res.onData((ab, isLast) => {
+      if (over) return;
+      size += ab.byteLength;
+      if (size > limit) {
+        over = true;
+        return reject(new AppError('PAYLOAD_TOO_LARGE'));
+      }
+      chunks.push(Buffer.from(new Uint8Array(ab)));
+      if (isLast) resolve(Buffer.concat(chunks));
+    });
+  });
+}

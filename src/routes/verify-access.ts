@@ -1,0 +1,58 @@
+import type { Ctx } from '../http/context.ts';
+import { sendJson } from '../http/reply.ts';
+import type { Route } from '../http/server.ts';
+import { readSmallBody } from '../http/body-in.ts';
+import { AppError } from '../errors.ts';
+import { findActiveBundle } from '../db/bundles.ts';
+import { SHORT_CODE_RE } from '../auth/tokens.ts';
+import type { Deps } from './deps.ts';
+
+/** Wrong passwords allowed per bundle and client IP in 15 minutes before 429. */
+const MAX_WRONG = 10;
+const WINDOW_MS = 15 * 60_000;
+
+export function verifyAccessRoutes(deps: Deps): Route[] {
+  return [{ method: 'post', pattern: '/api/verify-access', streamsBody: true, handler: (ctx) => verify(ctx, deps) }];
+}
+
+async function verify(ctx: Ctx, deps: Deps): Promise<void> {
+  const body = readSmallBody(ctx, 16 * 1024);
+  const caller = await deps.access.admit(ctx);
+  const fields = parseFields(ctx.headers['content-type'] ?? '', await body);
+  const code = fields.short_code ?? fields.code;
+  const password = fields.password ?? fields.access_password;
+  if (typeof code !== 'string' || typeof password !== 'string' || code === '' || password === '') {
+    throw new AppError('INVALID_FIELD', 'short_code and password are required');
+  }
+  if (!SHORT_CODE_RE.test(code)) throw new AppError('INVALID_SHORT_CODE');
+  const bundle = await findActiveBundle(deps.sql, code);
+  if (!bundle) throw new AppError('BUNDLE_NOT_FOUND');
+  const attemptsKey = `pw:${bundle.id}:${caller.ip}`;
+  if ((await deps.store.peek(attemptsKey).catch(() => 0)) >= MAX_WRONG) {
+    throw new AppError('RATE_LIMITED', 'Too many wrong passwords for this bundle; try again later');
+  }
+  const ok = bundle.access_password_hash === null || (await deps.passwords.verify(password, bundle.access_password_hash));
+  if (!ok) {
+    await deps.store.hit(attemptsKey, WINDOW_MS).catch(() => undefined);
+    throw new AppError('WRONG_PASSWORD');
+  }
+  const { token, expiresAt } = deps.signer.accessToken(bundle.id, caller.ip);
+  sendJson(ctx, 200, { success: true, access_token: token, short_code: bundle.short_code, expires_in: 3600, expires_at: expiresAt });
+}
+
+function parseFields(contentType: string, body: Buffer): Record<string, unknown> {
+  const type = contentType.split(';')[0]!.trim().toLowerCase();
+  if (type === 'application/json') {
+    try {
+      const v: unknown = JSON.parse(body.toString('utf8'));
+      if (v && typeof v === 'object' && !Array.isArray(v)) return v as Record<string, unknown>;
+    } catch {
+      // fall through
+    }
+    throw new AppError('INVALID_FIELD', 'Body is not a JSON object');
+  }
+  if (type === 'application/x-www-form-urlencoded' || type === '') {
+    return Object.fromEntries(new URLSearchParams(body.toString('utf8')));
+  }
+  throw new AppError('INVALID_FIELD', 'Send JSON or an urlencoded form');
+}
