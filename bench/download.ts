@@ -5,18 +5,20 @@
 import path from 'node:path';
 import { rm } from 'node:fs/promises';
 import {
-  envInt, environment, fixed, formatSize, mbps, median, printHeader, printTable, ratio, sizesFromArgs,
+  envInt, environment, fixed, formatSize, mbps, median, printHeader, printTable, ratio, runLine, sizesFromArgs,
   writeResults, type Cell,
 } from './lib/report.ts';
 import { uploadMultipart, writePatternFile } from './lib/http-client.ts';
 import { download } from './lib/download-client.ts';
-import { closeAll, selectServers, startTarget, type Target } from './lib/targets.ts';
+import { closeAll, describeFailure, selectServers, startTarget, type Target } from './lib/targets.ts';
 import { asUploadReply, cleanupUploads } from './lib/sluice-api.ts';
 
 interface Run {
   ms: number;
   mbps: number;
   peakRssMiB: number;
+  /** Server CPU seconds (all threads) per 10^9 bytes moved. */
+  cpuPerGB: number;
 }
 
 interface CaseResult {
@@ -28,6 +30,7 @@ interface CaseResult {
   mbps?: number;
   wallMs?: number;
   peakRssMiB?: number;
+  cpuPerGB?: number;
 }
 
 interface Stored {
@@ -57,6 +60,7 @@ async function runOnce(target: Target, url: string, size: number, streams: numbe
   const settled = await Promise.allSettled(Array.from({ length: streams }, () => download(url)));
   const ms = performance.now() - started;
   const peakRssMiB = target.rss.peakMiB();
+  const cpu = target.rss.cpuSeconds();
   for (const s of settled) {
     if (s.status === 'rejected') return { error: String(s.reason) };
     const r = s.value;
@@ -64,7 +68,7 @@ async function runOnce(target: Target, url: string, size: number, streams: numbe
     if (r.bytes !== size) return { error: `received ${r.bytes} bytes, expected ${size}` };
     if (r.contentLength !== size) return { error: `Content-Length ${r.contentLength}, expected ${size}` };
   }
-  return { run: { ms, mbps: mbps(size * streams, ms), peakRssMiB } };
+  return { run: { ms, mbps: mbps(size * streams, ms), peakRssMiB, cpuPerGB: cpu / ((size * streams) / 1e9) } };
 }
 
 async function main(): Promise<void> {
@@ -107,9 +111,9 @@ async function main(): Promise<void> {
           const out = await runOnce(t, stored.get(t)!.url, size, streams);
           const c = cases[i]!;
           if (out.run) c.runs.push(out.run);
-          else c.errors.push(out.error ?? 'unknown');
-          const shown = out.run ? `${fixed(out.run.mbps)} MB/s, RSS ${fixed(out.run.peakRssMiB)} MiB` : `ERROR ${out.error}`;
-          console.log(`  ${formatSize(size)} ${streams === 1 ? 'single' : `x${streams}`} run ${r + 1} ${t.name}: ${shown}`);
+          else c.errors.push((out.error = describeFailure(t, out.error ?? 'unknown')));
+          const label = `${formatSize(size)} ${streams === 1 ? 'single' : `x${streams}`} run ${r + 1} ${t.name}`;
+          console.log(`  ${label}: ${runLine(out.run, out.error)}`);
         }
       }
       for (const c of cases) {
@@ -117,6 +121,7 @@ async function main(): Promise<void> {
         c.mbps = median(c.runs.map((x) => x.mbps));
         c.wallMs = median(c.runs.map((x) => x.ms));
         c.peakRssMiB = Math.max(...c.runs.map((x) => x.peakRssMiB));
+        c.cpuPerGB = median(c.runs.map((x) => x.cpuPerGB));
       }
       results.push(...cases);
     }
@@ -133,11 +138,12 @@ async function main(): Promise<void> {
     fixed(c.mbps),
     fixed(c.wallMs === undefined ? undefined : c.wallMs / 1000, 2),
     fixed(c.peakRssMiB),
+    fixed(c.cpuPerGB, 2),
     c.server === 'sluice' ? ratio(c.mbps, baseline(c)) : '',
     c.errors.length > 0 ? `${c.errors.length} failed` : '',
   ]);
   console.log(`\nmedians of ${runs} run(s); MB/s = 10^6 bytes/s summed over streams; RSS = server peak (max of runs)`);
-  printTable(['server', 'file', 'streams', 'MB/s', 'wall s', 'peak RSS MiB', 'vs node:http pipe', 'errors'], rows);
+  printTable(['server', 'file', 'streams', 'MB/s', 'wall s', 'peak RSS MiB', 'srv CPU s/GB', 'vs node:http pipe', 'errors'], rows);
   const file = writeResults('download', { scenario: 'download', environment: env, runs, concurrency: conc, results });
   console.log(`\nJSON: ${file}`);
   if (results.some((c) => c.errors.length > 0)) process.exitCode = 1;

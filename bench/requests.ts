@@ -9,7 +9,7 @@ import {
 import { uploadMultipart } from './lib/http-client.ts';
 import { httpGet } from './lib/proc.ts';
 import { asUploadReply } from './lib/sluice-api.ts';
-import { closeAll, ensureDatabase, selectServers, startBaseline, startSluice, type Target } from './lib/targets.ts';
+import { closeAll, describeFailure, ensureDatabase, selectServers, startBaseline, startSluice, type Target } from './lib/targets.ts';
 
 interface Histogram {
   average: number;
@@ -17,7 +17,7 @@ interface Histogram {
   p99: number;
 }
 interface AutocannonResult {
-  requests: Histogram;
+  requests: Histogram & { total: number };
   latency: Histogram;
   non2xx: number;
   errors: number;
@@ -33,6 +33,8 @@ interface Run {
   non2xx: number;
   errors: number;
   peakRssMiB: number;
+  /** Server CPU microseconds (all threads) per completed request. */
+  cpuUsPerReq: number;
 }
 
 interface CaseResult {
@@ -43,6 +45,7 @@ interface CaseResult {
   p50?: number;
   p99?: number;
   peakRssMiB?: number;
+  cpuUsPerReq?: number;
 }
 
 const BASELINE_CODE = 'bench';
@@ -69,6 +72,7 @@ async function measure(t: Target, url: string, connections: number, duration: nu
     non2xx: r.non2xx,
     errors: r.errors + r.timeouts,
     peakRssMiB: t.rss.peakMiB(),
+    cpuUsPerReq: (t.rss.cpuSeconds() * 1e6) / Math.max(1, r.requests.total),
   };
 }
 
@@ -107,8 +111,13 @@ async function main(): Promise<void> {
       const c = cases[(k + r) % cases.length]!; // rotate who goes first
       const run = await measure(c.target, c.target.baseUrl + c.path, connections, duration);
       c.result.runs.push(run);
-      const bad = run.non2xx + run.errors > 0 ? `, non-2xx ${run.non2xx}, errors ${run.errors}` : '';
-      console.log(`  run ${r + 1} ${c.result.server} ${c.path}: ${fixed(run.rps)} req/s, p50 ${run.p50} ms, p99 ${run.p99} ms${bad}`);
+      const bad = run.non2xx + run.errors > 0
+        ? describeFailure(c.target, `, non-2xx ${run.non2xx}, errors ${run.errors}`)
+        : '';
+      console.log(
+        `  run ${r + 1} ${c.result.server} ${c.path}: ${fixed(run.rps)} req/s, p50 ${run.p50} ms, ` +
+          `p99 ${run.p99} ms, CPU ${fixed(run.cpuUsPerReq)} us/req${bad}`,
+      );
     }
   }
   await closeAll();
@@ -119,6 +128,7 @@ async function main(): Promise<void> {
     c.p50 = median(c.runs.map((x) => x.p50));
     c.p99 = median(c.runs.map((x) => x.p99));
     c.peakRssMiB = Math.max(...c.runs.map((x) => x.peakRssMiB));
+    c.cpuUsPerReq = median(c.runs.map((x) => x.cpuUsPerReq));
   }
   const kind = (p: string): string => (p === '/healthz' ? '/healthz' : '/api/v1/bundle/:code');
   const baseline = (c: CaseResult): number | undefined =>
@@ -132,13 +142,14 @@ async function main(): Promise<void> {
     c.runs.reduce((n, x) => n + x.non2xx, 0),
     c.runs.reduce((n, x) => n + x.errors, 0),
     fixed(c.peakRssMiB),
+    fixed(c.cpuUsPerReq),
     c.server === 'sluice' ? ratio(c.rps, baseline(c)) : '',
   ]);
   console.log(
     `\nmedians of ${runs} run(s) x ${duration}s, ${connections} connections. autocannon runs in this process and ` +
       'saturates near ~45k req/s here: figures close to that are client-bound.',
   );
-  printTable(['server', 'path', 'req/s', 'p50 ms', 'p99 ms', 'non-2xx', 'errors', 'peak RSS MiB', 'vs node-pg'], rows);
+  printTable(['server', 'path', 'req/s', 'p50 ms', 'p99 ms', 'non-2xx', 'errors', 'peak RSS MiB', 'srv CPU us/req', 'vs node-pg'], rows);
   const file = writeResults('requests', { scenario: 'requests', environment: env, connections, duration, runs, results });
   console.log(`\nJSON: ${file}`);
   if (results.some((c) => c.runs.some((x) => x.non2xx + x.errors > 0))) process.exitCode = 1;

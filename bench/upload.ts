@@ -2,17 +2,19 @@
 // against Sluice, node:http+busboy and express+multer. Medians of BENCH_RUNS; peak server RSS is the max over runs.
 //   node --import tsx bench/upload.ts [256M,1G]     env: BENCH_SIZES BENCH_RUNS BENCH_CONCURRENCY BENCH_SERVERS
 import {
-  envInt, environment, fixed, formatSize, mbps, median, printHeader, printTable, ratio, sizesFromArgs,
+  envInt, environment, fixed, formatSize, mbps, median, printHeader, printTable, ratio, runLine, sizesFromArgs,
   writeResults, MiB, type Cell,
 } from './lib/report.ts';
 import { CONTENT_LENGTH_LIMIT, uploadMultipart, type UploadResult } from './lib/http-client.ts';
-import { closeAll, selectServers, startTarget, type Target } from './lib/targets.ts';
+import { closeAll, describeFailure, selectServers, startTarget, type Target } from './lib/targets.ts';
 import { asUploadReply, cleanupUploads } from './lib/sluice-api.ts';
 
 interface Run {
   ms: number;
   mbps: number;
   peakRssMiB: number;
+  /** Server CPU seconds (all threads) per 10^9 bytes moved. */
+  cpuPerGB: number;
   chunked: boolean;
 }
 
@@ -26,9 +28,12 @@ interface CaseResult {
   mbps?: number;
   wallMs?: number;
   peakRssMiB?: number;
+  cpuPerGB?: number;
 }
 
 const PATH = '/api/v1/upload';
+/** BENCH_CHUNKED=1 sends every body chunked, to compare servers at equal framing below 10^9 bytes too. */
+const FORCE_CHUNKED = process.env.BENCH_CHUNKED === '1' ? true : undefined;
 
 function splitSize(total: number, streams: number): number[] {
   const each = Math.floor(total / streams);
@@ -48,10 +53,13 @@ async function runOnce(target: Target, sizes: readonly number[], run: number): P
   target.rss.reset();
   const started = performance.now();
   const settled = await Promise.allSettled(
-    sizes.map((size, i) => uploadMultipart(target.baseUrl + PATH, [{ name: `bench-${run}-${i}.bin`, size }])),
+    sizes.map((size, i) =>
+      uploadMultipart(target.baseUrl + PATH, [{ name: `bench-${run}-${i}.bin`, size }], { chunked: FORCE_CHUNKED }),
+    ),
   );
   const ms = performance.now() - started;
   const peakRssMiB = target.rss.peakMiB();
+  const cpu = target.rss.cpuSeconds();
   const replies = settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value.json] : []));
   await cleanupUploads(target, replies);
   for (const [i, s] of settled.entries()) {
@@ -60,7 +68,7 @@ async function runOnce(target: Target, sizes: readonly number[], run: number): P
   }
   const total = sizes.reduce((a, b) => a + b, 0);
   const chunked = settled.some((s) => s.status === 'fulfilled' && s.value.chunked);
-  return { run: { ms, mbps: mbps(total, ms), peakRssMiB, chunked } };
+  return { run: { ms, mbps: mbps(total, ms), peakRssMiB, cpuPerGB: cpu / (total / 1e9), chunked } };
 }
 
 async function main(): Promise<void> {
@@ -102,9 +110,9 @@ async function main(): Promise<void> {
           const out = await runOnce(targets[i]!, parts, r + 1);
           const c = cases[i]!;
           if (out.run) c.runs.push(out.run);
-          else c.errors.push(out.error ?? 'unknown');
-          const shown = out.run ? `${fixed(out.run.mbps)} MB/s, RSS ${fixed(out.run.peakRssMiB)} MiB` : `ERROR ${out.error}`;
-          console.log(`  ${formatSize(size)} ${streams === 1 ? 'single' : `x${streams}`} run ${r + 1} ${c.server}: ${shown}`);
+          else c.errors.push((out.error = describeFailure(targets[i]!, out.error ?? 'unknown')));
+          const label = `${formatSize(size)} ${streams === 1 ? 'single' : `x${streams}`} run ${r + 1} ${c.server}`;
+          console.log(`  ${label}: ${runLine(out.run, out.error)}`);
         }
       }
       for (const c of cases) {
@@ -113,6 +121,7 @@ async function main(): Promise<void> {
           c.mbps = median(c.runs.map((x) => x.mbps));
           c.wallMs = median(c.runs.map((x) => x.ms));
           c.peakRssMiB = Math.max(...c.runs.map((x) => x.peakRssMiB));
+        c.cpuPerGB = median(c.runs.map((x) => x.cpuPerGB));
         }
       }
       results.push(...cases);
@@ -130,13 +139,14 @@ async function main(): Promise<void> {
     fixed(c.mbps),
     fixed(c.wallMs === undefined ? undefined : c.wallMs / 1000, 2),
     fixed(c.peakRssMiB),
+    fixed(c.cpuPerGB, 2),
     c.server === 'sluice' ? ratio(c.mbps, find('express-multer', c)) : '',
     c.server === 'sluice' ? ratio(c.mbps, find('node-busboy', c)) : '',
     c.errors.length > 0 ? `${c.errors.length} failed` : '',
   ]);
   console.log(`\nmedians of ${runs} run(s); MB/s = 10^6 bytes/s over the whole body; RSS = server peak (max of runs)`);
   printTable(
-    ['server', 'total', 'streams', 'body', 'MB/s', 'wall s', 'peak RSS MiB', 'vs express-multer', 'vs node-busboy', 'errors'],
+    ['server', 'total', 'streams', 'body', 'MB/s', 'wall s', 'peak RSS MiB', 'srv CPU s/GB', 'vs express-multer', 'vs node-busboy', 'errors'],
     rows,
   );
   const file = writeResults('upload', { scenario: 'upload', environment: env, runs, concurrency: conc, results });

@@ -2,7 +2,7 @@
 create table api_keys (
   id           bigserial primary key,
   key_hash     bytea not null unique,
-  prefix       text not null,
+  prefix       text not null unique,
   label        text,
   plan         text not null check (plan in ('starter', 'power', 'max', 'premium')),
   revoked_at   timestamptz,
@@ -12,7 +12,6 @@ create table api_keys (
   created_at   timestamptz not null default now(),
   last_used_at timestamptz
 );
-create index api_keys_prefix on api_keys (prefix);
 
 alter table bundles
   add constraint bundles_api_key_fk foreign key (api_key_id) references api_keys (id) on delete set null;

@@ -19,6 +19,7 @@ import { downloadRoutes } from './routes/download.ts';
 import { healthRoutes } from './routes/health.ts';
 import { myRoutes } from './routes/my.ts';
 import { verifyAccessRoutes } from './routes/verify-access.ts';
+import { zipRoutes } from './routes/zip.ts';
 import { createSigner } from './auth/signing.ts';
 import { loadSecret } from './auth/secret.ts';
 
@@ -70,6 +71,7 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
       ...downloadRoutes(deps),
       ...myRoutes(deps),
       ...verifyAccessRoutes(deps),
+      ...zipRoutes(deps),
       notFound,
     ];
     const server = createHttpServer({ binding, routes, log, admit: (ctx) => access.admit(ctx) });

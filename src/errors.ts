@@ -46,6 +46,11 @@ export const appError = (code: ErrorCode, message?: string, cause?: unknown): Ap
   new AppError(code, message, { cause });
 
 /** Maps anything thrown to an AppError; unexpected errors become INTERNAL (the caller logs the original). */
+const FS_SYSCALLS = new Set([
+  'open', 'read', 'write', 'fsync', 'fdatasync', 'close', 'rename', 'unlink', 'mkdir', 'rmdir', 'stat', 'fstat',
+  'lstat', 'readdir', 'rm', 'scandir', 'copyfile', 'ftruncate', 'utime', 'futime',
+]);
+
 export function toAppError(err: unknown): AppError {
   if (err instanceof AppError) return err;
   const e = err as { code?: string; errno?: number; syscall?: string } | null;
@@ -54,7 +59,9 @@ export function toAppError(err: unknown): AppError {
     if (/^(08|53|57)/.test(e.code) || e.code === 'CONNECTION_CLOSED' || e.code === 'CONNECTION_ENDED' || e.code === 'CONNECT_TIMEOUT') {
       return new AppError('DATABASE_ERROR', undefined, { cause: err });
     }
-    if (e.syscall !== undefined || /^E[A-Z]+$/.test(e.code)) return new AppError('STORAGE_ERROR', undefined, { cause: err });
+    // Only the database and Redis talk over sockets; every file operation is a filesystem call.
+    if (e.syscall !== undefined && FS_SYSCALLS.has(e.syscall)) return new AppError('STORAGE_ERROR', undefined, { cause: err });
+    if (/^E[A-Z]+$/.test(e.code)) return new AppError('DATABASE_ERROR', undefined, { cause: err });
   }
   return new AppError('INTERNAL', undefined, { cause: err });
 }

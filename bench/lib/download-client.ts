@@ -15,6 +15,8 @@ export interface DownloadResult {
 }
 
 const MAX_HEAD = 64 * 1024;
+/** A download that receives nothing for this long fails instead of hanging the bench (BENCH_IDLE_TIMEOUT s). */
+export const IDLE_TIMEOUT_MS = Number(process.env.BENCH_IDLE_TIMEOUT ?? 60) * 1000;
 
 function parseHead(text: string): { status: number; headers: Record<string, string> } {
   const [statusLine = '', ...lines] = text.split('\r\n');
@@ -90,6 +92,9 @@ export function download(url: string, extraHeaders: Record<string, string> = {})
     });
     const extra = Object.entries(extraHeaders).map(([k, v]) => `${k}: ${v}\r\n`).join('');
     socket.write(`GET ${u.pathname}${u.search} HTTP/1.1\r\nHost: ${u.host}\r\nConnection: close\r\n${extra}\r\n`);
+    socket.setTimeout(IDLE_TIMEOUT_MS, () =>
+      finish(new Error(`no data for ${IDLE_TIMEOUT_MS / 1000} s (status ${status}, ${bytes} body bytes so far)`)),
+    );
     socket.on('error', finish);
     // without Content-Length the body ends with the connection
     socket.on('end', () => finish(head === undefined ? undefined : new Error('connection closed before headers')));

@@ -4,6 +4,7 @@ import http from 'node:http';
 import { randomBytes } from 'node:crypto';
 import { open } from 'node:fs/promises';
 import { MiB } from './report.ts';
+import { IDLE_TIMEOUT_MS } from './download-client.ts';
 
 /** uWS v20.30 drops requests whose Content-Length has 10+ digits; bodies this big go chunked. */
 export const CONTENT_LENGTH_LIMIT = 1e9;
@@ -86,6 +87,8 @@ export function uploadMultipart(url: string, files: readonly FilePart[], opts: U
     let responded = false;
     const req = http.request(url, { method: 'POST', headers, agent: false });
     req.on('error', reject);
+    // a stalled server fails the run instead of hanging the bench
+    req.setTimeout(IDLE_TIMEOUT_MS, () => req.destroy(new Error(`upload idle for ${IDLE_TIMEOUT_MS / 1000} s`)));
     req.on('response', (res) => {
       responded = true;
       let body = '';

@@ -39,6 +39,8 @@ export interface ServerProc {
   readonly baseUrl: string;
   /** Last few KiB of the child's stdout+stderr, for error messages. */
   output(): string;
+  /** "exited with <code or signal>" once the child is gone, else undefined. */
+  exitStatus(): string | undefined;
   stop(): Promise<void>;
 }
 
@@ -80,6 +82,7 @@ export async function startServer(opts: SpawnOptions): Promise<ServerProc> {
     pid: child.pid ?? -1,
     baseUrl,
     output: () => tail,
+    exitStatus: () => exited,
     async stop() {
       if (exited !== undefined) return;
       child.kill('SIGTERM');
@@ -102,9 +105,11 @@ export async function startServer(opts: SpawnOptions): Promise<ServerProc> {
   }
 }
 
-export interface RssSampler {
-  /** Resets the kernel's high-water mark (VmHWM) and the sampled peak. */
+export interface ProcSampler {
+  /** Resets the kernel's high-water mark (VmHWM), the sampled peak and the CPU-time origin. */
   reset(): void;
+  /** User + system CPU seconds of the whole process (all threads) since the last reset. */
+  cpuSeconds(): number;
   /** Peak of sampled VmRSS and VmHWM since the last reset, in MiB. */
   peakMiB(): number;
   /** Current VmRSS in MiB. */
@@ -122,9 +127,23 @@ function readStatus(pid: number): { rss: number; hwm: number } | undefined {
   }
 }
 
+const CLK_TCK = 100; // USER_HZ: /proc/<pid>/stat times are in these ticks on Linux
+
+function readCpuSeconds(pid: number): number {
+  try {
+    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // fields after "pid (comm) ": state is [0], utime [11], stime [12]; comm may contain spaces, so split after ')'
+    const f = text.slice(text.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12])) / CLK_TCK;
+  } catch {
+    return 0;
+  }
+}
+
 /** Samples /proc/<pid>/status every intervalMs; VmHWM also catches spikes between samples. */
-export function sampleRss(pid: number, intervalMs = 100): RssSampler {
+export function sampleProc(pid: number, intervalMs = 100): ProcSampler {
   let peak = 0;
+  let cpuOrigin = readCpuSeconds(pid);
   let useHwm = true;
   const tick = (): number => {
     const s = readStatus(pid);
@@ -141,8 +160,10 @@ export function sampleRss(pid: number, intervalMs = 100): RssSampler {
         useHwm = false; // not permitted: VmHWM would span the process lifetime, keep sampled VmRSS only
       }
       peak = 0;
+      cpuOrigin = readCpuSeconds(pid);
       tick();
     },
+    cpuSeconds: () => readCpuSeconds(pid) - cpuOrigin,
     peakMiB: () => {
       tick();
       return peak / MiB;

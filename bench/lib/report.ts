@@ -59,12 +59,20 @@ export function ratio(a: number | undefined, b: number | undefined): string {
   return a === undefined || b === undefined || !(b > 0) || !Number.isFinite(a) ? 'n/a' : `${(a / b).toFixed(2)}x`;
 }
 
+/** One line per streaming run, printed as it finishes. */
+export function runLine(run: { mbps: number; peakRssMiB: number; cpuPerGB: number } | undefined, error?: string): string {
+  if (!run) return `ERROR ${error ?? 'unknown'}`;
+  return `${fixed(run.mbps)} MB/s, RSS ${fixed(run.peakRssMiB)} MiB, CPU ${fixed(run.cpuPerGB, 2)} s/GB`;
+}
+
 export interface Environment {
   node: string;
   cpu: string;
   cores: number;
   kernel: string;
   memGiB: number;
+  /** 1-minute load average at start: other work on the 2 cores skews every figure. */
+  loadAvg1: number;
   startedAt: string;
 }
 
@@ -75,6 +83,7 @@ export function environment(): Environment {
     cores: os.cpus().length,
     kernel: `${os.type()} ${os.release()}`,
     memGiB: Math.round(os.totalmem() / GiB),
+    loadAvg1: os.loadavg()[0] ?? 0,
     startedAt: new Date().toISOString(),
   };
 }
@@ -83,6 +92,9 @@ export function printHeader(title: string, env: Environment, knobs: Record<strin
   console.log(`\n=== ${title} ===`);
   console.log(`Node ${env.node} | CPU ${env.cpu} x${env.cores} | ${env.kernel} | RAM ${env.memGiB} GiB`);
   console.log(`settings: ${Object.entries(knobs).map(([k, v]) => `${k}=${String(v)}`).join(' ')}`);
+  if (env.loadAvg1 > 0.5 * env.cores) {
+    console.log(`WARNING: load average ${env.loadAvg1.toFixed(2)} on ${env.cores} cores: other work is running, figures will be skewed`);
+  }
 }
 
 export type Cell = string | number;

@@ -6,7 +6,7 @@ import { mkdtemp, readdir, rm, stat } from 'node:fs/promises';
 import { spawnSync } from 'node:child_process';
 import postgres from 'postgres';
 import { BENCH_DIR, MiB, REPO_DIR } from './report.ts';
-import { freePort, sampleRss, startServer, type RssSampler, type ServerProc } from './proc.ts';
+import { freePort, sampleProc, startServer, type ProcSampler, type ServerProc } from './proc.ts';
 
 export const SLUICE_MAIN = path.join(REPO_DIR, 'src/cli/main.ts');
 export const DEFAULT_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/test';
@@ -16,7 +16,8 @@ export interface Target {
   readonly baseUrl: string;
   readonly dir: string;
   readonly proc: ServerProc;
-  readonly rss: RssSampler;
+  /** RSS and CPU time of the server process. */
+  readonly rss: ProcSampler;
   close(): Promise<void>;
 }
 
@@ -39,6 +40,14 @@ export async function closeAll(): Promise<void> {
   await Promise.allSettled([...open].map((t) => t.close()));
 }
 
+/** Adds the server's fate to a failed run's message when the server is gone. */
+export function describeFailure(target: Target, error: string): string {
+  const status = target.proc.exitStatus();
+  if (status === undefined) return error;
+  const last = target.proc.output().trim().split('\n').slice(-3).join(' | ');
+  return `${error} [${target.name} ${status}; last output: ${last.slice(-400)}]`;
+}
+
 /** Which servers to run: BENCH_SERVERS=sluice,node-busboy filters the scenario's list. */
 export function selectServers(all: readonly string[]): string[] {
   const wanted = process.env.BENCH_SERVERS?.split(',').map((s) => s.trim()).filter(Boolean);
@@ -50,16 +59,31 @@ export function selectServers(all: readonly string[]): string[] {
   return picked;
 }
 
-async function launch(name: string, args: string[], env: NodeJS.ProcessEnv, dir: string, port: number): Promise<Target> {
+async function launch(
+  name: string,
+  args: string[],
+  makeEnv: (port: number) => NodeJS.ProcessEnv,
+  dir: string,
+): Promise<Target> {
   hookSignals();
-  let proc: ServerProc;
-  try {
-    proc = await startServer({ name, args, cwd: REPO_DIR, env, port, timeoutMs: 90_000 });
-  } catch (err) {
-    await rm(dir, { recursive: true, force: true });
-    throw err;
+  let proc: ServerProc | undefined;
+  for (let attempt = 1; proc === undefined; attempt++) {
+    try {
+      const port = await freePort();
+      proc = await startServer({ name, args, cwd: REPO_DIR, env: makeEnv(port), port, timeoutMs: 90_000 });
+    } catch (err) {
+      // one retry: on a shared machine a stray signal or a port race can kill a start that is otherwise fine
+      if (attempt < 2) {
+        const lines = String(err).split('\n').filter((l) => l.trim() !== '');
+        const why = lines.length > 1 ? `${lines[0]} ... ${lines.at(-1)}` : lines[0];
+        console.warn(`(${name} failed to start, retrying: ${why})`);
+        continue;
+      }
+      await rm(dir, { recursive: true, force: true });
+      throw err;
+    }
   }
-  const rss = sampleRss(proc.pid);
+  const rss = sampleProc(proc.pid);
   let closed = false;
   const target: Target = {
     name,
@@ -88,10 +112,8 @@ export interface SluiceOptions {
 /** `node --import tsx src/cli/main.ts serve` with anonymous caps raised out of the way. */
 export async function startSluice(opts: SluiceOptions = {}): Promise<Target> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'sluice-bench-sluice-'));
-  const port = await freePort();
   const env: NodeJS.ProcessEnv = {
     ...process.env,
-    PORT: String(port),
     HOST: '127.0.0.1',
     DATA_DIR: dir,
     LOG_LEVEL: 'warn',
@@ -104,16 +126,15 @@ export async function startSluice(opts: SluiceOptions = {}): Promise<Target> {
     const r = spawnSync(process.execPath, ['--import', 'tsx', SLUICE_MAIN, 'migrate'], { cwd: REPO_DIR, env, encoding: 'utf8' });
     if (r.status !== 0) console.warn(`sluice migrate exited ${r.status}: ${(r.stderr || r.stdout).trim().slice(-500)}`);
   }
-  return launch('sluice', ['--import', 'tsx', SLUICE_MAIN, 'serve'], env, dir, port);
+  return launch('sluice', ['--import', 'tsx', SLUICE_MAIN, 'serve'], (port) => ({ ...env, PORT: String(port) }), dir);
 }
 
 /** A script from bench/baselines/, given PORT and DIR (plus extra env). */
 export async function startBaseline(name: string, extraEnv: NodeJS.ProcessEnv = {}): Promise<Target> {
   const dir = await mkdtemp(path.join(os.tmpdir(), `sluice-bench-${name}-`));
-  const port = await freePort();
   const script = path.join(BENCH_DIR, 'baselines', `${name}.ts`);
-  const env: NodeJS.ProcessEnv = { ...process.env, ...extraEnv, PORT: String(port), DIR: dir };
-  return launch(name, ['--import', 'tsx', script], env, dir, port);
+  const env = (port: number): NodeJS.ProcessEnv => ({ ...process.env, ...extraEnv, PORT: String(port), DIR: dir });
+  return launch(name, ['--import', 'tsx', script], env, dir);
 }
 
 export function startTarget(name: string, sluice: SluiceOptions = {}): Promise<Target> {

@@ -54,7 +54,7 @@ export function createAccess(deps: { config: Config; sql: Sql; store: RateStore;
       const caller = await resolve(ctx);
       callers.set(ctx, caller);
       const [bucket, limit] = caller.apiKey
-        ? [`key:${caller.apiKey.id}`, PLANS[caller.apiKey.plan].requestsPerHour]
+        ? [`key:${Buffer.from(caller.apiKey.key_hash).subarray(0, 12).toString('hex')}`, PLANS[caller.apiKey.plan].requestsPerHour]
         : [`ip:${caller.ip}`, config.rateLimitAnonPerHour];
       let remaining = limit;
       try {

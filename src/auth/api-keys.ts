@@ -4,13 +4,16 @@ import { hashSecret, secretMatches } from './tokens.ts';
 import type { PlanName } from './plans.ts';
 
 const BASE62 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
-/** `sk_sluice_` + 40 base62 characters (~238 bits): never 64-hex, so never mistaken for an upload token. */
-export const KEY_RE = /^sk_sluice_[A-Za-z0-9]{40}$/;
+/**
+ * `sk_` + 43 base62 characters (~256 bits): never 64-hex, so never mistaken for an upload token. The
+ * 12-character prefix that identifies a key carries 9 random characters (62^9), and is unique.
+ */
+export const KEY_RE = /^sk_[A-Za-z0-9]{43}$/;
 
 export function newApiKey(): string {
   let body = '';
-  while (body.length < 40) for (const b of randomBytes(48)) if (b < 248 && body.length < 40) body += BASE62[b % 62];
-  return `sk_sluice_${body}`;
+  while (body.length < 43) for (const b of randomBytes(48)) if (b < 248 && body.length < 43) body += BASE62[b % 62];
+  return `sk_${body}`;
 }
 
 export interface ApiKeyRow {
@@ -35,13 +38,20 @@ export async function createApiKey(
   sql: Sql,
   opts: { plan: PlanName; label?: string | null; email?: string | null; days?: number | null },
 ): Promise<{ key: string; row: ApiKeyRow }> {
-  const key = newApiKey();
   const expires = opts.days ? new Date(Date.now() + opts.days * 86_400_000) : null;
-  const [row] = await sql<ApiKeyRow[]>`
-    insert into api_keys (key_hash, prefix, label, plan, owner_email, expires_at)
-    values (${hashSecret(key)}, ${key.slice(0, 12)}, ${opts.label ?? null}, ${opts.plan}, ${opts.email ?? null}, ${expires})
-    returning *, 'active' as state`;
-  return { key, row: row! };
+  for (let attempt = 0; ; attempt++) {
+    const key = newApiKey();
+    try {
+      const [row] = await sql<ApiKeyRow[]>`
+        insert into api_keys (key_hash, prefix, label, plan, owner_email, expires_at)
+        values (${hashSecret(key)}, ${key.slice(0, 12)}, ${opts.label ?? null}, ${opts.plan}, ${opts.email ?? null}, ${expires})
+        returning *, 'active' as state`;
+      return { key, row: row! };
+    } catch (err) {
+      // A prefix collision (1 in 62^9 per pair) just draws another key.
+      if ((err as { code?: string }).code !== '23505' || attempt >= 5) throw err;
+    }
+  }
 }
 
 /** Looks a presented key up by its hash (an index probe; the hash comparison is constant-time). */
@@ -54,10 +64,10 @@ export async function findApiKey(sql: Sql, key: string): Promise<ApiKeyRow | und
 export const listApiKeys = (sql: Sql): Promise<ApiKeyRow[]> =>
   sql<ApiKeyRow[]>`select k.*, ${sql.unsafe(STATE)} from api_keys k order by k.id`;
 
-/** Revokes every key whose prefix matches exactly; returns how many. */
-export async function revokeApiKey(sql: Sql, prefix: string): Promise<number> {
+/** Revokes the key with exactly this (unique) prefix; returns whether one existed. */
+export async function revokeApiKey(sql: Sql, prefix: string): Promise<boolean> {
   const rows = await sql`update api_keys set revoked_at = coalesce(revoked_at, now()) where prefix = ${prefix} returning id`;
-  return rows.length;
+  return rows.length === 1;
 }
 
 /** Records use at most once a minute per key, off the request's path. */

@@ -1,5 +1,5 @@
+/** The interface counts a GB as 2^30 bytes (its 5 GB tier is 5368709120). */
 const GIB = 1024 ** 3;
-const GB = 1000 ** 3;
 
 export type PlanName = 'starter' | 'power' | 'max' | 'premium';
 
@@ -19,8 +19,8 @@ export const PLANS: Readonly<Record<PlanName, Plan>> = {
   starter: { name: 'starter', title: 'Starter', price: 5, expiryDays: 7, maxBundleBytes: 5 * GIB, requestsPerHour: 300 },
   power: { name: 'power', title: 'Power', price: 25, expiryDays: 21, maxBundleBytes: 50 * GIB, requestsPerHour: 1200 },
   max: { name: 'max', title: 'Max', price: 45, expiryDays: 30, maxBundleBytes: 100 * GIB, requestsPerHour: 1200 },
-  // "10 GB per upload" (decimal, as the plan table states it); files never expire.
-  premium: { name: 'premium', title: 'Premium', price: 19.99, expiryDays: null, maxBundleBytes: 10 * GB, requestsPerHour: 1200 },
+  // Files never expire; "10 GB per upload" is the bundle cap.
+  premium: { name: 'premium', title: 'Premium', price: 19.99, expiryDays: null, maxBundleBytes: 10 * GIB, requestsPerHour: 1200 },
 };
 
 export const isPlanName = (s: string): s is PlanName => Object.hasOwn(PLANS, s);

@@ -34,8 +34,7 @@ export async function keysCommand(sql: Sql, args: string[], out: (line: string) 
   if (action === 'revoke') {
     const [prefix] = rest;
     if (prefix === undefined || rest.length !== 1) throw new UsageError('usage: sluice keys revoke PREFIX');
-    const n = await revokeApiKey(sql, prefix);
-    if (n === 0) throw new UsageError(`unknown key: ${prefix}`);
+    if (!(await revokeApiKey(sql, prefix))) throw new UsageError(`unknown key: ${prefix}`);
     out(`revoked ${prefix}`);
     return;
   }

@@ -109,6 +109,8 @@ async function serve(config: Config): Promise<void> {
       },
     );
   };
+  // A stray rejection (a driver hiccup) is logged, never allowed to take every transfer down.
+  process.on('unhandledRejection', (err) => log.error({ err }, 'unhandled rejection'));
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
 }

@@ -44,12 +44,18 @@ export async function connectDb(opts: {
   return connectEmbedded(opts);
 }
 
+/**
+ * pglite-socket runs one protocol message at a time and switches between connections between
+ * messages (outside transactions), so two connections' extended-protocol exchanges can interleave
+ * and clobber each other's unnamed portal. Each process therefore uses ONE connection to it, on
+ * which postgres.js pipelines every query in order; other processes (the CLI) add one each.
+ */
 async function connectEmbedded(opts: { dataDir: string; log: Logger; max: number }): Promise<Db> {
   await fsp.mkdir(opts.dataDir, { recursive: true, mode: 0o700 });
   const socketPath = path.join(opts.dataDir, '.s.PGSQL.5432');
   const lockPath = path.join(opts.dataDir, 'pg.lock');
   const connect = (): Sql =>
-    postgres({ ...baseOptions, path: socketPath, max: opts.max, user: 'postgres', database: 'postgres' }) as unknown as Sql;
+    postgres({ ...baseOptions, path: socketPath, max: 1, user: 'postgres', database: 'postgres' }) as unknown as Sql;
 
   for (let attempt = 0; attempt < 50; attempt++) {
     if (fs.existsSync(socketPath)) {

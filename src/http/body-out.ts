@@ -78,8 +78,10 @@ export function streamFile(
           res.onWritable((offset) => {
             if (ctx.aborted) return true;
             const [wrote, done] = res.tryEnd(chunk.subarray(offset - base), length);
-            if (done) ok(true);
-            else if (wrote) ok(false);
+            // Continue on the next turn, not in this callback's microtasks: a new onWritable
+            // registered before uWS has processed this return value would be lost (stalled
+            // downloads under fast readers; uWebSockets.js issue 961).
+            if (done || wrote) setImmediate(() => ok(done));
             return wrote;
           });
         });

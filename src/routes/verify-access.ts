@@ -27,8 +27,11 @@ async function verify(ctx: Ctx, deps: Deps): Promise<void> {
   if (!SHORT_CODE_RE.test(code)) throw new AppError('INVALID_SHORT_CODE');
   const bundle = await findActiveBundle(deps.sql, code);
   if (!bundle) throw new AppError('BUNDLE_NOT_FOUND');
-  const attemptsKey = `pw:${bundle.id}:${caller.ip}`;
-  if ((await deps.store.peek(attemptsKey).catch(() => 0)) >= MAX_WRONG) {
+  // Keyed by the bundle's token hash, never reused, unlike ids and codes after a delete or a fresh db.
+  const attemptsKey = `pw:${Buffer.from(bundle.upload_token_hash).subarray(0, 12).toString('hex')}:${caller.ip}`;
+  const attempts = await deps.store.peek(attemptsKey).catch(() => ({ count: 0, resetMs: 0 }));
+  if (attempts.count >= MAX_WRONG) {
+    ctx.replyHeaders.push(['Retry-After', String(Math.max(1, Math.ceil(attempts.resetMs / 1000)))]);
     throw new AppError('RATE_LIMITED', 'Too many wrong passwords for this bundle; try again later');
   }
   const ok = bundle.access_password_hash === null || (await deps.passwords.verify(password, bundle.access_password_hash));

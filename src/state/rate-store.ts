@@ -12,8 +12,8 @@ export interface Hit {
 export interface RateStore {
   readonly kind: 'memory' | 'redis';
   hit(key: string, windowMs: number): Promise<Hit>;
-  /** The current window's count without counting (0 when none). */
-  peek(key: string): Promise<number>;
+  /** The current window without counting (count 0 when none). */
+  peek(key: string): Promise<Hit>;
   close(): Promise<void>;
 }
 
@@ -37,7 +37,8 @@ export function createMemoryRateStore(now: () => number = Date.now): RateStore {
     },
     async peek(key) {
       const w = windows.get(key);
-      return w && w.resetAt > now() ? w.count : 0;
+      const t = now();
+      return w && w.resetAt > t ? { count: w.count, resetMs: w.resetAt - t } : { count: 0, resetMs: 0 };
     },
     close: async () => windows.clear(),
   };
@@ -77,7 +78,13 @@ export function createRedisRateStore(url: string, log: Logger, prefix = 'sluice:
       const [count, resetMs] = await run.sluiceHit(prefix + key, windowMs);
       return { count, resetMs };
     },
-    peek: async (key) => Number((await redis.get(prefix + key)) ?? 0),
+    async peek(key) {
+      const [[, count], [, ttl]] = (await redis.multi().get(prefix + key).pttl(prefix + key).exec()) as [
+        [unknown, string | null],
+        [unknown, number],
+      ];
+      return { count: Number(count ?? 0), resetMs: Math.max(0, ttl) };
+    },
     close: async () => {
       redis.disconnect();
     },

@@ -1,0 +1,99 @@
+import { createHash } from 'node:crypto';
+import type { Ctx } from '../http/context.ts';
+import { send } from '../http/reply.ts';
+import type { Route } from '../http/server.ts';
+import { contentDisposition, parseRange } from '../http/range.ts';
+import { AppError } from '../errors.ts';
+import { findActiveBundle, listFiles, type FileRow } from '../db/bundles.ts';
+import { SHORT_CODE_RE } from '../auth/tokens.ts';
+import { uniqueEntryNames } from '../zip/names.ts';
+import { zipLayout } from '../zip/layout.ts';
+import { sendZipRange } from '../zip/stream.ts';
+import type { Deps } from './deps.ts';
+
+/** Bumped whenever the archive bytes for the same files would change (layout, naming rules). */
+const FORMAT_VERSION = 'z1';
+
+/**
+ * GET|HEAD /zip/<code>: the whole bundle as one STORED ZIP. The archive is a pure function of the
+ * file rows, so its size is known before the first byte and any byte range can be served: a broken
+ * multi-gigabyte download resumes with Range + If-Range. A web content path: not under /api/, so it
+ * spends no rate-limit budget; the password gate still applies (hidden bundles are 404).
+ */
+export function zipRoutes(deps: Deps): Route[] {
+  const handler = (ctx: Ctx): Promise<void> => sendZip(ctx, deps);
+  return [
+    { method: 'get', pattern: '/zip/:code', handler },
+    { method: 'head', pattern: '/zip/:code', handler },
+  ];
+}
+
+/** Strong validator of the archive bytes: everything they derive from, in id order. */
+export function zipEtag(files: readonly FileRow[]): string {
+  const h = createHash('sha256').update(FORMAT_VERSION);
+  for (const f of files) {
+    h.update(JSON.stringify([f.id, Buffer.from(f.sha256).toString('hex'), f.size, f.crc32, f.created_at.getTime(), f.name]));
+  }
+  return `"${FORMAT_VERSION}-${h.digest('hex').slice(0, 40)}"`;
+}
+
+async function sendZip(ctx: Ctx, deps: Deps): Promise<void> {
+  const code = ctx.params[0] ?? '';
+  if (!SHORT_CODE_RE.test(code)) throw new AppError('BUNDLE_NOT_FOUND');
+  const bundle = await findActiveBundle(deps.sql, code);
+  if (!bundle) throw new AppError('BUNDLE_NOT_FOUND');
+  const caller = await deps.access.callerOf(ctx);
+  if (!deps.access.canRead(ctx, caller, bundle)) throw new AppError('BUNDLE_NOT_FOUND');
+
+  const files = await listFiles(deps.sql, bundle.id); // id order: stable names and layout
+  const names = uniqueEntryNames(files.map((f) => f.name));
+  const layout = zipLayout(files.map((f, i) => ({ name: names[i]!, size: f.size, crc32: f.crc32, mtime: f.created_at })));
+  const etag = zipEtag(files);
+  const common: Array<[string, string]> = [
+    ['ETag', etag],
+    ['Accept-Ranges', 'bytes'],
+    ['Cache-Control', 'private, no-cache'],
+    ['X-Content-Type-Options', 'nosniff'],
+  ];
+  const h = ctx.headers;
+  const inm = h['if-none-match'];
+  if (inm !== undefined && inm.split(',').some((t) => t.trim().replace(/^W\//, '') === etag || t.trim() === '*')) {
+    endWithoutBody(ctx, '304 Not Modified', common);
+    return;
+  }
+  // No Last-Modified: deleting a file changes the archive without a newer date, so only the ETag validates.
+  const ifRange = h['if-range'];
+  const range = parseRange(ifRange === undefined || ifRange === etag ? h.range : undefined, layout.size);
+  if (range.kind === 'unsatisfiable') {
+    send(ctx, 416, JSON.stringify({ success: false, error: 'Requested range not satisfiable', code: 'INVALID_RANGE' }), [
+      ...common,
+      ['Content-Range', `bytes */${layout.size}`],
+      ['Content-Type', 'application/json; charset=utf-8'],
+    ]);
+    return;
+  }
+  const [status, start, length] =
+    range.kind === 'partial' ? [206, range.start, range.end - range.start + 1] : [200, 0, layout.size];
+  const headers: Array<[string, string]> = [
+    ['Content-Type', 'application/zip'],
+    ['Content-Disposition', contentDisposition(`${bundle.short_code}.zip`)],
+    ...common,
+  ];
+  if (status === 206) headers.push(['Content-Range', `bytes ${start}-${start + length - 1}/${layout.size}`]);
+  if (ctx.method === 'head') {
+    endWithoutBody(ctx, status === 206 ? '206 Partial Content' : '200 OK', headers, length);
+    return;
+  }
+  const paths = files.map((f) => deps.disk.filePath(f.storage_key));
+  await sendZipRange(ctx, layout, paths, status, headers, start, length);
+}
+
+function endWithoutBody(ctx: Ctx, statusLine: string, headers: Array<[string, string]>, length?: number): void {
+  if (ctx.done) return;
+  ctx.done = true;
+  ctx.res.cork(() => {
+    ctx.res.writeStatus(statusLine);
+    for (const [k, v] of [...ctx.replyHeaders, ...headers]) ctx.res.writeHeader(k, v);
+    ctx.res.endWithoutBody(length);
+  });
+}
