@@ -1,22 +1,13 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
+import net from 'node:net';
 import { request } from 'undici';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
 import { multipart, type Part } from './helpers/multipart.ts';
 
-interface UploadedFile {
-  id: number;
-  name: string;
-  size: number;
-  mime_type: string;
-  download_url: string;
-}
-interface Upload {
-  short_code: string;
-  upload_token: string;
-  files: UploadedFile[];
-}
+type UploadedFile = { id: number; name: string; size: number; mime_type: string; download_url: string };
+type Upload = { short_code: string; upload_token: string; files: UploadedFile[] };
 
 const sha256 = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
 const header = (h: Record<string, string | string[] | undefined>, name: string): string | undefined => {
@@ -57,12 +48,41 @@ async function downloadCount(srv: TestServer, id: number): Promise<number> {
 /** Polls until the file's download_count reaches `want` (counting happens after the body is sent). */
 async function waitForCount(srv: TestServer, id: number, want: number): Promise<number> {
   const deadline = Date.now() + 5000;
-  let n = await downloadCount(srv, id);
-  while (n < want && Date.now() < deadline) {
-    await new Promise((r) => setTimeout(r, 25));
-    n = await downloadCount(srv, id);
-  }
+  let n: number;
+  while ((n = await downloadCount(srv, id)) < want && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
   return n;
+}
+
+/**
+ * Sends `head` (a HEAD request) on a fresh keep-alive connection, then GET /healthz on the same
+ * connection once the HEAD response headers are in. Returns what followed the HEAD's header block:
+ * a HEAD response has no body (RFC 9110 9.3.2), so it must be the next status line.
+ */
+async function afterHeadResponse(port: number, head: string): Promise<{ status: string; rest: string }> {
+  const socket = net.connect(port, '127.0.0.1');
+  let out = '';
+  let closed = false;
+  socket.setEncoding('latin1');
+  socket.on('data', (c: string) => (out += c));
+  socket.on('close', () => (closed = true));
+  socket.on('error', () => {});
+  const until = async (cond: () => boolean, what: string): Promise<void> => {
+    const deadline = Date.now() + 5000;
+    while (!cond()) {
+      if (closed || Date.now() > deadline) assert.fail(`${what}; got ${JSON.stringify(out)}`);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  };
+  try {
+    socket.write(`${head}\r\nHost: 127.0.0.1\r\n\r\n`);
+    await until(() => out.includes('\r\n\r\n'), 'HEAD response headers');
+    socket.write('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
+    await until(() => /"database"[^]*\}$/.test(out), 'the next response');
+    const end = out.indexOf('\r\n\r\n');
+    return { status: out.slice(0, out.indexOf('\r\n')), rest: out.slice(end + 4) };
+  } finally {
+    socket.destroy();
+  }
 }
 
 for (const backend of backends()) {
@@ -182,12 +202,27 @@ for (const backend of backends()) {
       assert.equal(miss.body.length, size);
     });
 
-    test('If-Range: a matching ETag honours the Range, a stale one sends everything', async () => {
-      const etag = header((await get(srv, path)).headers, 'etag')!;
-      const fresh = await get(srv, path, { range: 'bytes=0-9', 'if-range': etag });
-      assert.equal(fresh.status, 206);
-      assert.deepEqual(fresh.body, content.subarray(0, 10));
-      for (const stale of ['"0123abcd"', 'Tue, 01 Jan 2002 00:00:00 GMT']) {
+    test('If-Modified-Since: not modified since → 304, modified since → 200', async () => {
+      const lm = header((await get(srv, path)).headers, 'last-modified')!;
+      for (const since of [lm, new Date(Date.parse(lm) + 3600_000).toUTCString()]) {
+        const r = await get(srv, path, { 'if-modified-since': since });
+        assert.equal(r.status, 304, since);
+        assert.equal(r.body.length, 0);
+      }
+      const r = await get(srv, path, { 'if-modified-since': new Date(Date.parse(lm) - 3600_000).toUTCString() });
+      assert.equal(r.status, 200);
+      assert.equal(r.body.length, size);
+    });
+
+    test('If-Range: a matching validator honours the Range, a stale one sends everything', async () => {
+      const first = await get(srv, path);
+      const etag = header(first.headers, 'etag')!;
+      for (const validator of [etag, header(first.headers, 'last-modified')!]) {
+        const fresh = await get(srv, path, { range: 'bytes=0-9', 'if-range': validator });
+        assert.equal(fresh.status, 206, validator);
+        assert.deepEqual(fresh.body, content.subarray(0, 10));
+      }
+      for (const stale of ['"0123abcd"', `W/${etag}`, 'Tue, 01 Jan 2002 00:00:00 GMT']) {
         const r = await get(srv, path, { range: 'bytes=0-9', 'if-range': stale });
         assert.equal(r.status, 200, stale);
         assert.equal(header(r.headers, 'content-range'), undefined);
@@ -206,6 +241,22 @@ for (const backend of backends()) {
       const h = await get(srv, up.files[0]!.download_url, {}, 'HEAD');
       assert.equal(h.status, 200);
       assert.equal(header(h.headers, 'content-length'), '0');
+    });
+
+    test('HEAD error responses carry no body on a keep-alive connection', async () => {
+      const secret = await upload(srv, [{ name: 's.txt', data: Buffer.from('s') }], [{ name: 'access_password', value: 'pw' }]);
+      const withBody: string[] = [];
+      for (const [head, status] of [
+        ['HEAD /api/v1/download/999999999 HTTP/1.1', '404'],
+        [`HEAD ${path} HTTP/1.1\r\nRange: bytes=${size}-`, '416'],
+        [`HEAD /api/v1/download/${secret.files[0]!.id} HTTP/1.1`, '404'],
+        ['HEAD /no/such/route HTTP/1.1', '404'],
+      ] as const) {
+        const r = await afterHeadResponse(srv.port, head);
+        assert.match(r.status, new RegExp(`^HTTP/1.1 ${status} `), head);
+        if (!r.rest.startsWith('HTTP/1.1 200 ')) withBody.push(`${head.split('\r\n')[0]} → ${r.rest.slice(0, r.rest.indexOf('HTTP/1.1'))}`);
+      }
+      assert.deepEqual(withBody, [], 'bytes after a HEAD response header block must be the next response');
     });
 
     test('unknown and malformed ids → 404 JSON', async () => {
@@ -231,6 +282,28 @@ for (const backend of backends()) {
       assert.equal(b.status, 206);
       assert.equal(header(b.headers, 'content-range'), `bytes ${half}-${big.length - 1}/${big.length}`);
       assert.equal(sha256(Buffer.concat([a.body, b.body])), sha256(big));
+
+      // A range across the server's 1 MiB read boundaries, and concurrent readers of one file.
+      const mid = await get(srv, up.files[0]!.download_url, { range: 'bytes=1048575-3145729' });
+      assert.deepEqual(mid.body, big.subarray(1048575, 3145730));
+      const all = await Promise.all([1, 2, 3, 4].map(() => get(srv, up.files[0]!.download_url)));
+      for (const x of all) assert.equal(sha256(x.body), sha256(big));
+    });
+
+    test('a download the client abandons is not counted and leaves the server serving', async () => {
+      const big = randomBytes(16 * 1024 * 1024);
+      const f = (await upload(srv, [{ name: 'abandoned.bin', data: big }])).files[0]!;
+      const socket = net.connect(srv.port, '127.0.0.1');
+      socket.on('error', () => {});
+      socket.write(`GET ${f.download_url} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`);
+      await new Promise((r) => socket.once('data', r));
+      socket.pause(); // stop reading: 16 MiB cannot all fit into the socket buffers
+      socket.destroy();
+      const full = await get(srv, f.download_url);
+      assert.equal(sha256(full.body), sha256(big));
+      assert.equal(await waitForCount(srv, f.id, 1), 1);
+      assert.equal((await get(srv, '/healthz')).status, 200);
+      assert.equal(await downloadCount(srv, f.id), 1, 'only the complete download counted');
     });
 
     test('download_count grows with each complete download, not with HEAD or 304', async () => {

@@ -22,6 +22,8 @@ const USAGE = `usage: sluice <command>
 
 class CliError extends Error {}
 
+const COMMANDS = new Set(['help', '--help', 'migrate', 'sweep', 'bundles', 'keys']);
+
 async function main(argv: string[]): Promise<void> {
   let config: Config;
   try {
@@ -35,6 +37,7 @@ async function main(argv: string[]): Promise<void> {
   }
   const [cmd, ...rest] = argv;
   if (cmd === 'serve') return serve(config);
+  if (cmd !== undefined && !COMMANDS.has(cmd)) throw new CliError(`unknown command: ${cmd} (see sluice help)`);
   const log = createLogger(cmd === undefined ? 'info' : config.logLevel === 'info' ? 'warn' : config.logLevel);
   if (cmd === undefined || cmd === 'help' || cmd === '--help') {
     process.stdout.write(`${USAGE}\n`);
@@ -87,7 +90,7 @@ async function main(argv: string[]): Promise<void> {
       }
       return;
     }
-    throw new CliError(`unknown command: ${cmd}\n${USAGE}`);
+    throw new CliError(`unknown command: ${cmd} (see sluice help)`);
   } finally {
     await db.close();
   }

@@ -32,8 +32,20 @@ export function send(
   ctx.done = true;
   ctx.res.cork(() => {
     writeHead(ctx, status, headers);
-    ctx.res.end(body, closeConnection);
+    // HEAD gets the headers a GET would, never the bytes: a body would corrupt a kept-alive connection.
+    if (ctx.method === 'head') endHead(ctx, typeof body === 'string' ? Buffer.byteLength(body) : body.length);
+    else ctx.res.end(body, closeConnection);
   });
+}
+
+/**
+ * Ends a HEAD response announcing `length` bytes. uWS 20.30's endWithoutBody(length) waits for
+ * bytes that never come and then drops the connection, so the header is written by hand.
+ */
+export function endHead(ctx: Ctx, length: number | null): void {
+  if (length !== null) ctx.res.writeHeader('Content-Length', String(length));
+  // No arguments at all: an explicit `undefined` length is read as 2^63.
+  ctx.res.endWithoutBody();
 }
 
 const JSON_HEADERS = [['Content-Type', 'application/json; charset=utf-8']] as const;

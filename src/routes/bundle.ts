@@ -74,8 +74,10 @@ async function removeBundle(ctx: Ctx, deps: Deps): Promise<void> {
 async function removeFile(ctx: Ctx, deps: Deps): Promise<void> {
   const id = parseFileId(ctx.params[0]);
   if (id === null) throw new AppError('INVALID_FILE_ID');
-  const auth = /^bearer\s+(\S+)\s*$/i.exec(ctx.headers.authorization ?? '');
-  const token = auth?.[1] ?? ctx.query.get('upload_token') ?? '';
+  // A Bearer value is the upload token only when it looks like one; an API key sent beside
+  // ?upload_token= must not shadow it.
+  const bearer = /^bearer\s+(\S+)\s*$/i.exec(ctx.headers.authorization ?? '')?.[1];
+  const token = (bearer !== undefined && UPLOAD_TOKEN_RE.test(bearer) ? bearer : null) ?? ctx.query.get('upload_token') ?? bearer ?? '';
   if (token === '') throw new AppError('UPLOAD_TOKEN_REQUIRED');
   const [row] = await deps.sql<{ upload_token_hash: Uint8Array; is_expired: boolean }[]>`
     select b.upload_token_hash, (b.expires_at is not null and b.expires_at <= now()) as is_expired

@@ -1,5 +1,5 @@
 import type { Ctx } from '../http/context.ts';
-import { send } from '../http/reply.ts';
+import { endHead, send } from '../http/reply.ts';
 import type { Route } from '../http/server.ts';
 import { contentDisposition, parseRange } from '../http/range.ts';
 import { streamFile } from '../http/body-out.ts';
@@ -51,7 +51,7 @@ export async function sendStoredFile(ctx: Ctx, deps: Deps, file: DownloadRow): P
       ctx.res.cork(() => {
         ctx.res.writeStatus('304 Not Modified');
         for (const [k, v] of [...ctx.replyHeaders, ...common]) ctx.res.writeHeader(k, v);
-        ctx.res.endWithoutBody();
+        endHead(ctx, null);
       });
     }
     return;
@@ -82,7 +82,7 @@ export async function sendStoredFile(ctx: Ctx, deps: Deps, file: DownloadRow): P
       ctx.res.cork(() => {
         ctx.res.writeStatus(status === 206 ? '206 Partial Content' : '200 OK');
         for (const [k, v] of [...ctx.replyHeaders, ...headers]) ctx.res.writeHeader(k, v);
-        ctx.res.endWithoutBody(length);
+        endHead(ctx, length);
       });
     }
     return;

@@ -3,43 +3,45 @@ import os from 'node:os';
 
 export interface Digest {
   readonly sha256: string;
+  readonly crc32: number;
 }
 
 export interface HashStream {
-  /** Hash `len` bytes of the shared buffer; `onDone` runs when the worker no longer reads it. */
-  update(sab: SharedArrayBuffer, len: number, slot: number): void;
+  /** Hashes `len` bytes of `buf`, which is transferred away; `onAck` gets it back when done. */
+  update(buf: ArrayBuffer, len: number, slot: number): void;
   digest(): Promise<Digest>;
   discard(): void;
 }
 
 export interface Hasher {
-  open(onAck: (slot: number) => void): HashStream;
+  open(onAck: (slot: number, buf: ArrayBuffer) => void): HashStream;
   close(): Promise<void>;
 }
 
 type Msg =
-  | { t: 'ack'; id: number; slot: number }
-  | { t: 'digest'; id: number; sha256: string };
+  | { t: 'ack'; id: number; slot: number; buf: ArrayBuffer }
+  | { t: 'digest'; id: number; sha256: string; crc32: number };
 
 /**
- * A small pool of worker threads computing SHA-256 of streamed bytes, so hashing
- * overlaps disk writes instead of halving upload throughput on the event loop.
+ * A small pool of worker threads computing SHA-256 and CRC-32 of streamed bytes, so hashing
+ * overlaps disk writes instead of halving upload throughput on the event loop. Buffers move by
+ * transfer both ways (no copies).
  */
 export function createHasher(size = Math.max(1, Math.min(4, os.availableParallelism() - 1))): Hasher {
   const workers: Worker[] = [];
-  const acks = new Map<number, (slot: number) => void>();
+  const acks = new Map<number, (slot: number, buf: ArrayBuffer) => void>();
   const digests = new Map<number, (d: Digest) => void>();
   let nextId = 1;
   for (let i = 0; i < size; i++) {
     const w = new Worker(new URL('./hash-worker.mjs', import.meta.url));
     w.unref();
     w.on('message', (m: Msg) => {
-      if (m.t === 'ack') acks.get(m.id)?.(m.slot);
+      if (m.t === 'ack') acks.get(m.id)?.(m.slot, m.buf);
       else {
         const done = digests.get(m.id);
         digests.delete(m.id);
         acks.delete(m.id);
-        done?.({ sha256: m.sha256 });
+        done?.({ sha256: m.sha256, crc32: m.crc32 });
       }
     });
     w.on('error', (err) => {
@@ -54,7 +56,7 @@ export function createHasher(size = Math.max(1, Math.min(4, os.availableParallel
       const worker = workers[id % workers.length]!;
       acks.set(id, onAck);
       return {
-        update: (sab, len, slot) => worker.postMessage({ t: 'd', id, sab, len, slot }),
+        update: (buf, len, slot) => worker.postMessage({ t: 'd', id, buf, len, slot }, [buf]),
         digest: () =>
           new Promise<Digest>((resolve) => {
             digests.set(id, resolve);

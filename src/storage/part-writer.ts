@@ -1,5 +1,4 @@
 import fs from 'node:fs';
-import { crc32 } from 'node:zlib';
 import type { Digest, Hasher, HashStream } from './hasher.ts';
 
 /** Disk writes are coalesced into slots of this size (busboy hands out ~30 KB pieces). */
@@ -9,7 +8,6 @@ const SLOTS = 8;
 
 export interface PartResult extends Digest {
   readonly size: number;
-  readonly crc32: number;
 }
 
 export interface PartWriter {
@@ -25,25 +23,27 @@ export interface PartWriter {
 }
 
 interface Slot {
-  readonly sab: SharedArrayBuffer;
-  readonly view: Buffer;
-  /** Outstanding readers of the slot: the disk write and the hash worker. */
-  pending: number;
+  /** Null while the hash worker holds the buffer. */
+  view: Buffer | null;
+  len: number;
+  written: boolean;
 }
 
 /**
- * Streams one file into `path` (created exclusively, mode 0600): copies incoming chunks into a
- * ring of shared buffers, writes each full buffer with one positioned write, and lets the hash
- * worker read the same buffer concurrently. A buffer is reused once both are done with it.
+ * Streams one file into `path` (created exclusively, mode 0600). Incoming chunks are copied into
+ * a ring of 1 MiB buffers (plain ArrayBuffers: copies into shared memory are 10× slower when
+ * unaligned); each full buffer is written with one positioned write, then transferred to the hash
+ * worker in file order, and comes back to the ring when hashed.
  */
 export function createPartWriter(path: string, hasher: Hasher, onError: (err: Error) => void): PartWriter {
   const slots: Slot[] = [];
   const free: number[] = [];
   for (let i = 0; i < SLOTS; i++) {
-    const sab = new SharedArrayBuffer(SLOT_BYTES);
-    slots.push({ sab, view: Buffer.from(sab), pending: 0 });
+    slots.push({ view: Buffer.allocUnsafeSlow(SLOT_BYTES), len: 0, written: false });
     free.push(i);
   }
+  /** Submitted slots in file order, until handed to the hasher. */
+  const order: number[] = [];
   const overflow: Uint8Array[] = [];
   let cur = -1;
   let fill = 0;
@@ -52,13 +52,23 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
   let fd = -1;
   const waitingForFd: Array<() => void> = [];
   let writesInFlight = 0;
-  let crc = 0;
   let failed: Error | null = null;
   let aborted = false;
   let drainFn: (() => void) | null = null;
   let idleFn: (() => void) | null = null;
 
-  const hash: HashStream = hasher.open((slot) => release(slot));
+  const hash: HashStream = hasher.open((slot, buf) => {
+    const s = slots[slot]!;
+    s.view = Buffer.from(buf);
+    free.push(slot);
+    pump();
+    if (overflow.length === 0 && drainFn) {
+      const fn = drainFn;
+      drainFn = null;
+      fn();
+    }
+    idleFn?.();
+  });
 
   fs.open(path, 'wx', 0o600, (err, opened) => {
     if (err) return fail(err);
@@ -81,36 +91,33 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
     idleFn?.();
   }
 
-  function release(slot: number): void {
-    const s = slots[slot]!;
-    if (--s.pending === 0) {
-      free.push(slot);
-      pump();
-      if (overflow.length === 0 && drainFn) {
-        const fn = drainFn;
-        drainFn = null;
-        fn();
-      }
-      if (idleFn) idleFn();
+  /** Hands written slots to the hasher strictly in file order. */
+  function toHasher(): void {
+    while (order.length > 0 && slots[order[0]!]!.written) {
+      const slot = order.shift()!;
+      const s = slots[slot]!;
+      const view = s.view!;
+      s.view = null;
+      hash.update(view.buffer as ArrayBuffer, s.len, slot);
     }
   }
 
   function submit(slot: number, len: number): void {
     const s = slots[slot]!;
-    s.pending = 2;
-    // CRC-32 (~3 GB/s) here keeps the worker on SHA-256 alone, the slower of the two.
-    crc = crc32(s.view.subarray(0, len), crc);
-    hash.update(s.sab, len, slot);
+    s.len = len;
+    s.written = false;
+    order.push(slot);
     const at = position;
     position += len;
     const doWrite = (): void => {
       if (aborted) return;
       writesInFlight++;
-      fs.write(fd, s.view, 0, len, at, (err) => {
+      fs.write(fd, s.view!, 0, len, at, (err) => {
         writesInFlight--;
         if (aborted) return closeIfIdle();
-        if (err) fail(err);
-        release(slot);
+        if (err) return fail(err);
+        s.written = true;
+        toHasher();
       });
     };
     if (fd >= 0) doWrite();
@@ -127,7 +134,7 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
       }
       const chunk = overflow[0]!;
       const n = Math.min(chunk.length, SLOT_BYTES - fill);
-      slots[cur]!.view.set(n === chunk.length ? chunk : chunk.subarray(0, n), fill);
+      slots[cur]!.view!.set(n === chunk.length ? chunk : chunk.subarray(0, n), fill);
       fill += n;
       if (n === chunk.length) overflow.shift();
       else overflow[0] = chunk.subarray(n);
@@ -155,7 +162,7 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
       return new Promise<PartResult>((resolve, reject) => {
         const complete = (): void => {
           if (failed) return reject(failed);
-          if (overflow.length > 0) return; // release() pumps; we come back via idleFn
+          if (overflow.length > 0) return; // the next ack pumps and calls us again
           if (cur >= 0) {
             submit(cur, fill);
             cur = -1;
@@ -169,7 +176,7 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
               fs.close(fd, (err2) => {
                 fd = -1;
                 if (err2) return reject(err2);
-                hash.digest().then((d) => resolve({ size: bytes, sha256: d.sha256, crc32: crc >>> 0 }), reject);
+                hash.digest().then((d) => resolve({ size: bytes, ...d }), reject);
               });
             });
           };

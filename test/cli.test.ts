@@ -1,0 +1,202 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { request } from 'undici';
+import { backends, runCli, startServer, storedPaths, type TestServer } from './helpers/server.ts';
+import { multipart } from './helpers/multipart.ts';
+
+interface Upload {
+  short_code: string;
+  upload_token: string;
+  files: Array<{ id: number; download_url: string }>;
+}
+
+/** The non-empty lines a command wrote to stderr. */
+const lines = (s: string): string[] => s.split('\n').filter((l) => l.trim() !== '');
+
+async function upload(srv: TestServer, count = 2): Promise<Upload> {
+  const { body, contentType } = multipart(
+    Array.from({ length: count }, (_, i) => ({ name: 'files[]', filename: `f${i}.bin`, data: randomBytes(100 + i) })),
+  );
+  const res = await request(`${srv.url}/api/v1/upload`, { method: 'POST', body, headers: { 'content-type': contentType } });
+  const json = (await res.body.json()) as Upload;
+  assert.ok(res.statusCode === 201 || res.statusCode === 200, JSON.stringify(json));
+  return json;
+}
+
+async function status(srv: TestServer, url: string): Promise<{ status: number; json: Record<string, unknown> }> {
+  const res = await request(`${srv.url}${url}`);
+  return { status: res.statusCode, json: (await res.body.json()) as Record<string, unknown> };
+}
+
+async function storageKeys(srv: TestServer, code: string): Promise<string[]> {
+  const rows = await srv.sql<{ storage_key: string }[]>`
+    select f.storage_key from files f join bundles b on b.id = f.bundle_id where b.short_code = ${code}`;
+  return rows.map((r) => r.storage_key);
+}
+async function bundleRows(srv: TestServer, code: string): Promise<number> {
+  const [row] = await srv.sql<{ n: string }[]>`select count(*) as n from bundles where short_code = ${code}`;
+  return Number(row!.n);
+}
+const onDisk = (srv: TestServer): Set<string> => new Set(storedPaths(srv.dataDir).files.map((p) => path.basename(p)));
+
+/** Asserts the CONTRACT's failure form: exit 1 and exactly one line on stderr. */
+function assertCliFailure(r: { code: number; stdout: string; stderr: string }, pattern?: RegExp): void {
+  assert.equal(r.code, 1, `exit status; stderr: ${r.stderr}`);
+  assert.equal(lines(r.stderr).length, 1, `one line on stderr, got: ${JSON.stringify(r.stderr)}`);
+  if (pattern) assert.match(r.stderr, pattern);
+}
+
+for (const backend of backends()) {
+  describe(`sluice CLI (${backend})`, () => {
+    let srv: TestServer;
+    before(async () => {
+      srv = await startServer(backend, { RATE_LIMIT_ANON_PER_HOUR: '100000', SWEEP_INTERVAL_SECONDS: '86400' });
+    });
+    after(async () => {
+      await srv?.close();
+    });
+
+    test('bundles expire CODE takes the bundle down while the server runs', async () => {
+      const up = await upload(srv);
+      const r = await srv.cli(['bundles', 'expire', up.short_code]);
+      assert.equal(r.code, 0, r.stderr);
+      assert.equal(lines(r.stderr).length, 0, r.stderr);
+      const s = await status(srv, `/api/v1/bundle/${up.short_code}/status`);
+      assert.equal(s.status, 200);
+      assert.equal(s.json.is_expired, true);
+      assert.equal((await status(srv, `/api/v1/bundle/${up.short_code}`)).status, 404);
+    });
+
+    test('bundles delete CODE removes the rows and the stored files', async () => {
+      const up = await upload(srv, 3);
+      const keys = await storageKeys(srv, up.short_code);
+      assert.equal(keys.length, 3);
+      const r = await srv.cli(['bundles', 'delete', up.short_code]);
+      assert.equal(r.code, 0, r.stderr);
+      assert.equal(lines(r.stderr).length, 0, r.stderr);
+      assert.equal(await bundleRows(srv, up.short_code), 0);
+      const [files] = await srv.sql<{ n: string }[]>`select count(*) as n from files where storage_key = any(${keys})`;
+      assert.equal(Number(files!.n), 0);
+      const disk = onDisk(srv);
+      for (const k of keys) assert.ok(!disk.has(k), `${k} removed from disk`);
+      assert.equal((await status(srv, `/api/v1/bundle/${up.short_code}/status`)).status, 404);
+      assert.equal((await status(srv, up.files[0]!.download_url)).status, 404);
+    });
+
+    test('an unknown code → exit 1 with one line on stderr', async () => {
+      for (const action of ['expire', 'delete']) {
+        assertCliFailure(await srv.cli(['bundles', action, 'Zz9Q0']), /Zz9Q0/);
+      }
+    });
+
+    test('a malformed short code → exit 1 with one line on stderr', async () => {
+      for (const code of ['ab-cd', 'abcdef', 'abc', "x'; drop table bundles; --"]) {
+        assertCliFailure(await srv.cli(['bundles', 'expire', code]));
+      }
+      assert.equal((await srv.sql`select 1 from bundles limit 0`).length, 0, 'bundles table still there');
+    });
+
+    test('bad usage of bundles → exit 1 with one line on stderr', async () => {
+      assertCliFailure(await srv.cli(['bundles']));
+      assertCliFailure(await srv.cli(['bundles', 'expire']));
+      assertCliFailure(await srv.cli(['bundles', 'frobnicate', 'abcde']));
+      assertCliFailure(await srv.cli(['bundles', 'expire', 'abcde', 'extra']));
+    });
+
+    test('an unknown command → exit 1 with one line on stderr', async () => {
+      assertCliFailure(await srv.cli(['frobnicate']), /frobnicate/);
+    });
+
+    test('migrate is idempotent', async () => {
+      for (let i = 0; i < 2; i++) {
+        const r = await srv.cli(['migrate']);
+        assert.equal(r.code, 0, r.stderr);
+        assert.equal(lines(r.stderr).length, 0, r.stderr);
+      }
+      const [row] = await srv.sql<{ n: string }[]>`select count(*) as n from schema_migrations`;
+      assert.equal(Number(row!.n), fs.readdirSync(path.join(import.meta.dirname, '../sql')).filter((f) => /^\d{4}_.*\.sql$/.test(f)).length);
+    });
+
+    test('sweep removes expired bundles, their files and dead writers\' parts, and prints counts', async () => {
+      const expired = await upload(srv, 2);
+      const live = await upload(srv, 1);
+      const expiredKeys = await storageKeys(srv, expired.short_code);
+      const liveKeys = await storageKeys(srv, live.short_code);
+      assert.equal((await srv.cli(['bundles', 'expire', expired.short_code])).code, 0);
+      // A part left by a writer that no longer exists (pid above any pid_max).
+      const deadPart = path.join(srv.dataDir, 'tmp', `2147483646-${randomBytes(12).toString('hex')}.part`);
+      fs.writeFileSync(deadPart, randomBytes(10));
+
+      const r = await srv.cli(['sweep']);
+      assert.equal(r.code, 0, r.stderr);
+      const counts = [...r.stdout.matchAll(/(\d+)/g)].map((m) => Number(m[1]));
+      assert.ok(counts.length >= 2, `counts printed: ${r.stdout}`);
+      assert.match(r.stdout, /expired bundles: [1-9]/);
+      assert.match(r.stdout, /stale parts: [1-9]/);
+
+      assert.equal(await bundleRows(srv, expired.short_code), 0);
+      assert.equal((await status(srv, `/api/v1/bundle/${expired.short_code}/status`)).status, 404);
+      const disk = onDisk(srv);
+      for (const k of expiredKeys) assert.ok(!disk.has(k), `${k} of the expired bundle removed`);
+      assert.ok(!fs.existsSync(deadPart), 'dead writer part removed');
+
+      assert.equal(await bundleRows(srv, live.short_code), 1);
+      for (const k of liveKeys) assert.ok(disk.has(k), `${k} of the live bundle kept`);
+      assert.equal((await status(srv, `/api/v1/bundle/${live.short_code}`)).status, 200);
+    });
+
+    test('the CLI works while the server is stopped, and the server sees its changes', async () => {
+      const gone = await upload(srv, 1);
+      const kept = await upload(srv, 1);
+      const keys = await storageKeys(srv, gone.short_code);
+      const exited = new Promise((r) => srv.proc.once('exit', r));
+      srv.proc.kill('SIGTERM');
+      await exited;
+      const r = await srv.cli(['bundles', 'delete', gone.short_code]);
+      assert.equal(r.code, 0, r.stderr);
+      assert.ok(!onDisk(srv).has(keys[0]!), 'stored file removed by the CLI');
+      assert.equal((await srv.cli(['migrate'])).code, 0);
+      await srv.restart();
+      assert.equal((await status(srv, `/api/v1/bundle/${gone.short_code}/status`)).status, 404);
+      assert.equal((await status(srv, `/api/v1/bundle/${kept.short_code}`)).status, 200);
+    });
+  });
+}
+
+describe('configuration errors', () => {
+  let dataDir: string;
+  before(() => {
+    dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'sl-cfg-'));
+  });
+  after(() => {
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  });
+  const env = (extra: Record<string, string>): Record<string, string> => ({
+    PATH: process.env.PATH ?? '',
+    HOME: process.env.HOME ?? '/root',
+    DATA_DIR: dataDir,
+    ...extra,
+  });
+
+  test('bad values stop `sluice serve` with one stderr line per problem, naming each variable', async () => {
+    const r = await runCli(['serve'], env({ PORT: 'abc', LOG_LEVEL: 'loud', WORKERS: '0' }));
+    assert.equal(r.code, 1, r.stderr);
+    const errs = lines(r.stderr);
+    assert.equal(errs.length, 3, JSON.stringify(errs));
+    for (const name of ['PORT', 'LOG_LEVEL', 'WORKERS']) {
+      assert.equal(errs.filter((l) => l.includes(name)).length, 1, `${name} in ${JSON.stringify(errs)}`);
+    }
+  });
+
+  test('other commands refuse a bad configuration the same way', async () => {
+    const r = await runCli(['migrate'], env({ PORT: '70000', LOG_LEVEL: 'loud' }));
+    assert.equal(r.code, 1, r.stderr);
+    const errs = lines(r.stderr);
+    assert.equal(errs.length, 2, JSON.stringify(errs));
+    assert.ok(errs.some((l) => l.includes('PORT')) && errs.some((l) => l.includes('LOG_LEVEL')), JSON.stringify(errs));
+  });
+});
