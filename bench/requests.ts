@@ -88,12 +88,16 @@ async function main(): Promise<void> {
   await ensureDatabase(dbUrl);
 
   const cases: { target: Target; path: string; result: CaseResult }[] = [];
-  for (const name of selectServers(['sluice', 'node-pg'])) {
+  // `sluice` counts requests in its in-process store; `sluice-redis` in Redis (one Lua round trip
+  // per request), with the budget raised out of the way: the limiter's cost is the difference.
+  const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+  for (const name of selectServers(['sluice', 'sluice-redis', 'node-pg'])) {
     try {
-      const t = name === 'sluice'
-        ? await startSluice({ databaseUrl: dbUrl })
+      const isSluice = name.startsWith('sluice');
+      const t = isSluice
+        ? await startSluice({ databaseUrl: dbUrl, name, ...(name === 'sluice-redis' ? { redisUrl } : {}) })
         : await startBaseline(name, { DATABASE_URL: dbUrl, BUNDLE_CODE: BASELINE_CODE });
-      const code = name === 'sluice' ? await seedSluice(t) : BASELINE_CODE;
+      const code = isSluice ? await seedSluice(t) : BASELINE_CODE;
       for (const path of [`/api/v1/bundle/${code}`, '/healthz']) {
         const check = await httpGet(t.baseUrl + path);
         if (check.status !== 200) throw new Error(`GET ${path}: HTTP ${check.status} ${check.body.slice(0, 200)}`);
@@ -133,6 +137,8 @@ async function main(): Promise<void> {
   const kind = (p: string): string => (p === '/healthz' ? '/healthz' : '/api/v1/bundle/:code');
   const baseline = (c: CaseResult): number | undefined =>
     results.find((x) => x.server === 'node-pg' && kind(x.path) === kind(c.path))?.rps;
+  const inProcess = (c: CaseResult): number | undefined =>
+    results.find((x) => x.server === 'sluice' && kind(x.path) === kind(c.path))?.rps;
   const rows: Cell[][] = results.map((c) => [
     c.server,
     kind(c.path),
@@ -143,13 +149,14 @@ async function main(): Promise<void> {
     c.runs.reduce((n, x) => n + x.errors, 0),
     fixed(c.peakRssMiB),
     fixed(c.cpuUsPerReq),
-    c.server === 'sluice' ? ratio(c.rps, baseline(c)) : '',
+    c.server.startsWith('sluice') ? ratio(c.rps, baseline(c)) : '',
+    c.server === 'sluice-redis' ? ratio(c.rps, inProcess(c)) : '',
   ]);
   console.log(
     `\nmedians of ${runs} run(s) x ${duration}s, ${connections} connections. autocannon runs in this process and ` +
       'saturates near ~45k req/s here: figures close to that are client-bound.',
   );
-  printTable(['server', 'path', 'req/s', 'p50 ms', 'p99 ms', 'non-2xx', 'errors', 'peak RSS MiB', 'srv CPU us/req', 'vs node-pg'], rows);
+  printTable(['server', 'path', 'req/s', 'p50 ms', 'p99 ms', 'non-2xx', 'errors', 'peak RSS MiB', 'srv CPU us/req', 'vs node-pg', 'redis vs in-process'], rows);
   const file = writeResults('requests', { scenario: 'requests', environment: env, connections, duration, runs, results });
   console.log(`\nJSON: ${file}`);
   if (results.some((c) => c.runs.some((x) => x.non2xx + x.errors > 0))) process.exitCode = 1;

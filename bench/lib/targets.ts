@@ -107,6 +107,10 @@ async function launch(
 export interface SluiceOptions {
   /** Real PostgreSQL; unset = embedded PGlite in DATA_DIR. */
   databaseUrl?: string;
+  /** Real Redis for rate-limit state; unset = the in-process store. */
+  redisUrl?: string;
+  /** Name shown in tables (default `sluice`). */
+  name?: string;
 }
 
 /** `node --import tsx src/cli/main.ts serve` with anonymous caps raised out of the way. */
@@ -121,12 +125,14 @@ export async function startSluice(opts: SluiceOptions = {}): Promise<Target> {
     RATE_LIMIT_ANON_PER_HOUR: '1000000000',
   };
   if (opts.databaseUrl !== undefined) env.DATABASE_URL = opts.databaseUrl;
+  if (opts.redisUrl !== undefined) env.REDIS_URL = opts.redisUrl;
+  else delete env.REDIS_URL;
   if (env.DATABASE_URL !== undefined) {
     // serve may migrate by itself; an explicit, idempotent migrate first makes a fresh database work either way
     const r = spawnSync(process.execPath, ['--import', 'tsx', SLUICE_MAIN, 'migrate'], { cwd: REPO_DIR, env, encoding: 'utf8' });
     if (r.status !== 0) console.warn(`sluice migrate exited ${r.status}: ${(r.stderr || r.stdout).trim().slice(-500)}`);
   }
-  return launch('sluice', ['--import', 'tsx', SLUICE_MAIN, 'serve'], (port) => ({ ...env, PORT: String(port) }), dir);
+  return launch(opts.name ?? 'sluice', ['--import', 'tsx', SLUICE_MAIN, 'serve'], (port) => ({ ...env, PORT: String(port) }), dir);
 }
 
 /** A script from bench/baselines/, given PORT and DIR (plus extra env). */

@@ -116,6 +116,28 @@ export async function findActiveBundle(sql: Sql, code: string): Promise<BundleRo
   return b;
 }
 
+export interface FileSummary {
+  id: number;
+  name: string;
+  size: number;
+  mime_type: string;
+}
+
+/** An active bundle with its file list, in one round trip (the hot read path). */
+export async function findActiveBundleWithFiles(
+  sql: Sql,
+  code: string,
+): Promise<(BundleRow & { files: FileSummary[] }) | undefined> {
+  const [b] = await sql<(BundleRow & { files: FileSummary[] })[]>`
+    select b.*, false as is_expired,
+      coalesce((select json_agg(json_build_object('id', f.id, 'name', f.name, 'size', f.size, 'mime_type', f.mime_type)
+                                order by f.id)
+                from files f where f.bundle_id = b.id), '[]'::json) as files
+    from bundles b
+    where b.short_code = ${code} and (b.expires_at is null or b.expires_at > now())`;
+  return b;
+}
+
 /** A bundle by code whether expired or not (status and delete distinguish themselves). */
 export async function findBundle(sql: Sql, code: string): Promise<BundleRow | undefined> {
   const [b] = await sql<BundleRow[]>`select ${sql.unsafe(BUNDLE_COLS)} from bundles b where short_code = ${code}`;

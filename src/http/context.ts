@@ -31,17 +31,33 @@ export function createCtx(res: HttpResponse, req: HttpRequest, paramCount: numbe
   });
   const params: string[] = [];
   for (let i = 0; i < paramCount; i++) params.push(decodeParam(req.getParameter(i)));
-  const controller = new AbortController();
+  // The query string is parsed and the AbortController made only when a handler asks: most
+  // requests need neither, and both cost more than the rest of the context together.
+  const rawQuery = req.getQuery() ?? '';
+  let query: URLSearchParams | undefined;
+  let controller: AbortController | undefined;
+  let remoteIp: string | undefined;
   const abortFns: Array<() => void> = [];
   const ctx: Ctx = {
     res,
     method: req.getMethod(),
     path: req.getUrl(),
-    query: new URLSearchParams(req.getQuery() ?? ''),
+    get query() {
+      query ??= new URLSearchParams(rawQuery);
+      return query;
+    },
     headers,
     params,
-    remoteIp: ipText(res),
-    signal: controller.signal,
+    // Decoded on first use (rate limiting, access tokens), while `res` is still alive.
+    get remoteIp() {
+      remoteIp ??= ipText(res);
+      return remoteIp;
+    },
+    get signal() {
+      controller ??= new AbortController();
+      if (ctx.aborted) controller.abort();
+      return controller.signal;
+    },
     aborted: false,
     done: false,
     onAbort: (fn) => {
@@ -53,7 +69,7 @@ export function createCtx(res: HttpResponse, req: HttpRequest, paramCount: numbe
   res.onAborted(() => {
     ctx.aborted = true;
     ctx.done = true;
-    controller.abort();
+    controller?.abort();
     for (const fn of abortFns.splice(0)) {
       try {
         fn();
@@ -73,10 +89,13 @@ function decodeParam(raw: string): string {
   }
 }
 
-const textDecoder = new TextDecoder();
-
 function ipText(res: HttpResponse): string {
-  const text = textDecoder.decode(res.getRemoteAddressAsText());
+  let text: string;
+  try {
+    text = Buffer.from(res.getRemoteAddressAsText()).toString('latin1');
+  } catch {
+    return ''; // the response was already discarded: nobody is listening for this answer
+  }
   // uWS writes IPv4-mapped IPv6 peers in full form; present them as plain IPv4.
   const mapped = /^(?:0{1,4}:){5}ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(text) ?? /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(text);
   return mapped ? mapped[1]! : text;

@@ -2,11 +2,11 @@ import type { Ctx } from '../http/context.ts';
 import { sendJson } from '../http/reply.ts';
 import type { Route } from '../http/server.ts';
 import { AppError } from '../errors.ts';
-import { deleteBundle, deleteFile, findActiveBundle, findBundle, listFiles } from '../db/bundles.ts';
+import { deleteBundle, deleteFile, findActiveBundleWithFiles, findBundle } from '../db/bundles.ts';
 import { secretMatches, SHORT_CODE_RE, UPLOAD_TOKEN_RE } from '../auth/tokens.ts';
 import { sqlUtc } from '../util/time.ts';
 import { parseFileId } from './download.ts';
-import { fileJson, type Deps } from './deps.ts';
+import type { Deps } from './deps.ts';
 
 export function bundleRoutes(deps: Deps): Route[] {
   return [
@@ -24,11 +24,11 @@ function shortCode(ctx: Ctx): string {
 }
 
 async function bundleInfo(ctx: Ctx, deps: Deps): Promise<void> {
-  const bundle = await findActiveBundle(deps.sql, shortCode(ctx));
+  const bundle = await findActiveBundleWithFiles(deps.sql, shortCode(ctx));
   if (!bundle) throw new AppError('BUNDLE_NOT_FOUND');
   // A locked bundle lists no files: the owner's key or an access token unlocks it.
   const caller = await deps.access.callerOf(ctx);
-  const files = deps.access.canRead(ctx, caller, bundle) ? await listFiles(deps.sql, bundle.id) : [];
+  const files = deps.access.canRead(ctx, caller, bundle) ? bundle.files : [];
   sendJson(ctx, 200, {
     success: true,
     short_code: bundle.short_code,
@@ -39,7 +39,7 @@ async function bundleInfo(ctx: Ctx, deps: Deps): Promise<void> {
     is_expired: false,
     is_encrypted: bundle.is_encrypted,
     created_at: sqlUtc(bundle.created_at),
-    files: files.map(fileJson),
+    files: files.map((f) => ({ ...f, download_url: `/api/v1/download/${f.id}` })),
   });
 }
 
