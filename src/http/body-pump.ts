@@ -74,8 +74,11 @@ export function streamBody(
         res.onWritable((offset) => {
           if (ctx.aborted) return true;
           const [wrote, done] = res.tryEnd(chunk.subarray(offset - base), length);
-          if (done) ok(true);
-          else if (wrote) ok(false);
+          // uWS (v20.30 at least) runs no microtask checkpoint after onWritable: a promise settled here
+          // would not continue until some unrelated I/O came by, and the download stalled whenever the
+          // next read had already finished. Settle from a libuv callback instead.
+          if (done) setImmediate(ok, true);
+          else if (wrote) setImmediate(ok, false);
           return wrote;
         });
       });

@@ -43,6 +43,8 @@ export function ingestMultipart(ctx: Ctx, disk: Disk): Ingest {
       headers: { 'content-type': ctx.headers['content-type'] ?? '' },
       limits: LIMITS,
       defParamCharset: 'utf8',
+      // Names like ".." must reach cleanFileName (which keeps only a safe last segment), not vanish.
+      preservePath: true,
     });
   } catch {
     setupError = new AppError('NOT_MULTIPART');
@@ -127,15 +129,16 @@ export function ingestMultipart(ctx: Ctx, disk: Disk): Ingest {
             writer.onDrain(() => stream.resume());
           }
         });
-        pending.push(
-          new Promise<IngestedFile>((resolve, reject) => {
-            stream.on('end', () => {
-              if (finished) return;
-              writer.finish().then((r) => resolve({ ...r, partPath: writer.path, name, mimeType }), reject);
-            });
-            stream.on('error', reject);
-          }),
-        );
+        const done = new Promise<IngestedFile>((resolve, reject) => {
+          stream.on('end', () => {
+            if (finished) return;
+            writer.finish().then((r) => resolve({ ...r, partPath: writer.path, name, mimeType }), reject);
+          });
+          stream.on('error', reject);
+        });
+        // After a failure nobody awaits the files any more: their rejections are expected.
+        done.catch(() => {});
+        pending.push(done);
       });
       const limitHit = (): void => fail(new AppError('TOO_MANY_PARTS'));
       bb.on('filesLimit', limitHit);

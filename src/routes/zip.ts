@@ -94,6 +94,8 @@ function endWithoutBody(ctx: Ctx, statusLine: string, headers: Array<[string, st
   ctx.res.cork(() => {
     ctx.res.writeStatus(statusLine);
     for (const [k, v] of [...ctx.replyHeaders, ...headers]) ctx.res.writeHeader(k, v);
-    ctx.res.endWithoutBody(length);
+    // An explicit `undefined` reaches uWS as a huge Content-Length: pass nothing for a 304.
+    if (length === undefined) ctx.res.endWithoutBody();
+    else ctx.res.endWithoutBody(length);
   });
 }

@@ -171,10 +171,18 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
           if (free.length < SLOTS) return;
           idleFn = null;
           const close = (): void => {
+            // The fsync counts as a write in flight, so an abort meanwhile leaves the fd to us.
+            writesInFlight++;
             fs.fsync(fd, (err) => {
+              writesInFlight--;
+              if (aborted) {
+                closeIfIdle();
+                return reject(new Error('part aborted'));
+              }
               if (err) return reject(err);
-              fs.close(fd, (err2) => {
-                fd = -1;
+              const closing = fd;
+              fd = -1;
+              fs.close(closing, (err2) => {
                 if (err2) return reject(err2);
                 hash.digest().then((d) => resolve({ size: bytes, ...d }), reject);
               });

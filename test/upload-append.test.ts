@@ -1,0 +1,125 @@
+import { describe, it, before, after, beforeEach, afterEach } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { backends, startServer, type TestServer } from './helpers/server.ts';
+import {
+  MiB, sha, file, upload, created, getJson, download, assertError, ensureRunning, assertServes, assertNoServerErrors, snapshot,
+  assertNothingKept, assertDiskMatchesRows, survives, waitFor, stored, type Sent,
+} from './upload-util.ts';
+
+const CAP = 8 * MiB;
+
+for (const backend of backends()) {
+  describe(`append to a bundle (${backend})`, () => {
+    let srv: TestServer;
+    before(async () => {
+      srv = await startServer(backend, { ANON_MAX_BUNDLE_BYTES: String(CAP) });
+    });
+    after(async () => {
+      await srv?.close();
+    });
+    beforeEach(() => ensureRunning(srv));
+    afterEach(() => assertNoServerErrors(srv));
+
+    it('200 with the added files; the bundle lists all of them', async () => {
+      const first = await created(srv, [file('first.txt', 'one')]);
+      const added = [file('second.bin', randomBytes(300_000)), file('dritte €.txt', 'three', 'text/plain')];
+      const r = await upload(srv, added, `/api/v1/upload/${first.upload_token}`);
+      assert.equal(r.status, 200, JSON.stringify(r.json));
+      assert.equal(r.json.success, true);
+      assert.equal(r.json.short_code, first.short_code);
+      assert.equal(r.json.share_url, `/${first.short_code}`);
+      assert.equal(r.json.upload_url, `/u/${first.upload_token}`);
+      assert.equal(r.json.files.length, 2);
+      for (const [i, f] of r.json.files.entries()) {
+        assert.equal(f.name, added[i]!.filename);
+        assert.equal(f.size, added[i]!.data!.length);
+        assert.ok(Number.isInteger(f.id) && f.id > first.files[0]!.id);
+        assert.equal(f.download_url, `/api/v1/download/${f.id}`);
+        assert.equal(sha((await download(srv, f)).data), sha(added[i]!.data!));
+      }
+      const info = await getJson(srv, `/api/v1/bundle/${first.short_code}`);
+      assert.equal(info.status, 200);
+      assert.equal(info.json.file_count, 3);
+      assert.equal(info.json.total_size_bytes, 3 + 300_000 + 5);
+      assert.deepEqual(info.json.files, [...first.files, ...r.json.files]);
+      await assertDiskMatchesRows(srv);
+    });
+
+    it('400 when the append carries no files, with nothing kept', async () => {
+      const b = await created(srv, [file('a.txt', 'a')]);
+      const before = await snapshot(srv);
+      assertError(await upload(srv, [{ name: 'description', value: 'x' }], `/api/v1/upload/${b.upload_token}`), 400);
+      await assertNothingKept(srv, before);
+    });
+
+    it('403 for a malformed or unknown token, with nothing kept', async () => {
+      const b = await created(srv, [file('a.txt', 'a')]);
+      const before = await snapshot(srv);
+      const bad = ['abc', 'g'.repeat(64), b.upload_token.slice(0, 63), `${b.upload_token}0`, randomBytes(32).toString('hex')];
+      for (const token of bad) {
+        assertError(await upload(srv, [file('x.txt', 'x')], `/api/v1/upload/${token}`), 403);
+      }
+      await assertNothingKept(srv, before);
+      const info = await getJson(srv, `/api/v1/bundle/${b.short_code}`);
+      assert.equal(info.json.file_count, 1);
+    });
+
+    it('403 once the bundle has expired', async () => {
+      const b = await created(srv, [file('a.txt', 'a')]);
+      const cli = await srv.cli(['bundles', 'expire', b.short_code]);
+      assert.equal(cli.code, 0, cli.stderr);
+      const before = await snapshot(srv);
+      assertError(await upload(srv, [file('late.txt', randomBytes(100_000))], `/api/v1/upload/${b.upload_token}`), 403, /expired/i);
+      await assertNothingKept(srv, before);
+      const [row] = await srv.sql<{ file_count: number }[]>`select file_count from bundles where short_code = ${b.short_code}`;
+      assert.equal(row?.file_count, 1);
+    });
+
+    it('an append past the cap is 400 and leaves the bundle as it was', async () => {
+      const b = await created(srv, [file('base.bin', randomBytes(CAP - MiB))]);
+      const before = await snapshot(srv);
+      const over = [file('a.bin', randomBytes(MiB / 2)), file('b.bin', randomBytes(MiB / 2 + 1))];
+      assertError(await survives(srv, upload(srv, over, `/api/v1/upload/${b.upload_token}`)), 400, /size|limit|large/i);
+      await assertNothingKept(srv, before);
+      // The failed append's reservation is released: exactly the remaining room still fits.
+      const fits = await survives(srv, upload(srv, [file('last.bin', randomBytes(MiB))], `/api/v1/upload/${b.upload_token}`));
+      assert.equal(fits.status, 200, JSON.stringify(fits.json));
+      const status = await getJson(srv, `/api/v1/bundle/${b.short_code}/status`);
+      assert.equal(status.json.total_size_bytes, CAP);
+      assert.equal(status.json.space_remaining, 0);
+    });
+
+    it('concurrent appends racing the cap never overshoot it', async () => {
+      const base = 5 * MiB;
+      const b = await created(srv, [file('base.bin', randomBytes(base))]);
+      const racers = 6;
+      const results: Sent[] = await Promise.all(
+        Array.from({ length: racers }, (_, i) =>
+          survives(srv, upload(srv, [file(`race${i}.bin`, randomBytes(MiB))], `/api/v1/upload/${b.upload_token}`)),
+        ),
+      );
+      const ok = results.filter((r) => r.status === 200);
+      for (const r of results) {
+        if (r.status !== 200) assertError(r, 400, /size|limit|large/i);
+        else assert.equal(r.json.files.length, 1);
+      }
+      assert.ok(ok.length >= 1, 'at least one append fits');
+      assert.ok(ok.length <= (CAP - base) / MiB, `${ok.length} appends of 1 MiB were accepted into ${(CAP - base) / MiB} MiB of room`);
+
+      const status = await getJson(srv, `/api/v1/bundle/${b.short_code}/status`);
+      assert.equal(status.json.total_size_bytes, base + ok.length * MiB);
+      assert.ok((status.json.total_size_bytes as number) <= CAP);
+      const rows = await srv.sql<{ id: number; size: number }[]>`
+        select f.id::int as id, f.size::int as size from files f join bundles b on b.id = f.bundle_id where b.short_code = ${b.short_code} order by f.id`;
+      assert.deepEqual(rows.map((r) => r.id), [b.files[0]!.id, ...ok.map((r) => r.json.files[0]!.id)].sort((x, y) => x - y));
+      assert.equal(rows.reduce((n, r) => n + r.size, 0), base + ok.length * MiB);
+      const info = await getJson(srv, `/api/v1/bundle/${b.short_code}`);
+      assert.equal(info.json.file_count, 1 + ok.length);
+      // Losers' temp parts and any renamed files are gone; winners' files are exactly the rows.
+      await waitFor('no temp parts left', () => stored(srv.dataDir).parts.length === 0);
+      await assertDiskMatchesRows(srv);
+      await assertServes(srv);
+    });
+  });
+}
