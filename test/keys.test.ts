@@ -169,7 +169,7 @@ for (const backend of backends()) {
     });
 
     test('an invalid Bearer: 401 on uploads and /my/*, ignored on bundle info and downloads', async () => {
-      for (const bad of [UNKNOWN_KEY, 'not-a-key', 'sk_short']) {
+      for (const bad of [UNKNOWN_KEY, 'not-a-key', 'sk_short', 'a'.repeat(64)]) {
         await refusedEverywhere(bearer(bad), bad);
         const info = await get(`/api/v1/bundle/${pub.short_code}`, { headers: bearer(bad) });
         assert.equal(info.status, 200, info.text);

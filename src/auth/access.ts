@@ -34,9 +34,10 @@ export function createAccess(deps: { config: Config; sql: Sql; store: RateStore;
   async function resolve(ctx: Ctx): Promise<Caller> {
     const ip = ipOf(ctx);
     const bearer = /^bearer\s+(\S+)\s*$/i.exec(ctx.headers.authorization ?? '')?.[1];
-    // A 64-hex Bearer is an upload token (DELETE /api/v1/file), not an API key.
-    if (bearer === undefined || UPLOAD_TOKEN_RE.test(bearer)) return { ip, uploader: anonymous, apiKey: null, bearerRejected: false };
-    const key = await findApiKey(sql, bearer);
+    if (bearer === undefined) return { ip, uploader: anonymous, apiKey: null, bearerRejected: false };
+    // A 64-hex Bearer is an upload token (DELETE /api/v1/file reads it itself): never a key, so
+    // no lookup; like any other non-key it is refused on uploads and /my/* and ignored elsewhere.
+    const key = UPLOAD_TOKEN_RE.test(bearer) ? undefined : await findApiKey(sql, bearer);
     if (!key || key.state !== 'active') return { ip, uploader: anonymous, apiKey: null, bearerRejected: true };
     recordUse(key.id);
     const plan = PLANS[key.plan];

@@ -74,9 +74,9 @@ export function streamBody(
         res.onWritable((offset) => {
           if (ctx.aborted) return true;
           const [wrote, done] = res.tryEnd(chunk.subarray(offset - base), length);
-          // uWS (v20.30 at least) runs no microtask checkpoint after onWritable: a promise settled here
-          // would not continue until some unrelated I/O came by, and the download stalled whenever the
-          // next read had already finished. Settle from a libuv callback instead.
+          // Continue on the next turn, not in this callback's microtasks: when the next read is already
+          // done, the next send's onWritable would be registered before uWS has processed this return
+          // value and be lost (uWebSockets.js issue 961): the download stalled for good.
           if (done) setImmediate(ok, true);
           else if (wrote) setImmediate(ok, false);
           return wrote;

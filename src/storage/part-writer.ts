@@ -72,7 +72,8 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
 
   fs.open(path, 'wx', 0o600, (err, opened) => {
     if (err) return fail(err);
-    if (aborted) return fs.close(opened, () => {});
+    // Aborted before the open landed: abort's unlink found nothing, so remove it here.
+    if (aborted) return fs.close(opened, () => fs.unlink(path, () => {}));
     fd = opened;
     for (const fn of waitingForFd.splice(0)) fn();
   });
