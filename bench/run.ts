@@ -4,7 +4,7 @@ import path from 'node:path';
 import { spawn } from 'node:child_process';
 import { BENCH_DIR, REPO_DIR } from './lib/report.ts';
 
-const SCENARIOS = ['upload', 'download', 'requests'] as const;
+const SCENARIOS = ['upload', 'download', 'requests', 'zip'] as const;
 
 function runScenario(name: string): Promise<number> {
   return new Promise((resolve) => {
