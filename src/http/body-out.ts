@@ -1,116 +1,53 @@
 import fs from 'node:fs';
 import type { Ctx } from './context.ts';
-import { writeHead } from './reply.ts';
+import { streamBody, type BodySource } from './body-pump.ts';
 
-/** Reads of this size move ~2.5× more than 64 KiB reads on uWS (PERFORMANCE.md). */
-const READ_BYTES = 1 << 20;
+/** A BodySource reading one file from byte `start` on; the file is opened on the first read. */
+export function fileSource(filePath: string, start: number): BodySource {
+  let fd = -1;
+  let closed = false;
+  let opening: Promise<number> | null = null;
+  const open = (): Promise<number> =>
+    (opening ??= new Promise<number>((resolve, reject) =>
+      fs.open(filePath, 'r', (err, opened) => {
+        if (err) return reject(err);
+        if (closed) {
+          fs.close(opened, () => {});
+          return reject(new Error('source closed'));
+        }
+        fd = opened;
+        resolve(opened);
+      }),
+    ));
+  return {
+    async read(target, pos) {
+      const handle = await open();
+      for (let done = 0; done < target.length; ) {
+        const n = await new Promise<number>((resolve, reject) =>
+          fs.read(handle, target, done, target.length - done, start + pos + done, (err, got) => (err ? reject(err) : resolve(got))),
+        );
+        if (n === 0) throw new Error(`file shorter than its recorded size: ${filePath}`);
+        done += n;
+      }
+    },
+    close() {
+      closed = true;
+      if (fd >= 0) fs.close(fd, () => {});
+      fd = -1;
+    },
+  };
+}
 
 /**
- * Streams bytes [start, start+length) of a file as the response body with tryEnd/onWritable
- * backpressure. One read is always in flight ahead of the send, into the other of two buffers,
- * so memory stays at 2 MiB per download whatever the file size. Resolves true when the whole
- * body was handed to uWS, false if the client went away.
+ * Streams bytes [start, start+length) of a file as the response body (tryEnd/onWritable
+ * backpressure, 1 MiB reads, one read ahead; see streamBody). A file that cannot be opened
+ * rejects before any byte is sent. Resolves true when the whole body went out.
  */
-export function streamFile(
+export const streamFile = (
   ctx: Ctx,
   filePath: string,
   status: number,
   headers: Array<[string, string]>,
   start: number,
   length: number,
-): Promise<boolean> {
-  const res = ctx.res;
-  return new Promise<boolean>((resolve, reject) => {
-    fs.open(filePath, 'r', (err, fd) => {
-      if (err) return reject(err);
-      const close = (): void => fs.close(fd, () => {});
-      if (ctx.aborted) {
-        close();
-        return resolve(false);
-      }
-      const buffers = [Buffer.allocUnsafeSlow(Math.min(READ_BYTES, Math.max(length, 1))), Buffer.allocUnsafeSlow(Math.min(READ_BYTES, Math.max(length, 1)))];
-      let settled = false;
-      const finish = (ok: boolean, error?: unknown): void => {
-        if (settled) return;
-        settled = true;
-        close();
-        if (error) reject(error);
-        else resolve(ok);
-      };
-      ctx.onAbort(() => finish(false));
-
-      if (length === 0) {
-        res.cork(() => {
-          writeHead(ctx, status, headers);
-          res.end();
-        });
-        ctx.done = true;
-        return finish(true);
-      }
-
-      const read = (i: number, pos: number): Promise<Buffer> =>
-        new Promise((ok, fail) => {
-          const buf = buffers[i % 2]!;
-          const want = Math.min(buf.length, start + length - pos);
-          fs.read(fd, buf, 0, want, pos, (e, n) => {
-            if (e) return fail(e);
-            if (n === 0) return fail(new Error(`file shorter than recorded size: ${filePath}`));
-            ok(buf.subarray(0, n));
-          });
-        });
-
-      let first = true;
-      // Hands one chunk to uWS; resolves when uWS has taken all of it (true: response complete).
-      const send = (chunk: Buffer): Promise<boolean> =>
-        new Promise((ok) => {
-          if (ctx.aborted) return ok(true);
-          const base = res.getWriteOffset();
-          let result: [boolean, boolean] = [false, false];
-          res.cork(() => {
-            if (first) {
-              writeHead(ctx, status, headers);
-              first = false;
-            }
-            result = res.tryEnd(chunk, length);
-          });
-          if (result[1]) return ok(true);
-          if (result[0]) return ok(false);
-          res.onWritable((offset) => {
-            if (ctx.aborted) return true;
-            const [wrote, done] = res.tryEnd(chunk.subarray(offset - base), length);
-            // Continue on the next turn, not in this callback's microtasks: a new onWritable
-            // registered before uWS has processed this return value would be lost (stalled
-            // downloads under fast readers; uWebSockets.js issue 961).
-            if (done || wrote) setImmediate(() => ok(done));
-            return wrote;
-          });
-        });
-
-      (async () => {
-        let pos = start;
-        let next = read(0, pos);
-        for (let i = 0; ; i++) {
-          const chunk = await next;
-          pos += chunk.length;
-          if (pos < start + length) {
-            next = read(i + 1, pos);
-            next.catch(() => {}); // observed by the next await; never an unhandled rejection
-          }
-          const complete = await send(chunk);
-          if (ctx.aborted) return finish(false);
-          if (complete || pos >= start + length) {
-            ctx.done = true;
-            return finish(true);
-          }
-        }
-      })().catch((e: unknown) => {
-        // Headers may be out already: the only honest signal left is to drop the connection.
-        if (!first && !ctx.aborted) {
-          ctx.done = true;
-          res.close();
-        }
-        finish(false, first ? e : undefined);
-      });
-    });
-  });
-}
+): Promise<boolean> => streamBody(ctx, status, headers, length, fileSource(filePath, start));
