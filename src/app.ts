@@ -20,6 +20,7 @@ import { healthRoutes } from './routes/health.ts';
 import { myRoutes } from './routes/my.ts';
 import { verifyAccessRoutes } from './routes/verify-access.ts';
 import { zipRoutes } from './routes/zip.ts';
+import { contentRoutes } from './routes/content.ts';
 import { createSigner } from './auth/signing.ts';
 import { loadSecret } from './auth/secret.ts';
 
@@ -72,6 +73,7 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
       ...myRoutes(deps),
       ...verifyAccessRoutes(deps),
       ...zipRoutes(deps),
+      ...contentRoutes(deps),
       notFound,
     ];
     const server = createHttpServer({ binding, routes, log, admit: (ctx) => access.admit(ctx) });

@@ -52,7 +52,7 @@ async function main(argv: string[]): Promise<void> {
       try {
         const r = await sweep(db.sql, await createDisk(config.dataDir, hasher));
         process.stdout.write(
-          `expired bundles: ${r.expiredBundles}, their files: ${r.expiredFiles}, stale parts: ${r.staleParts}, orphan files: ${r.orphanFiles}\n`,
+          `expired bundles: ${r.expiredBundles}, their files: ${r.expiredFiles}, stale parts: ${r.staleParts}, orphan files: ${r.orphanFiles}, cache files: ${r.cacheFiles}\n`,
         );
       } finally {
         await hasher.close();

@@ -52,7 +52,8 @@ async function myBundles(ctx: Ctx, deps: Deps): Promise<void> {
           download_count: f.download_count,
           download_url: `/api/v1/download/${f.id}`,
         };
-        if (f.mime_type.startsWith('image/')) {
+        // Previews are raster images only: SVG is never rasterized (untrusted markup).
+        if (f.mime_type.startsWith('image/') && f.mime_type !== 'image/svg+xml') {
           const base = `/d/${f.id}?preview=1`;
           out.thumbnail_url = b.access_password_hash === null ? base : `${base}&${deps.signer.previewQuery(f.id)}`;
         }

@@ -13,6 +13,8 @@ export const newStorageKey = (): string => randomBytes(16).toString('hex');
 export interface Disk {
   readonly filesDir: string;
   readonly tmpDir: string;
+  /** Regenerable derived files (share cards); the sweeper prunes them by age. */
+  readonly cacheDir: string;
   /** Final location of a stored file: files/ab/cd/abcd…, two levels of fan-out. */
   filePath(key: string): string;
   /** A new exclusive temp part in the same filesystem as the files. */
@@ -38,6 +40,7 @@ export async function createDisk(dataDir: string, hasher: Hasher): Promise<Disk>
   return {
     filesDir,
     tmpDir,
+    cacheDir: path.join(dataDir, 'cache'),
     filePath,
     // The pid in the name lets the sweeper tell a crashed writer's leftovers from a live one's.
     createPart: (onError) =>

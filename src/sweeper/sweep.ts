@@ -9,6 +9,7 @@ export interface SweepResult {
   expiredFiles: number;
   staleParts: number;
   orphanFiles: number;
+  cacheFiles: number;
 }
 
 export interface SweepOptions {
@@ -23,10 +24,11 @@ export interface SweepOptions {
  * and stored files that no committed row references. Safe to run beside live servers.
  */
 export async function sweep(sql: Sql, disk: Disk, opts: SweepOptions = {}): Promise<SweepResult> {
-  const result: SweepResult = { expiredBundles: 0, expiredFiles: 0, staleParts: 0, orphanFiles: 0 };
+  const result: SweepResult = { expiredBundles: 0, expiredFiles: 0, staleParts: 0, orphanFiles: 0, cacheFiles: 0 };
   await sweepExpired(sql, disk, result);
   result.staleParts = await sweepParts(disk.tmpDir, opts.partIdleMs ?? 15 * 60_000);
   result.orphanFiles = await sweepOrphans(sql, disk, opts.orphanGraceMs ?? 15 * 60_000);
+  result.cacheFiles = await sweepCache(disk.cacheDir, 24 * 3_600_000);
   return result;
 }
 
@@ -49,6 +51,22 @@ async function sweepExpired(sql: Sql, disk: Disk, result: SweepResult): Promise<
     await Promise.all(keys.map((k) => disk.remove(k)));
     result.expiredFiles += keys.length;
   }
+}
+
+/** Derived files (share cards) not touched for `maxAgeMs` are dropped; they are regenerated on demand. */
+async function sweepCache(dir: string, maxAgeMs: number): Promise<number> {
+  let removed = 0;
+  const now = Date.now();
+  const entries = (await fsp.readdir(dir, { recursive: true }).catch(() => [] as string[])) as string[];
+  for (const rel of entries) {
+    const p = path.join(dir, rel);
+    const st = await fsp.stat(p).catch(() => null);
+    if (st?.isFile() && now - st.mtimeMs > maxAgeMs) {
+      await fsp.rm(p, { force: true });
+      removed++;
+    }
+  }
+  return removed;
 }
 
 async function sweepParts(tmpDir: string, idleMs: number): Promise<number> {

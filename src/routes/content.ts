@@ -1,0 +1,106 @@
+import path from 'node:path';
+import sharp from 'sharp';
+import type { Ctx } from '../http/context.ts';
+import { endHead, send } from '../http/reply.ts';
+import type { Route } from '../http/server.ts';
+import { AppError } from '../errors.ts';
+import { findActiveBundle, findDownloadableFile } from '../db/bundles.ts';
+import { SHORT_CODE_RE } from '../auth/tokens.ts';
+import { createLimiter } from '../thumbs/limit.ts';
+import { createPreviews, type Previews } from '../thumbs/preview.ts';
+import { cardFields, createOgCards, type OgCards } from '../thumbs/og-card.ts';
+import { parseFileId, sendStoredFile } from './download.ts';
+import type { Deps } from './deps.ts';
+
+/** Version prefix of thumbnail ETags: bump when the thumbnail recipe changes. */
+const THUMB_ETAG = 't1';
+
+/**
+ * Web content paths (not under /api/: no rate-limit budget; the password gate still applies):
+ *   GET|HEAD /d/<id>            the download, exactly as /api/v1/download/<id>
+ *   GET|HEAD /d/<id>?preview=1  a small WebP thumbnail of an image; a signed thumbnail_url opens only this
+ *   GET|HEAD /og/<code>.png     the bundle's share card (link previews), without file names
+ */
+export function contentRoutes(deps: Deps): Route[] {
+  // libvips threads per image: with at most two images at once, two cores do image work at most.
+  sharp.concurrency(1);
+  // sharp's operation cache keeps decoded inputs around keyed by path; every input here is read once.
+  sharp.cache(false);
+  const limiter = createLimiter({ max: 2, queue: 32 });
+  const previews = createPreviews({ sharp, limiter, log: deps.log });
+  const cards = createOgCards({ sharp, limiter, cacheDir: path.join(deps.disk.cacheDir, 'og'), log: deps.log });
+  const file = (ctx: Ctx): Promise<void> => fileOrPreview(ctx, deps, previews);
+  const og = (ctx: Ctx): Promise<void> => ogCard(ctx, deps, cards);
+  return [
+    { method: 'get', pattern: '/d/:id', handler: file },
+    { method: 'head', pattern: '/d/:id', handler: file },
+    { method: 'get', pattern: '/og/:code', handler: og },
+    { method: 'head', pattern: '/og/:code', handler: og },
+  ];
+}
+
+async function fileOrPreview(ctx: Ctx, deps: Deps, previews: Previews): Promise<void> {
+  const id = parseFileId(ctx.params[0]);
+  if (id === null) throw new AppError('FILE_NOT_FOUND');
+  // Read while `req` data is at hand; the context already copied the query.
+  const wantsPreview = ctx.query.get('preview') === '1';
+  const exp = ctx.query.get('exp');
+  const sig = ctx.query.get('sig');
+  const file = await findDownloadableFile(deps.sql, id);
+  if (!file) throw new AppError('FILE_NOT_FOUND');
+  const caller = await deps.access.callerOf(ctx);
+  const readable = deps.access.canRead(ctx, caller, { ...file, id: file.bundle_id });
+  if (!wantsPreview) {
+    // A preview signature opens the preview only, never the file itself.
+    if (!readable) throw new AppError('FILE_NOT_FOUND');
+    await sendStoredFile(ctx, deps, file);
+    return;
+  }
+  if (!readable && !deps.signer.verifyPreview(file.id, exp, sig)) throw new AppError('FILE_NOT_FOUND');
+  // Untrusted SVG is never rasterized; the content itself is sniffed again before decoding.
+  const mime = file.mime_type.toLowerCase();
+  if (!mime.startsWith('image/') || mime.startsWith('image/svg')) throw new AppError('FILE_NOT_FOUND');
+  const etag = `"${THUMB_ETAG}-${Buffer.from(file.sha256).toString('hex').slice(0, 40)}"`;
+  const headers: Array<[string, string]> = [
+    ['ETag', etag],
+    ['Cache-Control', 'private, max-age=3600'],
+    ['X-Content-Type-Options', 'nosniff'],
+  ];
+  if (matches(ctx.headers['if-none-match'], etag)) return notModified(ctx, headers);
+  const bytes = await previews.thumbnail(deps.disk.filePath(file.storage_key));
+  if (!bytes) throw new AppError('FILE_NOT_FOUND');
+  send(ctx, 200, bytes, [['Content-Type', 'image/webp'], ...headers]);
+}
+
+async function ogCard(ctx: Ctx, deps: Deps, cards: OgCards): Promise<void> {
+  const m = /^([a-zA-Z0-9]+)\.png$/.exec(ctx.params[0] ?? '');
+  const code = m?.[1] ?? '';
+  if (!SHORT_CODE_RE.test(code)) throw new AppError('BUNDLE_NOT_FOUND');
+  const bundle = await findActiveBundle(deps.sql, code);
+  if (!bundle) throw new AppError('BUNDLE_NOT_FOUND');
+  const caller = await deps.access.callerOf(ctx);
+  if (!deps.access.canRead(ctx, caller, bundle)) throw new AppError('BUNDLE_NOT_FOUND');
+  const { bytes, etag } = await cards.card(bundle.short_code, cardFields(bundle, Date.now()));
+  // A locked bundle's card was opened with a credential: shared caches must not keep it.
+  const cache = bundle.access_password_hash === null ? 'public, max-age=300' : 'private, max-age=300';
+  const headers: Array<[string, string]> = [
+    ['ETag', etag],
+    ['Cache-Control', cache],
+    ['X-Content-Type-Options', 'nosniff'],
+  ];
+  if (matches(ctx.headers['if-none-match'], etag)) return notModified(ctx, headers);
+  send(ctx, 200, bytes, [['Content-Type', 'image/png'], ...headers]);
+}
+
+const matches = (inm: string | undefined, etag: string): boolean =>
+  inm !== undefined && inm.split(',').some((t) => t.trim().replace(/^W\//, '') === etag || t.trim() === '*');
+
+function notModified(ctx: Ctx, headers: Array<[string, string]>): void {
+  if (ctx.done) return;
+  ctx.done = true;
+  ctx.res.cork(() => {
+    ctx.res.writeStatus('304 Not Modified');
+    for (const [k, v] of [...ctx.replyHeaders, ...headers]) ctx.res.writeHeader(k, v);
+    endHead(ctx, null);
+  });
+}

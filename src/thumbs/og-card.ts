@@ -1,0 +1,115 @@
+import fsp from 'node:fs/promises';
+import path from 'node:path';
+import { createHash, randomBytes } from 'node:crypto';
+import type { Logger } from 'pino';
+import type sharpType from 'sharp';
+import type { Limiter } from './limit.ts';
+
+export const CARD_W = 1200;
+export const CARD_H = 630;
+/** Bumped whenever the drawing changes, so cached cards of the same fields are not reused. */
+const CARD_VERSION = 'c1';
+
+/** What a share card shows. No file names: a link preview is seen by whoever the link is pasted to. */
+export interface CardFields {
+  readonly files: string;
+  readonly size: string;
+  readonly expiry: string;
+}
+
+const UNITS = ['bytes', 'KB', 'MB', 'GB', 'TB'] as const;
+
+/** 1536 → "1.5 KB" (powers of 1024, one decimal under 10). */
+export function humanSize(bytes: number): string {
+  let v = bytes;
+  let u = 0;
+  while (v >= 1024 && u < UNITS.length - 1) {
+    v /= 1024;
+    u++;
+  }
+  if (u === 0) return `${bytes} ${bytes === 1 ? 'byte' : 'bytes'}`;
+  return `${v < 10 ? v.toFixed(1) : Math.round(v)} ${UNITS[u]}`;
+}
+
+const plural = (n: number, word: string): string => `${n} ${word}${n === 1 ? '' : 's'}`;
+
+/** "never expires", "expires in 5 hours", "expires in 2 days", or a date past a month. */
+export function expiryText(expiresAt: Date | null, nowMs: number): string {
+  if (expiresAt === null) return 'never expires';
+  const left = expiresAt.getTime() - nowMs;
+  const hours = Math.floor(left / 3_600_000);
+  if (hours < 1) return `expires in ${plural(Math.max(1, Math.ceil(left / 60_000)), 'minute')}`;
+  if (hours < 48) return `expires in ${plural(hours, 'hour')}`;
+  const days = Math.floor(hours / 24);
+  if (days <= 30) return `expires in ${plural(days, 'day')}`;
+  return `expires on ${expiresAt.toISOString().slice(0, 10)}`;
+}
+
+export function cardFields(b: { file_count: number; total_size_bytes: number; expires_at: Date | null }, nowMs: number): CardFields {
+  return { files: plural(b.file_count, 'file'), size: humanSize(b.total_size_bytes), expiry: expiryText(b.expires_at, nowMs) };
+}
+
+/** Escapes text for an XML text node or attribute value. */
+export function xmlEscape(s: string): string {
+  return s.replace(/[<>&'"]/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+
+export function cardSvg(f: CardFields): string {
+  const t = (x: number, y: number, size: number, weight: number, fill: string, text: string): string =>
+    `<text x="${x}" y="${y}" font-family="DejaVu Sans, sans-serif" font-size="${size}" font-weight="${weight}" fill="${fill}">${xmlEscape(text)}</text>`;
+  return [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${CARD_W}" height="${CARD_H}" viewBox="0 0 ${CARD_W} ${CARD_H}">`,
+    '<defs><linearGradient id="g" x1="0" y1="0" x2="1" y2="1">',
+    '<stop offset="0" stop-color="#0f2a43"/><stop offset="1" stop-color="#12606b"/></linearGradient></defs>',
+    `<rect width="${CARD_W}" height="${CARD_H}" fill="url(#g)"/>`,
+    '<rect x="80" y="96" width="14" height="120" rx="7" fill="#5fd4c4"/>',
+    t(124, 196, 112, 700, '#ffffff', 'Sluice'),
+    t(84, 360, 64, 600, '#e8f4f6', `${f.files} · ${f.size}`),
+    t(84, 450, 44, 400, '#a9d6dc', f.expiry),
+    t(84, 560, 30, 400, '#7fb3bb', 'Shared with Sluice'),
+    '</svg>',
+  ].join('');
+}
+
+export interface OgCards {
+  /** PNG bytes and a strong ETag for one bundle's card; cached under `cacheDir`. */
+  card(code: string, fields: CardFields): Promise<{ bytes: Buffer; etag: string }>;
+}
+
+export function createOgCards(deps: { sharp: typeof sharpType; limiter: Limiter; cacheDir: string; log: Logger }): OgCards {
+  const { sharp, limiter, cacheDir, log } = deps;
+  let dirReady: Promise<unknown> | undefined;
+
+  const store = async (dest: string, bytes: Buffer): Promise<void> => {
+    const part = `${dest}.${randomBytes(6).toString('hex')}.part`;
+    try {
+      dirReady ??= fsp.mkdir(cacheDir, { recursive: true, mode: 0o700 });
+      await dirReady;
+      await fsp.writeFile(part, bytes, { flag: 'wx', mode: 0o600 });
+      await fsp.rename(part, dest);
+    } catch (err) {
+      dirReady = undefined; // the directory may have been removed: try again next time
+      log.warn({ err, dest }, 'share card not cached');
+      await fsp.rm(part, { force: true }).catch(() => {});
+    }
+  };
+
+  return {
+    async card(code, fields) {
+      const hash = createHash('sha256').update(JSON.stringify([CARD_VERSION, fields])).digest('hex').slice(0, 24);
+      const etag = `"${CARD_VERSION}-${hash}"`;
+      const dest = path.join(cacheDir, `${code}-${hash}.png`);
+      const cached = await fsp.readFile(dest).catch(() => null);
+      if (cached) return { bytes: cached, etag };
+      // The SVG is ours, built from numbers and escaped text: the only SVG this server rasterizes.
+      const bytes = await limiter.run(() =>
+        sharp(Buffer.from(cardSvg(fields)), { limitInputPixels: CARD_W * CARD_H * 4 })
+          .timeout({ seconds: 30 })
+          .png({ compressionLevel: 8 })
+          .toBuffer(),
+      );
+      await store(dest, bytes);
+      return { bytes, etag };
+    },
+  };
+}
