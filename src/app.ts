@@ -21,6 +21,7 @@ import { myRoutes } from './routes/my.ts';
 import { verifyAccessRoutes } from './routes/verify-access.ts';
 import { zipRoutes } from './routes/zip.ts';
 import { contentRoutes } from './routes/content.ts';
+import { pageRoutes } from './routes/pages.ts';
 import { createSigner } from './auth/signing.ts';
 import { loadSecret } from './auth/secret.ts';
 
@@ -65,6 +66,12 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
       pattern: '/*',
       handler: (ctx) => sendError(ctx, new AppError('ROUTE_NOT_FOUND')),
     };
+    // Unknown /api paths still count against the budget and carry the rate-limit headers.
+    const apiNotFound: Route = {
+      method: 'any',
+      pattern: '/api/*',
+      handler: (ctx) => sendError(ctx, new AppError('ROUTE_NOT_FOUND')),
+    };
     const routes = [
       ...healthRoutes(deps),
       ...uploadRoutes(deps),
@@ -74,6 +81,8 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
       ...verifyAccessRoutes(deps),
       ...zipRoutes(deps),
       ...contentRoutes(deps),
+      ...pageRoutes(deps),
+      apiNotFound,
       notFound,
     ];
     const server = createHttpServer({ binding, routes, log, admit: (ctx) => access.admit(ctx) });

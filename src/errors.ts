@@ -4,7 +4,6 @@ export const ERRORS = {
   BUNDLE_NOT_FOUND: [404, 'Bundle not found or expired'],
   FILE_NOT_FOUND: [404, 'File not found or expired'],
   ROUTE_NOT_FOUND: [404, 'No such endpoint'],
-  METHOD_NOT_ALLOWED: [405, 'Method not allowed'],
   INVALID_SHORT_CODE: [400, 'Invalid short code: expected 5 letters or digits'],
   INVALID_FILE_ID: [400, 'Invalid file id'],
   INVALID_UPLOAD_TOKEN: [403, 'Invalid upload token'],
@@ -17,6 +16,7 @@ export const ERRORS = {
   TOO_MANY_PARTS: [400, 'Too many parts in the multipart body'],
   FIELD_TOO_LONG: [400, 'A form field is too long'],
   INVALID_FIELD: [400, 'Invalid form field'],
+  TOO_MANY_FILES: [400, 'A bundle holds at most 10000 files'],
   DESCRIPTION_TOO_LONG: [400, 'description must be at most 1000 characters'],
   INVALID_EMAIL: [400, 'notify_email must be a valid e-mail address of at most 255 characters'],
   INVALID_RANGE: [416, 'Requested range not satisfiable'],
@@ -41,9 +41,6 @@ export class AppError extends Error {
     this.status = ERRORS[code][0];
   }
 }
-
-export const appError = (code: ErrorCode, message?: string, cause?: unknown): AppError =>
-  new AppError(code, message, { cause });
 
 /** Maps anything thrown to an AppError; unexpected errors become INTERNAL (the caller logs the original). */
 const FS_SYSCALLS = new Set([

@@ -52,7 +52,14 @@ export function createAccess(deps: { config: Config; sql: Sql; store: RateStore;
   return {
     ipOf,
     async admit(ctx) {
-      const caller = await resolve(ctx);
+      let caller: Caller;
+      try {
+        caller = await resolve(ctx);
+      } catch (err) {
+        // The database could not say who this is; the reply still states the anonymous budget.
+        ctx.replyHeaders.push(['X-RateLimit-Limit', String(config.rateLimitAnonPerHour)], ['X-RateLimit-Remaining', String(config.rateLimitAnonPerHour)]);
+        throw err;
+      }
       callers.set(ctx, caller);
       const [bucket, limit] = caller.apiKey
         ? [`key:${Buffer.from(caller.apiKey.key_hash).subarray(0, 12).toString('hex')}`, PLANS[caller.apiKey.plan].requestsPerHour]

@@ -54,6 +54,9 @@ export interface NewBundle {
   expiresAt: Date | null;
 }
 
+/** Zero-byte files pass the size cap; this bounds what one bundle's listing and zip must hold. */
+export const MAX_FILES_PER_BUNDLE = 10_000;
+
 const BUNDLE_COLS = 'b.*, (b.expires_at is not null and b.expires_at <= now()) as is_expired';
 
 /** Creates the bundle and its file rows in one transaction; retries the short code on collision. */
@@ -102,6 +105,7 @@ export async function appendFiles(sql: Sql, bundleId: number, files: NewFile[]):
     if (!b) throw new AppError('INVALID_UPLOAD_TOKEN');
     if (b.is_expired) throw new AppError('BUNDLE_EXPIRED');
     if (b.total_size_bytes + added > b.max_size_bytes) throw new AppError('SIZE_EXCEEDED');
+    if (b.file_count + files.length > MAX_FILES_PER_BUNDLE) throw new AppError('TOO_MANY_FILES');
     await tx`update bundles set total_size_bytes = total_size_bytes + ${added}, file_count = file_count + ${files.length}
              where id = ${bundleId}`;
     return insertFiles(tx as unknown as Sql, bundleId, files);
@@ -155,7 +159,9 @@ export const listFiles = (sql: Sql, bundleId: number): Promise<FileRow[]> =>
 /** Deletes the bundle (files cascade); returns the storage keys to unlink after commit. */
 export async function deleteBundle(sql: Sql, bundleId: number): Promise<string[]> {
   return sql.begin(async (tx) => {
-    const keys = await tx<{ storage_key: string }[]>`select storage_key from files where bundle_id = ${bundleId}`;
+    // Lock the bundle first: an append committing meanwhile would add rows whose keys we never saw.
+    await tx`select id from bundles where id = ${bundleId} for update`;
+    const keys = await tx<{ storage_key: string }[]>`delete from files where bundle_id = ${bundleId} returning storage_key`;
     await tx`delete from bundles where id = ${bundleId}`;
     return keys.map((k) => k.storage_key);
   });

@@ -48,14 +48,32 @@ export function endHead(ctx: Ctx, length: number | null): void {
   ctx.res.endWithoutBody();
 }
 
+/** Status and headers only (a 304, or the answer to a HEAD), announcing `length` body bytes. */
+export function sendHeaders(ctx: Ctx, status: number, headers: Iterable<readonly [string, string]>, length: number | null): void {
+  if (ctx.done) return;
+  ctx.done = true;
+  ctx.res.cork(() => {
+    writeHead(ctx, status, headers);
+    endHead(ctx, length);
+  });
+}
+
+/** True when If-None-Match names `etag` (weak or strong) or is `*`. */
+export const etagMatches = (ifNoneMatch: string | undefined, etag: string): boolean =>
+  ifNoneMatch !== undefined && ifNoneMatch.split(',').some((t) => t.trim().replace(/^W\//, '') === etag || t.trim() === '*');
+
 const JSON_HEADERS = [['Content-Type', 'application/json; charset=utf-8']] as const;
 
 export function sendJson(ctx: Ctx, status: number, obj: unknown, closeConnection = false): void {
   send(ctx, status, JSON.stringify(obj), JSON_HEADERS, closeConnection);
 }
 
-export function sendError(ctx: Ctx, err: AppError, closeConnection = false): void {
-  const extra: Array<[string, string]> = [['Content-Type', 'application/json; charset=utf-8']];
-  if (err.status === 405) extra.push(['Allow', 'GET, HEAD, POST, DELETE, OPTIONS']);
+export function sendError(
+  ctx: Ctx,
+  err: AppError,
+  closeConnection = false,
+  headers: Iterable<readonly [string, string]> = [],
+): void {
+  const extra: Array<readonly [string, string]> = [['Content-Type', 'application/json; charset=utf-8'], ...headers];
   send(ctx, err.status, JSON.stringify({ success: false, error: err.message, code: err.code }), extra, closeConnection);
 }

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import sharp from 'sharp';
 import type { Ctx } from '../http/context.ts';
-import { endHead, send } from '../http/reply.ts';
+import { etagMatches, send, sendHeaders } from '../http/reply.ts';
 import type { Route } from '../http/server.ts';
 import { AppError } from '../errors.ts';
 import { findActiveBundle, findDownloadableFile } from '../db/bundles.ts';
@@ -66,7 +66,7 @@ async function fileOrPreview(ctx: Ctx, deps: Deps, previews: Previews): Promise<
     ['Cache-Control', 'private, max-age=3600'],
     ['X-Content-Type-Options', 'nosniff'],
   ];
-  if (matches(ctx.headers['if-none-match'], etag)) return notModified(ctx, headers);
+  if (etagMatches(ctx.headers['if-none-match'], etag)) return sendHeaders(ctx, 304, headers, null);
   const bytes = await previews.thumbnail(deps.disk.filePath(file.storage_key));
   if (!bytes) throw new AppError('FILE_NOT_FOUND');
   send(ctx, 200, bytes, [['Content-Type', 'image/webp'], ...headers]);
@@ -88,19 +88,6 @@ async function ogCard(ctx: Ctx, deps: Deps, cards: OgCards): Promise<void> {
     ['Cache-Control', cache],
     ['X-Content-Type-Options', 'nosniff'],
   ];
-  if (matches(ctx.headers['if-none-match'], etag)) return notModified(ctx, headers);
+  if (etagMatches(ctx.headers['if-none-match'], etag)) return sendHeaders(ctx, 304, headers, null);
   send(ctx, 200, bytes, [['Content-Type', 'image/png'], ...headers]);
-}
-
-const matches = (inm: string | undefined, etag: string): boolean =>
-  inm !== undefined && inm.split(',').some((t) => t.trim().replace(/^W\//, '') === etag || t.trim() === '*');
-
-function notModified(ctx: Ctx, headers: Array<[string, string]>): void {
-  if (ctx.done) return;
-  ctx.done = true;
-  ctx.res.cork(() => {
-    ctx.res.writeStatus('304 Not Modified');
-    for (const [k, v] of [...ctx.replyHeaders, ...headers]) ctx.res.writeHeader(k, v);
-    endHead(ctx, null);
-  });
 }

@@ -1,5 +1,5 @@
 import type { Ctx } from '../http/context.ts';
-import { endHead, send } from '../http/reply.ts';
+import { etagMatches, sendError, sendHeaders } from '../http/reply.ts';
 import type { Route } from '../http/server.ts';
 import { contentDisposition, parseRange } from '../http/range.ts';
 import { streamFile } from '../http/body-out.ts';
@@ -46,26 +46,13 @@ export async function sendStoredFile(ctx: Ctx, deps: Deps, file: DownloadRow): P
   ];
   const h = ctx.headers;
   if (notModified(h['if-none-match'], h['if-modified-since'], etag, file.created_at)) {
-    if (!ctx.done) {
-      ctx.done = true;
-      ctx.res.cork(() => {
-        ctx.res.writeStatus('304 Not Modified');
-        for (const [k, v] of [...ctx.replyHeaders, ...common]) ctx.res.writeHeader(k, v);
-        endHead(ctx, null);
-      });
-    }
-    return;
+    return sendHeaders(ctx, 304, common, null);
   }
   const ifRange = h['if-range'];
   const rangeAllowed = ifRange === undefined || ifRange === etag || ifRange === lastModified;
   const range = parseRange(rangeAllowed ? h.range : undefined, file.size);
   if (range.kind === 'unsatisfiable') {
-    send(ctx, 416, JSON.stringify({ success: false, error: 'Requested range not satisfiable', code: 'INVALID_RANGE' }), [
-      ...common,
-      ['Content-Range', `bytes */${file.size}`],
-      ['Content-Type', 'application/json; charset=utf-8'],
-    ]);
-    return;
+    return sendError(ctx, new AppError('INVALID_RANGE'), false, [...common, ['Content-Range', `bytes */${file.size}`]]);
   }
   const [status, start, length] =
     range.kind === 'partial' ? [206, range.start, range.end - range.start + 1] : [200, 0, file.size];
@@ -76,25 +63,22 @@ export async function sendStoredFile(ctx: Ctx, deps: Deps, file: DownloadRow): P
     ...common,
   ];
   if (status === 206) headers.push(['Content-Range', `bytes ${start}-${start + length - 1}/${file.size}`]);
-  if (ctx.method === 'head') {
-    if (!ctx.done) {
-      ctx.done = true;
-      ctx.res.cork(() => {
-        ctx.res.writeStatus(status === 206 ? '206 Partial Content' : '200 OK');
-        for (const [k, v] of [...ctx.replyHeaders, ...headers]) ctx.res.writeHeader(k, v);
-        endHead(ctx, length);
-      });
-    }
-    return;
+  if (ctx.method === 'head') return sendHeaders(ctx, status, headers, length);
+  let complete: boolean;
+  try {
+    complete = await streamFile(ctx, deps.disk.filePath(file.storage_key), status, headers, start, length);
+  } catch (err) {
+    // Deleted between the row lookup and the open: it is simply gone.
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new AppError('FILE_NOT_FOUND');
+    throw err;
   }
-  const complete = await streamFile(ctx, deps.disk.filePath(file.storage_key), status, headers, start, length);
   if (complete && start + length === file.size) {
     countDownload(deps.sql, file.id).catch((err: unknown) => deps.log.warn({ err }, 'download count not recorded'));
   }
 }
 
 function notModified(inm: string | undefined, ims: string | undefined, etag: string, modified: Date): boolean {
-  if (inm !== undefined) return inm.split(',').some((t) => t.trim().replace(/^W\//, '') === etag || t.trim() === '*');
+  if (inm !== undefined) return etagMatches(inm, etag);
   if (ims === undefined) return false;
   const since = Date.parse(ims);
   return Number.isFinite(since) && Math.floor(modified.getTime() / 1000) <= Math.floor(since / 1000);

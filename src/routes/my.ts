@@ -29,7 +29,11 @@ async function myBundles(ctx: Ctx, deps: Deps): Promise<void> {
     ? await deps.sql<FileRow[]>`select * from files where bundle_id = any(${ids}) order by id`
     : [];
   const byBundle = new Map<number, FileRow[]>();
-  for (const f of files) byBundle.set(f.bundle_id, [...(byBundle.get(f.bundle_id) ?? []), f]);
+  for (const f of files) {
+    const list = byBundle.get(f.bundle_id);
+    if (list) list.push(f);
+    else byBundle.set(f.bundle_id, [f]);
+  }
   sendJson(ctx, 200, {
     success: true,
     bundles: bundles.map((b) => ({

@@ -4,21 +4,21 @@ import { sendJson, send } from '../http/reply.ts';
 import type { Route } from '../http/server.ts';
 import { ingestMultipart, type IngestedFile, type IngestResult } from '../ingest/multipart.ts';
 import { AppError, toAppError } from '../errors.ts';
-import { appendFiles, findBundleByTokenHash, insertBundle, type FileRow, type NewFile } from '../db/bundles.ts';
+import { appendFiles, findBundleByTokenHash, insertBundle, MAX_FILES_PER_BUNDLE, type FileRow, type NewFile } from '../db/bundles.ts';
 import { hashSecret, newUploadToken, secretMatches, UPLOAD_TOKEN_RE } from '../auth/tokens.ts';
 import { newStorageKey } from '../storage/disk.ts';
 import { isoUtc, DAY_MS } from '../util/time.ts';
 import { isEmail } from '../util/names.ts';
 import { fileJson, type Deps } from './deps.ts';
 
-/** Bytes of not-yet-committed appends per bundle in this process, so parallel appends share the cap. */
-const inflightByBundle = new Map<number, number>();
-
 export function uploadRoutes(deps: Deps): Route[] {
+  /** Bytes of not-yet-committed appends per bundle in this process, so parallel appends share the cap
+   * while they stream; the row lock in appendFiles is what holds across processes. */
+  const inflightByBundle = new Map<number, number>();
   return [
     // Body routes admit the caller themselves, after registering the body reader.
     { method: 'post', pattern: '/api/v1/upload', streamsBody: true, handler: (ctx) => createBundle(ctx, deps) },
-    { method: 'post', pattern: '/api/v1/upload/:token', streamsBody: true, handler: (ctx) => appendToBundle(ctx, deps) },
+    { method: 'post', pattern: '/api/v1/upload/:token', streamsBody: true, handler: (ctx) => appendToBundle(ctx, deps, inflightByBundle) },
   ];
 }
 
@@ -49,7 +49,10 @@ async function createBundle(ctx: Ctx, deps: Deps): Promise<void> {
     if (result.files.length === 0) throw new AppError('NO_FILES');
     const password = optional(f.access_password);
     const accessPasswordHash = password === null ? null : await deps.passwords.hash(password);
+    if (result.files.length > MAX_FILES_PER_BUNDLE) throw new AppError('TOO_MANY_FILES');
     const newFiles = await commitParts(deps, result.files, committed);
+    // Nobody would ever learn this bundle's token: keep nothing.
+    if (ctx.aborted) throw new AppError('MALFORMED_MULTIPART', 'client went away');
     const token = newUploadToken();
     const now = Date.now();
     const { bundle, files } = await insertBundle(
@@ -81,12 +84,13 @@ async function createBundle(ctx: Ctx, deps: Deps): Promise<void> {
   }
 }
 
-async function appendToBundle(ctx: Ctx, deps: Deps): Promise<void> {
+async function appendToBundle(ctx: Ctx, deps: Deps, inflightByBundle: Map<number, number>): Promise<void> {
   const token = ctx.params[0] ?? '';
   const ingest = ingestMultipart(ctx, deps.disk);
   let bundle;
   try {
-    await deps.access.admit(ctx);
+    // Any Bearer that is not an active key is refused on uploads, appends included (CONTRACT).
+    deps.access.uploaderFor(await deps.access.admit(ctx));
     if (!UPLOAD_TOKEN_RE.test(token)) throw new AppError('INVALID_UPLOAD_TOKEN');
     bundle = await findBundleByTokenHash(deps.sql, hashSecret(token));
     if (!bundle || !secretMatches(token, bundle.upload_token_hash)) throw new AppError('INVALID_UPLOAD_TOKEN');
@@ -121,6 +125,7 @@ async function appendToBundle(ctx: Ctx, deps: Deps): Promise<void> {
   try {
     if (result.files.length === 0) throw new AppError('NO_FILES');
     const newFiles = await commitParts(deps, result.files, committed);
+    if (ctx.aborted) throw new AppError('MALFORMED_MULTIPART', 'client went away');
     const rows: FileRow[] = await appendFiles(deps.sql, id, newFiles);
     sendJson(ctx, 200, {
       success: true,
@@ -142,8 +147,8 @@ async function commitParts(deps: Deps, files: readonly IngestedFile[], committed
   const out: NewFile[] = [];
   for (const f of files) {
     const key = newStorageKey();
+    committed.push(key); // before the rename: a failed directory fsync must still remove it
     await deps.disk.commit(f.partPath, key);
-    committed.push(key);
     out.push({ storageKey: key, name: f.name, size: f.size, mimeType: f.mimeType, sha256: f.sha256, crc32: f.crc32 });
   }
   return out;

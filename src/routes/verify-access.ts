@@ -17,6 +17,7 @@ export function verifyAccessRoutes(deps: Deps): Route[] {
 
 async function verify(ctx: Ctx, deps: Deps): Promise<void> {
   const body = readSmallBody(ctx, 16 * 1024);
+  body.catch(() => {}); // awaited below; if admit throws first, its rejection is moot
   const caller = await deps.access.admit(ctx);
   const fields = parseFields(ctx.headers['content-type'] ?? '', await body);
   const code = fields.short_code ?? fields.code;

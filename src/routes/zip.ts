@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Ctx } from '../http/context.ts';
-import { send } from '../http/reply.ts';
+import { etagMatches, sendError, sendHeaders } from '../http/reply.ts';
 import type { Route } from '../http/server.ts';
 import { contentDisposition, parseRange } from '../http/range.ts';
 import { AppError } from '../errors.ts';
@@ -56,21 +56,12 @@ async function sendZip(ctx: Ctx, deps: Deps): Promise<void> {
     ['X-Content-Type-Options', 'nosniff'],
   ];
   const h = ctx.headers;
-  const inm = h['if-none-match'];
-  if (inm !== undefined && inm.split(',').some((t) => t.trim().replace(/^W\//, '') === etag || t.trim() === '*')) {
-    endWithoutBody(ctx, '304 Not Modified', common);
-    return;
-  }
+  if (etagMatches(h['if-none-match'], etag)) return sendHeaders(ctx, 304, common, null);
   // No Last-Modified: deleting a file changes the archive without a newer date, so only the ETag validates.
   const ifRange = h['if-range'];
   const range = parseRange(ifRange === undefined || ifRange === etag ? h.range : undefined, layout.size);
   if (range.kind === 'unsatisfiable') {
-    send(ctx, 416, JSON.stringify({ success: false, error: 'Requested range not satisfiable', code: 'INVALID_RANGE' }), [
-      ...common,
-      ['Content-Range', `bytes */${layout.size}`],
-      ['Content-Type', 'application/json; charset=utf-8'],
-    ]);
-    return;
+    return sendError(ctx, new AppError('INVALID_RANGE'), false, [...common, ['Content-Range', `bytes */${layout.size}`]]);
   }
   const [status, start, length] =
     range.kind === 'partial' ? [206, range.start, range.end - range.start + 1] : [200, 0, layout.size];
@@ -81,21 +72,9 @@ async function sendZip(ctx: Ctx, deps: Deps): Promise<void> {
   ];
   if (status === 206) headers.push(['Content-Range', `bytes ${start}-${start + length - 1}/${layout.size}`]);
   if (ctx.method === 'head') {
-    endWithoutBody(ctx, status === 206 ? '206 Partial Content' : '200 OK', headers, length);
+    sendHeaders(ctx, status, headers, length);
     return;
   }
   const paths = files.map((f) => deps.disk.filePath(f.storage_key));
   await sendZipRange(ctx, layout, paths, status, headers, start, length);
-}
-
-function endWithoutBody(ctx: Ctx, statusLine: string, headers: Array<[string, string]>, length?: number): void {
-  if (ctx.done) return;
-  ctx.done = true;
-  ctx.res.cork(() => {
-    ctx.res.writeStatus(statusLine);
-    for (const [k, v] of [...ctx.replyHeaders, ...headers]) ctx.res.writeHeader(k, v);
-    // An explicit `undefined` reaches uWS as a huge Content-Length: pass nothing for a 304.
-    if (length === undefined) ctx.res.endWithoutBody();
-    else ctx.res.endWithoutBody(length);
-  });
 }

@@ -52,6 +52,9 @@ export async function createDisk(dataDir: string, hasher: Hasher): Promise<Disk>
         await fsp.mkdir(dir, { recursive: true, mode: 0o700 });
         knownDirs.add(dir);
       }
+      // The orphan sweep's grace period counts from now, not from when the part was written.
+      const now = new Date();
+      await fsp.utimes(partPath, now, now);
       await fsp.rename(partPath, dest);
       await fsyncDir(dir);
     },

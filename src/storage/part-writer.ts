@@ -12,7 +12,6 @@ export interface PartResult extends Digest {
 
 export interface PartWriter {
   readonly path: string;
-  readonly bytes: () => number;
   /** Queues bytes (the chunk is referenced until copied, never modified). False: wait for onDrain. */
   write(chunk: Uint8Array): boolean;
   onDrain(fn: () => void): void;
@@ -36,12 +35,23 @@ interface Slot {
  * worker in file order, and comes back to the ring when hashed.
  */
 export function createPartWriter(path: string, hasher: Hasher, onError: (err: Error) => void): PartWriter {
+  // Buffers are allocated as the file needs them (a small file uses one) and dropped when the
+  // writer finishes or aborts, so a request with many files holds at most one ring at a time.
   const slots: Slot[] = [];
   const free: number[] = [];
-  for (let i = 0; i < SLOTS; i++) {
-    slots.push({ view: Buffer.allocUnsafeSlow(SLOT_BYTES), len: 0, written: false });
-    free.push(i);
-  }
+  const takeSlot = (): number | undefined => {
+    if (free.length > 0) return free.shift();
+    if (slots.length < SLOTS) {
+      slots.push({ view: Buffer.allocUnsafeSlow(SLOT_BYTES), len: 0, written: false });
+      return slots.length - 1;
+    }
+    return undefined;
+  };
+  const idle = (): boolean => free.length === slots.length;
+  const release = (): void => {
+    slots.length = 0;
+    free.length = 0;
+  };
   /** Submitted slots in file order, until handed to the hasher. */
   const order: number[] = [];
   const overflow: Uint8Array[] = [];
@@ -58,7 +68,8 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
   let idleFn: (() => void) | null = null;
 
   const hash: HashStream = hasher.open((slot, buf) => {
-    const s = slots[slot]!;
+    const s = slots[slot];
+    if (!s) return; // released after an abort
     s.view = Buffer.from(buf);
     free.push(slot);
     pump();
@@ -133,7 +144,7 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
   function pump(): void {
     while (overflow.length > 0 && !aborted && !failed) {
       if (cur < 0) {
-        const next = free.shift();
+        const next = takeSlot();
         if (next === undefined) return;
         cur = next;
         fill = 0;
@@ -153,13 +164,12 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
 
   return {
     path,
-    bytes: () => bytes,
     write(chunk) {
       if (aborted || failed) return true;
       bytes += chunk.length;
       overflow.push(chunk);
       pump();
-      return overflow.length === 0 && (cur >= 0 || free.length > 0);
+      return overflow.length === 0 && (cur >= 0 || free.length > 0 || slots.length < SLOTS);
     },
     onDrain(fn) {
       drainFn = fn;
@@ -174,8 +184,9 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
             cur = -1;
             return;
           }
-          if (free.length < SLOTS) return;
+          if (!idle()) return;
           idleFn = null;
+          release();
           const close = (): void => {
             // The fsync counts as a write in flight, so an abort meanwhile leaves the fd to us.
             writesInFlight++;
@@ -185,7 +196,10 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
                 closeIfIdle();
                 return reject(new Error('part aborted'));
               }
-              if (err) return reject(err);
+              if (err) {
+                closeIfIdle();
+                return reject(err);
+              }
               const closing = fd;
               fd = -1;
               fs.close(closing, (err2) => {
@@ -206,6 +220,7 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
       aborted = true;
       hash.discard();
       overflow.length = 0;
+      release();
       fs.unlink(path, () => {});
       // Writes in flight finish against the unlinked inode; the last one closes the fd.
       closeIfIdle();

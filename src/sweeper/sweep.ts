@@ -13,7 +13,7 @@ export interface SweepResult {
 }
 
 export interface SweepOptions {
-  /** Parts of a live process untouched this long are abandoned too (a live upload writes constantly). */
+  /** Parts whose name names no process are removed after this long. */
   partIdleMs?: number;
   /** Stored files without a row, older than this, are leftovers of a crash between rename and commit. */
   orphanGraceMs?: number;
@@ -77,8 +77,11 @@ async function sweepParts(tmpDir: string, idleMs: number): Promise<number> {
     const pid = Number(/^(\d+)-/.exec(name)?.[1]);
     const st = await fsp.stat(p).catch(() => null);
     if (!st) continue;
-    const deadWriter = Number.isInteger(pid) && pid !== process.pid && !isAlive(pid);
-    if (deadWriter || now - st.mtimeMs > idleMs) {
+    // A live process's finished parts sit untouched until its request commits them (a long
+    // multi-file upload can take hours): only a dead writer's parts are leftovers.
+    const named = Number.isInteger(pid) && pid > 0;
+    const deadWriter = named && pid !== process.pid && !isAlive(pid);
+    if (deadWriter || (!named && now - st.mtimeMs > idleMs)) {
       await fsp.rm(p, { force: true });
       removed++;
     }

@@ -1,0 +1,61 @@
+import type { Ctx } from '../http/context.ts';
+import type { Route } from '../http/server.ts';
+import { findActiveBundleWithFiles, findBundleByTokenHash, listFiles } from '../db/bundles.ts';
+import { hashSecret, secretMatches, SHORT_CODE_RE, UPLOAD_TOKEN_RE } from '../auth/tokens.ts';
+import { loadAssets } from '../web/assets.ts';
+import { sendHtml } from '../web/html.ts';
+import { managePage, notFoundPage, sharePage, uploadPage, type View } from '../web/views.ts';
+import type { Deps } from './deps.ts';
+
+/**
+ * The web front end: upload page, share pages, manage pages and their static assets. Content
+ * paths, not /api/: they spend no rate-limit budget. Registered last, so `/:code` shadows nothing.
+ */
+export function pageRoutes(deps: Deps): Route[] {
+  const assets = loadAssets();
+  const view: View = { asset: (name) => assets.url(name), baseUrl: deps.config.baseUrl };
+  const { anonMaxBundleBytes, anonExpiryDays } = deps.config;
+  const notFound = (ctx: Ctx): void => sendHtml(ctx, 404, notFoundPage(view));
+  const home = (ctx: Ctx): void => sendHtml(ctx, 200, uploadPage(view, anonMaxBundleBytes, anonExpiryDays));
+  const share = (ctx: Ctx): Promise<void> => sharePageOf(ctx, deps, view, notFound);
+  const manage = (ctx: Ctx): Promise<void> => managePageOf(ctx, deps, view, notFound);
+  const both = (pattern: string, handler: (ctx: Ctx) => void | Promise<void>): Route[] => [
+    { method: 'get', pattern, handler },
+    { method: 'head', pattern, handler },
+  ];
+  return [
+    ...both('/static/:name', (ctx) => assets.serve(ctx)),
+    ...both('/', home),
+    ...both('/u/:token', manage),
+    ...both('/:code', share),
+  ];
+}
+
+async function sharePageOf(ctx: Ctx, deps: Deps, view: View, notFound: (ctx: Ctx) => void): Promise<void> {
+  const code = ctx.params[0] ?? '';
+  if (!SHORT_CODE_RE.test(code)) return notFound(ctx);
+  const bundle = await findActiveBundleWithFiles(deps.sql, code);
+  if (!bundle) return notFound(ctx);
+  // The password gate every content path asks; a browser can only pass it with ?t=<access token>.
+  const caller = await deps.access.callerOf(ctx);
+  const readable = deps.access.canRead(ctx, caller, bundle);
+  const token = ctx.query.get('t');
+  const query = readable && bundle.access_password_hash !== null && token ? `?t=${encodeURIComponent(token)}` : '';
+  sendHtml(ctx, 200, sharePage(view, bundle, readable ? bundle.files : null, query), 'private, no-cache');
+  if (ctx.method === 'get') {
+    // Off the response path: a slow or failing counter never delays or breaks the page.
+    deps.sql`update bundles set view_count = view_count + 1 where id = ${bundle.id}`.catch((err: unknown) =>
+      deps.log.warn({ err, code }, 'view_count not updated'),
+    );
+  }
+}
+
+async function managePageOf(ctx: Ctx, deps: Deps, view: View, notFound: (ctx: Ctx) => void): Promise<void> {
+  const token = ctx.params[0] ?? '';
+  if (!UPLOAD_TOKEN_RE.test(token)) return notFound(ctx);
+  const bundle = await findBundleByTokenHash(deps.sql, hashSecret(token));
+  if (!bundle || bundle.is_expired || !secretMatches(token, bundle.upload_token_hash)) return notFound(ctx);
+  const files = await listFiles(deps.sql, bundle.id);
+  // The page embeds the upload token: never stored by caches.
+  sendHtml(ctx, 200, managePage(view, bundle, files, token, bundle.max_size_bytes), 'no-store');
+}

@@ -1,0 +1,88 @@
+import { createHash } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import type { Ctx } from '../http/context.ts';
+import { endHead, send, writeHead } from '../http/reply.ts';
+
+interface Asset {
+  readonly body: Buffer;
+  readonly type: string;
+  /** First 16 hex digits of the SHA-256: the `?v=` cache buster. */
+  readonly version: string;
+  readonly etag: string;
+}
+
+export interface Assets {
+  /** `/static/<name>?v=<hash>`: cacheable forever, since the hash changes with the bytes. */
+  url(name: string): string;
+  /** GET|HEAD /static/:name */
+  serve(ctx: Ctx): void;
+}
+
+const TYPES: Record<string, string> = {
+  '.css': 'text/css; charset=utf-8',
+  '.js': 'text/javascript; charset=utf-8',
+  '.svg': 'image/svg+xml',
+  '.png': 'image/png',
+  '.ico': 'image/x-icon',
+};
+
+const STATIC_DIR = path.join(import.meta.dirname, 'static');
+
+/**
+ * Loads every static file once (they are a few kilobytes) plus the QR code library's browser
+ * build, which defines the global `qrcode`. Nothing is read from disk per request.
+ */
+export function loadAssets(dir = STATIC_DIR): Assets {
+  const files = new Map<string, Buffer>();
+  for (const name of readdirSync(dir)) {
+    if (TYPES[path.extname(name)] !== undefined) files.set(name, readFileSync(path.join(dir, name)));
+  }
+  // The package's "require" export is dist/qrcode.js: a plain script, not an ES module.
+  const qrPath = createRequire(import.meta.url).resolve('qrcode-generator');
+  files.set('qrcode.js', readFileSync(qrPath));
+
+  const assets = new Map<string, Asset>();
+  for (const [name, body] of files) {
+    const hex = createHash('sha256').update(body).digest('hex');
+    assets.set(name, { body, type: TYPES[path.extname(name)]!, version: hex.slice(0, 16), etag: `"${hex}"` });
+  }
+
+  return {
+    url(name) {
+      const a = assets.get(name);
+      if (!a) throw new Error(`unknown static asset ${name}`);
+      return `/static/${name}?v=${a.version}`;
+    },
+    serve(ctx) {
+      const a = assets.get(ctx.params[0] ?? '');
+      const base: Array<[string, string]> = [['X-Content-Type-Options', 'nosniff']];
+      if (!a) {
+        send(ctx, 404, 'Not found', [...base, ['Content-Type', 'text/plain; charset=utf-8'], ['Cache-Control', 'no-cache']]);
+        return;
+      }
+      // Only the current version may be cached forever: an old ?v= gets today's bytes, revalidated.
+      const cache = ctx.query.get('v') === a.version ? 'public, max-age=31536000, immutable' : 'no-cache';
+      const headers: Array<[string, string]> = [...base, ['ETag', a.etag], ['Cache-Control', cache]];
+      if (matches(ctx.headers['if-none-match'], a.etag)) {
+        if (ctx.done) return;
+        ctx.done = true;
+        ctx.res.cork(() => {
+          writeHead(ctx, 304, headers);
+          endHead(ctx, null);
+        });
+        return;
+      }
+      send(ctx, 200, a.body, [...headers, ['Content-Type', a.type]]);
+    },
+  };
+}
+
+function matches(ifNoneMatch: string | undefined, etag: string): boolean {
+  if (ifNoneMatch === undefined) return false;
+  return ifNoneMatch.split(',').some((t) => {
+    const tag = t.trim();
+    return tag === '*' || tag.replace(/^W\//, '') === etag;
+  });
+}

@@ -1,0 +1,105 @@
+// Share page (/<code>): local expiry time, and unlocking a password-protected bundle.
+'use strict';
+(function () {
+  var UNITS = ['B', 'KB', 'MB', 'GB', 'TB'];
+  function human(n) {
+    var u = 0;
+    while (n >= 1024 && u < UNITS.length - 1) { n /= 1024; u++; }
+    return u === 0 ? n + ' B' : (n < 10 ? n.toFixed(1).replace(/\.0$/, '') : Math.round(n)) + ' ' + UNITS[u];
+  }
+  function el(tag, cls, text) {
+    var e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+
+  document.querySelectorAll('time.local-time[data-utc]').forEach(function (t) {
+    var d = new Date(t.getAttribute('data-utc'));
+    if (!isNaN(d.getTime())) t.textContent = d.toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short' });
+  });
+
+  var share = document.getElementById('share');
+  var form = document.getElementById('unlock');
+  if (!share || !form) return;
+  var code = share.getAttribute('data-code');
+  var errorBox = form.querySelector('.error');
+  var button = form.querySelector('button');
+
+  function showError(msg) { errorBox.textContent = msg; errorBox.hidden = !msg; }
+
+  function jsonOf(r) {
+    return r.json().catch(function () { return {}; }).then(function (j) { return { status: r.status, ok: r.ok, j: j, r: r }; });
+  }
+
+  // Every file row is built with textContent: names are data, never markup.
+  function row(f, q) {
+    var li = el('li', 'file');
+    var thumb = el('span', 'thumb');
+    if (/^image\//.test(f.mime_type)) {
+      var img = el('img');
+      img.alt = '';
+      img.loading = 'lazy';
+      img.src = '/d/' + f.id + '?preview=1&' + q.slice(1);
+      thumb.appendChild(img);
+    } else {
+      var ext = /\.([a-z0-9]{1,4})$/i.exec(f.name);
+      thumb.appendChild(el('span', 'badge', (ext ? ext[1] : 'file').toUpperCase()));
+    }
+    var info = el('span', 'info');
+    info.appendChild(el('span', 'name', f.name));
+    info.appendChild(el('span', 'sub', human(f.size) + ' \u00b7 ' + f.mime_type));
+    var a = el('a', 'btn', 'Download');
+    a.href = '/d/' + f.id + q;
+    a.setAttribute('download', '');
+    li.appendChild(thumb);
+    li.appendChild(info);
+    li.appendChild(a);
+    return li;
+  }
+
+  form.addEventListener('submit', function (e) {
+    e.preventDefault();
+    var password = form.elements.password.value;
+    if (!password) return;
+    button.disabled = true;
+    showError('');
+    fetch('/api/verify-access', {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ short_code: code, password: password }),
+    })
+      .then(jsonOf)
+      .then(function (res) {
+        if (res.status === 403) throw new Error('Wrong password. Please try again.');
+        if (res.status === 429) {
+          var wait = Number(res.r.headers.get('Retry-After'));
+          throw new Error('Too many attempts. Try again in ' + (wait > 0 ? Math.ceil(wait / 60) + ' minutes.' : 'a while.'));
+        }
+        if (res.status === 404) throw new Error('These files are no longer available.');
+        if (!res.ok || !res.j.access_token) throw new Error(res.j.error || 'Could not unlock (HTTP ' + res.status + ').');
+        var token = res.j.access_token;
+        return fetch('/api/v1/bundle/' + encodeURIComponent(code), { headers: { 'X-Access-Token': token } })
+          .then(jsonOf)
+          .then(function (info) {
+            if (!info.ok) throw new Error(info.j.error || 'Could not load the files.');
+            show(info.j.files || [], token);
+          });
+      })
+      .catch(function (err) {
+        button.disabled = false;
+        showError(err.message || 'Network error. Please try again.');
+        form.elements.password.select();
+      });
+  });
+
+  function show(files, token) {
+    var q = '?t=' + encodeURIComponent(token);
+    var list = document.getElementById('files');
+    list.textContent = '';
+    files.forEach(function (f) { list.appendChild(row(f, q)); });
+    document.getElementById('zip').href = '/zip/' + encodeURIComponent(code) + q;
+    form.hidden = true;
+    document.getElementById('unlocked').hidden = false;
+  }
+})();

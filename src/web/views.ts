@@ -1,0 +1,174 @@
+import { html, humanSize, layout, plural, type Safe } from './html.ts';
+import { isoUtc, sqlUtc } from '../util/time.ts';
+
+/** What the templates need; `asset` maps a static name to its versioned URL. */
+export interface View {
+  readonly asset: (name: string) => string;
+  readonly baseUrl: string;
+}
+
+export interface FileView {
+  readonly id: number;
+  readonly name: string;
+  readonly size: number;
+  readonly mime_type: string;
+}
+
+export interface BundleView {
+  readonly short_code: string;
+  readonly description: string | null;
+  readonly file_count: number;
+  readonly total_size_bytes: number;
+  readonly expires_at: Date | null;
+}
+
+/** Expiry in UTC for the HTML; share.js/upload.js rewrite it in the viewer's local time. */
+function expiry(at: Date | null): Safe {
+  if (at === null) return html`Never expires`;
+  return html`Expires <time class="local-time" datetime="${isoUtc(at)}" data-utc="${at.toISOString()}">${sqlUtc(at).slice(0, 16)} UTC</time>`;
+}
+
+function badge(f: FileView): string {
+  const ext = /\.([a-z0-9]{1,4})$/i.exec(f.name)?.[1];
+  return (ext ?? f.mime_type.split('/')[0] ?? 'file').toUpperCase().slice(0, 4);
+}
+
+/** One row of a file list; `query` carries an access token (`?t=…`) for locked bundles. */
+export function fileRow(f: FileView, o: { query?: string; manage?: boolean } = {}): Safe {
+  const q = o.query ?? '';
+  const thumb = f.mime_type.startsWith('image/')
+    ? html`<img src="/d/${f.id}?preview=1${q ? `&${q.slice(1)}` : ''}" alt="" loading="lazy" decoding="async">`
+    : html`<span class="badge">${badge(f)}</span>`;
+  const action = o.manage
+    ? html`<button class="btn danger" type="button" data-delete="${f.id}">Delete</button>`
+    : html`<a class="btn" href="/d/${f.id}${q}" download>Download</a>`;
+  return html`<li class="file" data-id="${f.id}">
+<span class="thumb">${thumb}</span>
+<span class="info"><span class="name">${f.name}</span><span class="sub">${humanSize(f.size)} · ${f.mime_type}</span></span>
+${action}
+</li>`;
+}
+
+function ogTags(v: View, b: BundleView): Safe {
+  const title = b.description ? b.description.slice(0, 80) : `${plural(b.file_count, 'file')} on Sluice`;
+  const desc = `${plural(b.file_count, 'file')}, ${humanSize(b.total_size_bytes)} shared with Sluice`;
+  const image = `${v.baseUrl}/og/${b.short_code}.png`;
+  return html`<meta name="description" content="${desc}">
+<meta property="og:type" content="website">
+<meta property="og:site_name" content="Sluice">
+<meta property="og:title" content="${title}">
+<meta property="og:description" content="${desc}">
+<meta property="og:url" content="${v.baseUrl}/${b.short_code}">
+<meta property="og:image" content="${image}">
+<meta property="og:image:width" content="1200">
+<meta property="og:image:height" content="630">
+<meta name="twitter:card" content="summary_large_image">
+<meta name="twitter:title" content="${title}">
+<meta name="twitter:description" content="${desc}">
+<meta name="twitter:image" content="${image}">
+<meta name="robots" content="noindex">`;
+}
+
+/** GET /<code>: the file list, or the password form when the bundle is locked for this viewer. */
+export function sharePage(v: View, b: BundleView, files: readonly FileView[] | null, query: string): Safe {
+  const code = b.short_code;
+  const list =
+    files === null
+      ? html`<form id="unlock" class="unlock" method="post" action="/api/verify-access">
+<input type="hidden" name="short_code" value="${code}">
+<label for="pw"><span class="lock" aria-hidden="true"></span>These files are protected by a password.</label>
+<div class="row"><input id="pw" name="password" type="password" required autocomplete="current-password" placeholder="Password">
+<button class="btn primary" type="submit">Unlock</button></div>
+<p class="error" role="alert" hidden></p>
+</form>
+<div id="unlocked" hidden>
+<div class="actions"><a class="btn primary" id="zip" href="/zip/${code}" download>Download all as .zip</a></div>
+<ul class="files" id="files"></ul>
+</div>`
+      : html`<div class="actions"><a class="btn primary" id="zip" href="/zip/${code}${query}" download>Download all as .zip</a></div>
+<ul class="files" id="files">${files.map((f) => fileRow(f, { query }))}</ul>`;
+  const body = html`<section class="card share" id="share" data-code="${code}">
+<p class="eyebrow">Shared files</p>
+<h1>${plural(b.file_count, 'file')} <span class="muted">· ${humanSize(b.total_size_bytes)}</span></h1>
+${b.description ? html`<p class="desc">${b.description}</p>` : null}
+<p class="meta">${expiry(b.expires_at)}</p>
+${list}
+</section>`;
+  return layout({ title: `${plural(b.file_count, 'file')} · Sluice`, head: ogTags(v, b), body, scripts: ['share.js'], asset: v.asset });
+}
+
+/** The upload form; with `token` it appends to that bundle instead of creating one. */
+function uploadForm(v: View, o: { token?: string; maxBytes: number }): Safe {
+  const endpoint = o.token ? `/api/v1/upload/${o.token}` : '/api/v1/upload';
+  return html`<form id="upload" class="upload" data-endpoint="${endpoint}" data-base="${v.baseUrl}" data-mode="${o.token ? 'append' : 'new'}" data-max="${o.maxBytes}">
+<label class="drop" id="drop">
+<input type="file" id="pick" name="files[]" multiple>
+<span class="drop-icon" aria-hidden="true"></span>
+<span class="drop-title">Drop files here</span>
+<span class="drop-sub">or <u>choose files</u> from your device</span>
+</label>
+<ul class="queue" id="queue"></ul>
+${o.token
+  ? null
+  : html`<details class="options"><summary>Description, password, notification</summary>
+<label>Description <textarea name="description" maxlength="1000" rows="2" placeholder="What is this?"></textarea></label>
+<label>Password <input type="password" name="access_password" autocomplete="new-password" placeholder="Leave empty for a public link"></label>
+<label>Notify me of downloads <input type="email" name="notify_email" maxlength="255" placeholder="you@example.com"></label>
+</details>`}
+<div class="total" id="total" hidden><progress id="total-bar" max="1" value="0"></progress><span id="total-text"></span></div>
+<p class="error" id="error" role="alert" hidden></p>
+<button class="btn primary big" id="send" type="submit" disabled>${o.token ? 'Add files' : 'Upload'}</button>
+</form>`;
+}
+
+function linkBox(id: string, value: string, label: string): Safe {
+  return html`<label class="field-label" for="${id}">${label}</label>
+<div class="copy-row"><input id="${id}" readonly value="${value}"><button class="btn" type="button" data-copy="${id}">Copy</button></div>`;
+}
+
+/** GET / */
+export function uploadPage(v: View, maxBytes: number, expiryDays: number): Safe {
+  const body = html`<section class="card" id="compose">
+<h1>Share files, simply.</h1>
+<p class="lead">Up to ${humanSize(maxBytes)} per bundle, no account. Links expire after ${plural(expiryDays, 'day')}.</p>
+${uploadForm(v, { maxBytes })}
+</section>
+<section class="card result" id="result" hidden>
+<p class="eyebrow">Done</p>
+<h2>Your link is ready</h2>
+${linkBox('share-link', '', 'Share link')}
+<div class="qr-wrap"><img id="qr" class="qr" alt="QR code of the share link"></div>
+${linkBox('upload-link', '', 'Upload link: keep this to add or delete files')}
+<div class="actions"><a class="btn primary" id="open-share" href="/">Open share page</a><a class="btn" href="/">Share more files</a></div>
+</section>`;
+  return layout({ title: 'Sluice · share files', body, scripts: ['qrcode.js', 'upload.js'], asset: v.asset });
+}
+
+/** GET /u/<token>: the bundle's files with delete buttons, and the form to add more. */
+export function managePage(v: View, b: BundleView, files: readonly FileView[], token: string, maxBytes: number): Safe {
+  const shareUrl = `${v.baseUrl}/${b.short_code}`;
+  const body = html`<section class="card" id="manage" data-token="${token}">
+<p class="eyebrow">Manage bundle</p>
+<h1>${plural(b.file_count, 'file')} <span class="muted">· ${humanSize(b.total_size_bytes)}</span></h1>
+<p class="meta">${expiry(b.expires_at)}</p>
+${linkBox('share-link', shareUrl, 'Share link')}
+<div class="qr-wrap"><img id="qr" class="qr" alt="QR code of the share link" data-qr="${shareUrl}"></div>
+<ul class="files" id="files">${files.map((f) => fileRow(f, { manage: true }))}</ul>
+${files.length === 0 ? html`<p class="muted" id="empty">No files left in this bundle.</p>` : null}
+</section>
+<section class="card" id="compose">
+<h2>Add files</h2>
+${uploadForm(v, { token, maxBytes })}
+</section>`;
+  return layout({ title: `Manage ${b.short_code} · Sluice`, body, scripts: ['qrcode.js', 'upload.js'], asset: v.asset });
+}
+
+export function notFoundPage(v: View): Safe {
+  const body = html`<section class="card center">
+<p class="big-code">404</p>
+<h1>Nothing here</h1>
+<p class="lead">This link is wrong, or its files have expired or were deleted.</p>
+<div class="actions"><a class="btn primary" href="/">Share your own files</a></div>
+</section>`;
+  return layout({ title: 'Not found · Sluice', body, asset: v.asset });
+}

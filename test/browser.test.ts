@@ -1,0 +1,118 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import net from 'node:net';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { backends, startServer, type TestServer } from './helpers/server.ts';
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const ARGS = [
+  '--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
+  '--disable-sync', '--no-first-run',
+];
+const missing = !fs.existsSync(CHROMIUM);
+// Locally a missing browser skips the suite; in CI it must be there.
+const skip = missing && !process.env.CI ? `no Chromium at ${CHROMIUM} (apt-get install -y chromium, or set CHROMIUM_PATH)` : false;
+
+/** A free port, so BASE_URL (absolute share links) can name it before the server starts. */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as net.AddressInfo;
+      s.close(() => resolve(port));
+    });
+    s.once('error', reject);
+  });
+}
+
+describe(`web front end in Chromium (${backends()[0]})`, { skip }, () => {
+  let srv: TestServer;
+  let browser: Browser;
+  const problems: string[] = [];
+
+  before(async () => {
+    const port = await freePort();
+    srv = await startServer(backends()[0]!, { PORT: String(port), BASE_URL: `http://127.0.0.1:${port}` });
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS, headless: true });
+  });
+  after(async () => {
+    await browser?.close();
+    await srv?.close();
+  });
+
+  async function newPage(width = 1280, height = 860): Promise<Page> {
+    const page = await browser.newPage({ viewport: { width, height }, acceptDownloads: true });
+    // CSP violations and script errors surface as console errors: none may happen.
+    page.on('console', (m) => {
+      if (m.type() === 'error' && !/Failed to load resource/.test(m.text())) problems.push(m.text());
+    });
+    page.on('pageerror', (e) => problems.push(e.message));
+    return page;
+  }
+
+  async function uploadThroughPage(page: Page, files: Array<{ name: string; body: string }>, password?: string): Promise<string> {
+    await page.goto(`${srv.url}/`);
+    await page.setInputFiles(
+      '#pick',
+      files.map((f) => ({ name: f.name, mimeType: 'text/plain', buffer: Buffer.from(f.body) })),
+    );
+    assert.equal(await page.locator('#queue li').count(), files.length);
+    await page.locator('details.options summary').click();
+    await page.fill('textarea[name=description]', 'Holiday <b>notes</b>');
+    if (password) await page.fill('input[name=access_password]', password);
+    await page.screenshot({ path: `/tmp/sluice-upload-${password ? 'locked' : 'public'}.png`, fullPage: true });
+    await page.click('#send');
+    await page.locator('#result').waitFor({ state: 'visible' });
+    const link = await page.inputValue('#share-link');
+    assert.match(link, /^http:\/\/127\.0\.0\.1:\d+\/[A-Za-z0-9]{5}$/);
+    assert.match(await page.inputValue('#upload-link'), /\/u\/[0-9a-f]{64}$/);
+    assert.match((await page.getAttribute('#qr', 'src')) ?? '', /^data:image\/gif;base64,/);
+    return link;
+  }
+
+  test('upload two files, open the share link, download a file', async () => {
+    const page = await newPage();
+    const link = await uploadThroughPage(page, [
+      { name: 'notes <1>.txt', body: 'first file' },
+      { name: 'second.txt', body: 'second file body' },
+    ]);
+    await page.goto(link);
+    assert.deepEqual(await page.locator('#files .name').allTextContents(), ['notes <1>.txt', 'second.txt']);
+    assert.equal(await page.locator('.desc').textContent(), 'Holiday <b>notes</b>');
+    assert.doesNotMatch((await page.locator('time.local-time').textContent()) ?? '', /UTC$/, 'expiry shown in local time');
+    const [download] = await Promise.all([page.waitForEvent('download'), page.locator('#files a.btn').nth(1).click()]);
+    assert.equal(download.suggestedFilename(), 'second.txt');
+    assert.equal(fs.readFileSync((await download.path())!, 'utf8'), 'second file body');
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.screenshot({ path: '/tmp/sluice-share-phone.png', fullPage: true });
+    await page.setViewportSize({ width: 1280, height: 860 });
+    await page.screenshot({ path: '/tmp/sluice-share-desktop.png', fullPage: true });
+    await page.close();
+    assert.deepEqual(problems, []);
+  });
+
+  test('a password bundle unlocks in the page and its files download with the token', async () => {
+    const page = await newPage(390, 844);
+    const link = await uploadThroughPage(page, [{ name: 'secret.txt', body: 'the secret' }], 'pw-42');
+    await page.screenshot({ path: '/tmp/sluice-uploaded-phone.png', fullPage: true });
+    await page.goto(link);
+    assert.equal(await page.locator('#files li').count(), 0, 'nothing listed while locked');
+    await page.emulateMedia({ colorScheme: 'dark' });
+    await page.screenshot({ path: '/tmp/sluice-locked-dark.png', fullPage: true });
+    await page.emulateMedia({ colorScheme: 'light' });
+    await page.fill('#pw', 'wrong');
+    await page.click('#unlock button');
+    await page.locator('#unlock .error').waitFor({ state: 'visible' });
+    assert.match((await page.locator('#unlock .error').textContent()) ?? '', /Wrong password/);
+    await page.fill('#pw', 'pw-42');
+    await page.click('#unlock button');
+    await page.locator('#unlocked').waitFor({ state: 'visible' });
+    assert.deepEqual(await page.locator('#files .name').allTextContents(), ['secret.txt']);
+    assert.match((await page.getAttribute('#zip', 'href')) ?? '', /^\/zip\/[A-Za-z0-9]{5}\?t=/);
+    await page.screenshot({ path: '/tmp/sluice-unlocked-phone.png', fullPage: true });
+    const [download] = await Promise.all([page.waitForEvent('download'), page.locator('#files a.btn').first().click()]);
+    assert.equal(fs.readFileSync((await download.path())!, 'utf8'), 'the secret');
+    await page.close();
+    assert.deepEqual(problems, []);
+  });
+});

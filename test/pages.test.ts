@@ -1,0 +1,170 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { backends, startServer, type TestServer } from './helpers/server.ts';
+import { call, uploaded, verifyAccess, waitFor, type Res } from './access-util.ts';
+
+const EVIL_NAME = '<img src=x onerror=alert(1)>.txt';
+const EVIL_DESC = '<script>alert(1)</script>';
+const CSP =
+  "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; connect-src 'self'; " +
+  "form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
+
+function assertHtmlPage(r: Res, status: number): void {
+  assert.equal(r.status, status, r.text.slice(0, 300));
+  assert.match(String(r.headers['content-type']), /^text\/html; charset=utf-8/);
+  assert.equal(r.headers['content-security-policy'], CSP);
+  assert.equal(r.headers['x-content-type-options'], 'nosniff');
+  assert.equal(r.headers['referrer-policy'], 'no-referrer');
+  assert.equal(r.headers['x-frame-options'], 'DENY');
+  assert.match(r.text, /^<!doctype html>/);
+  // Strict CSP: every script is an external file, none is inline.
+  const scripts = [...r.text.matchAll(/<script\b[^>]*>/gi)].map((m) => m[0]);
+  for (const s of scripts) assert.match(s, /\ssrc="\/static\/[a-z.-]+\?v=[0-9a-f]{16}"/, s);
+  for (const [tag] of r.text.matchAll(/<[a-z][^>]*>/gi)) assert.doesNotMatch(tag, /\son[a-z]+\s*=/i, `inline handler in ${tag}`);
+}
+
+const metaContent = (page: string, key: string): string | undefined =>
+  new RegExp(`<meta (?:property|name)="${key.replace(/[.:]/g, '\\$&')}" content="([^"]*)">`).exec(page)?.[1];
+
+for (const backend of backends()) {
+  describe(`web pages (${backend})`, () => {
+    let srv: TestServer;
+    before(async () => {
+      srv = await startServer(backend);
+    });
+    after(async () => {
+      await srv?.close();
+    });
+
+    test('GET / is the upload page with the security headers and only external scripts', async () => {
+      const r = await call(srv, 'GET', '/');
+      assertHtmlPage(r, 200);
+      assert.match(r.text, /<form id="upload"[^>]* data-endpoint="\/api\/v1\/upload"/);
+      assert.match(r.text, /<input type="file" id="pick" name="files\[\]" multiple>/);
+      for (const name of ['description', 'access_password', 'notify_email']) assert.match(r.text, new RegExp(`name="${name}"`));
+      assert.match(r.text, /src="\/static\/qrcode\.js\?v=/);
+      assert.match(r.text, /src="\/static\/upload\.js\?v=/);
+      assert.equal(r.headers['x-ratelimit-limit'], undefined, 'pages spend no rate-limit budget');
+      const head = await call(srv, 'HEAD', '/');
+      assert.equal(head.status, 200);
+      assert.equal(head.text, '');
+    });
+
+    test('static assets: ETag, immutable with the current ?v=, no-cache without, 304 on If-None-Match', async () => {
+      const page = (await call(srv, 'GET', '/')).text;
+      for (const name of ['app.css', 'upload.js', 'qrcode.js']) {
+        const url = new RegExp(`/static/${name.replace('.', '\\.')}\\?v=[0-9a-f]{16}`).exec(page)?.[0];
+        assert.ok(url, `${name} is referenced with ?v=`);
+        const r = await call(srv, 'GET', url);
+        assert.equal(r.status, 200);
+        assert.equal(r.headers['cache-control'], 'public, max-age=31536000, immutable');
+        assert.match(String(r.headers.etag), /^"[0-9a-f]{64}"$/);
+        assert.equal(r.headers['x-content-type-options'], 'nosniff');
+        assert.match(String(r.headers['content-type']), name.endsWith('.css') ? /^text\/css/ : /^text\/javascript/);
+        if (name === 'qrcode.js') assert.match(r.text, /var qrcode = function/);
+        const plain = await call(srv, 'GET', `/static/${name}`);
+        assert.equal(plain.headers['cache-control'], 'no-cache');
+        assert.equal(plain.headers.etag, r.headers.etag);
+        const stale = await call(srv, 'GET', `/static/${name}?v=0000000000000000`);
+        assert.equal(stale.headers['cache-control'], 'no-cache', 'an old version is never cached forever');
+        const cached = await call(srv, 'GET', url, { headers: { 'if-none-match': String(r.headers.etag) } });
+        assert.equal(cached.status, 304);
+        assert.equal(cached.text, '');
+        assert.equal(cached.headers.etag, r.headers.etag);
+        const changed = await call(srv, 'GET', url, { headers: { 'if-none-match': '"nope"' } });
+        assert.equal(changed.status, 200);
+      }
+      assert.equal((await call(srv, 'GET', '/static/nope.js')).status, 404);
+      assert.equal((await call(srv, 'GET', '/static/..%2Fhtml.ts')).status, 404);
+    });
+
+    test('share page lists the files of a public bundle, escaped, with OG tags, and counts the view', async () => {
+      const b = await uploaded(
+        srv,
+        [
+          { name: EVIL_NAME, data: 'hello' },
+          { name: 'photo.png', data: Buffer.alloc(2048, 1), type: 'image/png' },
+        ],
+        { fields: { description: EVIL_DESC } },
+      );
+      const r = await call(srv, 'GET', `/${b.short_code}`);
+      assertHtmlPage(r, 200);
+      assert.ok(!r.text.includes(EVIL_NAME), 'file name is escaped');
+      assert.ok(!r.text.includes(EVIL_DESC), 'description is escaped');
+      assert.ok(!r.text.includes('<img src=x'), 'no injected tag');
+      assert.ok(r.text.includes('&lt;img src=x onerror=alert(1)&gt;.txt'));
+      assert.ok(r.text.includes('&lt;script&gt;alert(1)&lt;/script&gt;'));
+      for (const f of b.files) assert.ok(r.text.includes(`href="/d/${f.id}"`), `download link of ${f.id}`);
+      assert.ok(r.text.includes(`href="/zip/${b.short_code}"`));
+      assert.ok(r.text.includes(`src="/d/${b.files[1].id}?preview=1"`), 'image thumbnail');
+      assert.match(r.text, /loading="lazy"/);
+      assert.match(r.text, /2 KB · image\/png/);
+      assert.match(r.text, /<time class="local-time" datetime="[^"]+" data-utc="\d{4}-\d\d-\d\dT[^"]+Z">\d{4}-\d\d-\d\d \d\d:\d\d UTC<\/time>/);
+      assert.match(metaContent(r.text, 'og:image') ?? '', new RegExp(`^https?://[^/]+/og/${b.short_code}\\.png$`));
+      assert.match(metaContent(r.text, 'og:description') ?? '', /^2 files, 2 KB/);
+      assert.equal(metaContent(r.text, 'og:title'), '&lt;script&gt;alert(1)&lt;/script&gt;');
+      assert.ok(metaContent(r.text, 'og:url')?.endsWith(`/${b.short_code}`));
+      assert.equal(metaContent(r.text, 'twitter:card'), 'summary_large_image');
+      const views = async (): Promise<number> =>
+        (await srv.sql<{ view_count: number }[]>`select view_count::int as view_count from bundles where short_code = ${b.short_code}`)[0]!.view_count;
+      await waitFor('the view to be counted', async () => (await views()) === 1);
+      await call(srv, 'GET', `/${b.short_code}`);
+      await waitFor('the second view to be counted', async () => (await views()) === 2);
+    });
+
+    test('a locked bundle shows the password form and no file names; a valid ?t= shows the files', async () => {
+      const b = await uploaded(srv, [{ name: 'secret-plans.pdf', data: 'top secret' }], {
+        fields: { access_password: 'pw-123', description: 'for the team' },
+      });
+      const r = await call(srv, 'GET', `/${b.short_code}`);
+      assertHtmlPage(r, 200);
+      assert.match(r.text, /<form id="unlock"[^>]*>/);
+      assert.match(r.text, /name="password" type="password"/);
+      assert.ok(!r.text.includes('secret-plans'), 'no file name leaks');
+      assert.ok(!r.text.includes(`/d/${b.files[0].id}`), 'no download link leaks');
+      assert.ok(r.text.includes('for the team'), 'the description is shown');
+      assert.match(r.text, /src="\/static\/share\.js\?v=/);
+      const wrongToken = await call(srv, 'GET', `/${b.short_code}?t=forged`);
+      assert.ok(!wrongToken.text.includes('secret-plans'));
+      const v = await verifyAccess(srv, b.short_code, 'pw-123');
+      assert.equal(v.status, 200, v.text);
+      const t = encodeURIComponent(v.json.access_token);
+      const open = await call(srv, 'GET', `/${b.short_code}?t=${t}`);
+      assert.ok(open.text.includes('secret-plans.pdf'));
+      assert.ok(open.text.includes(`href="/d/${b.files[0].id}?t=${t}"`));
+      assert.ok(open.text.includes(`href="/zip/${b.short_code}?t=${t}"`));
+    });
+
+    test('unknown, malformed and expired codes get the friendly 404 page', async () => {
+      const b = await uploaded(srv, [{ name: 'old.txt', data: 'x' }]);
+      await srv.sql`update bundles set expires_at = now() - interval '1 minute' where short_code = ${b.short_code}`;
+      for (const p of ['/zzzzz', '/abcdef', '/abc', '/a-b_c', `/${b.short_code}`, '/%3Cscript%3E']) {
+        const r = await call(srv, 'GET', p);
+        assertHtmlPage(r, 404);
+        assert.match(r.text, /Nothing here/);
+        assert.ok(!r.text.includes('<script>'), p);
+      }
+      // The API keeps its JSON errors: the page routes shadow nothing.
+      const api = await call(srv, 'GET', '/api/v1/nope');
+      assert.equal(api.status, 404);
+      assert.equal(api.json?.success, false);
+      assert.equal((await call(srv, 'GET', '/healthz')).status, 200);
+    });
+
+    test('/u/<token> manages the bundle for a valid token and is 404 otherwise', async () => {
+      const b = await uploaded(srv, [{ name: EVIL_NAME, data: 'abc' }]);
+      const r = await call(srv, 'GET', b.upload_url);
+      assertHtmlPage(r, 200);
+      assert.equal(r.headers['cache-control'], 'no-store');
+      assert.ok(r.text.includes(`data-endpoint="/api/v1/upload/${b.upload_token}"`));
+      assert.ok(r.text.includes(`data-delete="${b.files[0].id}"`));
+      assert.ok(!r.text.includes(EVIL_NAME));
+      assert.ok(r.text.includes(`/${b.short_code}`));
+      for (const p of [`/u/${'0'.repeat(64)}`, '/u/not-a-token', `/u/${b.upload_token.toUpperCase()}`]) {
+        assertHtmlPage(await call(srv, 'GET', p), 404);
+      }
+      await srv.sql`update bundles set expires_at = now() - interval '1 minute' where short_code = ${b.short_code}`;
+      assertHtmlPage(await call(srv, 'GET', b.upload_url), 404);
+    });
+  });
+}
