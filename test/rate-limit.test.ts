@@ -60,3 +60,31 @@ for (const backend of backends()) {
     });
   });
 }
+
+for (const backend of backends()) {
+  describe(`client address behind a trusted proxy (${backend})`, () => {
+    let srv: TestServer;
+    before(async () => {
+      srv = await startServer(backend, { RATE_LIMIT_ANON_PER_HOUR: '60', HOST: '0.0.0.0', TRUST_PROXY: '127.0.0.1' });
+    });
+    after(() => srv.close());
+
+    test('X-Forwarded-For from the trusted proxy names the client; from an untrusted peer it is ignored', async () => {
+      const client = randomLoopback();
+      const url = `http://127.0.0.1:${srv.port}/api/v1/bundle/abcde`;
+      const viaProxy = async (): Promise<string | string[] | undefined> => {
+        const r = await request(url, { headers: { 'x-forwarded-for': client } });
+        await r.body.dump();
+        return r.headers['x-ratelimit-remaining'];
+      };
+      assert.equal(await viaProxy(), '59');
+      assert.equal(await viaProxy(), '58'); // one bucket for that client, not for the proxy
+      // From an untrusted peer the header is a lie: the peer's own bucket counts.
+      const liar = from(randomLoopback());
+      const r = await request(url, { headers: { 'x-forwarded-for': client }, dispatcher: liar });
+      await r.body.dump();
+      assert.equal(r.headers['x-ratelimit-remaining'], '59');
+      await liar.close();
+    });
+  });
+}
