@@ -11,7 +11,7 @@ import { createDisk } from './storage/disk.ts';
 import { sweep } from './sweeper/sweep.ts';
 import { createAccess } from './auth/access.ts';
 import { createPasswords } from './auth/passwords.ts';
-import { createMemoryRateStore, createRedisRateStore } from './state/rate-store.ts';
+import { createMemoryRateStore, createRedisRateStore, type RateStore } from './state/rate-store.ts';
 import type { Deps } from './routes/deps.ts';
 import { uploadRoutes } from './routes/upload.ts';
 import { bundleRoutes } from './routes/bundle.ts';
@@ -39,10 +39,14 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
 
   const db = await connectDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, log, max: 8 });
   const hasher = createHasher();
-  const rateStore = config.redisUrl ? createRedisRateStore(config.redisUrl, log) : createMemoryRateStore();
+  let rateStore: RateStore = createMemoryRateStore();
   try {
     const applied = await migrate(db.sql);
     if (applied.length) log.info({ applied }, 'migrations applied');
+    if (config.redisUrl) {
+      const [instance] = await db.sql<{ id: string }[]>`select id from instance`;
+      rateStore = createRedisRateStore(config.redisUrl, log, `sluice:${instance!.id.slice(0, 12)}:`);
+    }
     const disk = await createDisk(config.dataDir, hasher);
     const swept = await sweep(db.sql, disk);
     log.info(swept, 'start-up sweep done');

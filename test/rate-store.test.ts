@@ -49,7 +49,7 @@ for (const [name, make] of stores) {
 }
 
 test('redis store fails fast when redis is unreachable', async () => {
-  const store = createRedisRateStore('redis://127.0.0.1:1', pino({ level: 'silent' }));
+  const store = createRedisRateStore('redis://127.0.0.1:1', pino({ level: 'silent' }), 'sluice:test:');
   const t = Date.now();
   await assert.rejects(store.hit('x', 1000));
   assert.ok(Date.now() - t < 2000, 'no hang');

@@ -56,7 +56,8 @@ return {n, ttl}`;
  * Redis store shared by every process and machine. Commands time out fast and are never queued
  * while disconnected, so a Redis outage surfaces as an error within ~250 ms instead of a hang.
  */
-export function createRedisRateStore(url: string, log: Logger, prefix = 'sluice:rl:'): RateStore {
+/** `prefix` namespaces every key (the app uses `sluice:<database instance id>:`). */
+export function createRedisRateStore(url: string, log: Logger, prefix: string): RateStore {
   const redis = new Redis(url, {
     commandTimeout: 250,
     connectTimeout: 1000,
@@ -70,15 +71,28 @@ export function createRedisRateStore(url: string, log: Logger, prefix = 'sluice:
     if (Date.now() - lastError > 10_000) log.error({ err: err.message }, 'redis error');
     lastError = Date.now();
   });
+  // The first connection gets up to a second; after that an outage fails fast (no offline queue).
+  let firstConnect: Promise<void> | null = new Promise<void>((resolve) => {
+    const done = (): void => {
+      clearTimeout(timer);
+      firstConnect = null;
+      resolve();
+    };
+    const timer = setTimeout(done, 1000);
+    timer.unref();
+    redis.once('ready', done);
+  });
   redis.defineCommand('sluiceHit', { numberOfKeys: 1, lua: HIT_SCRIPT });
   const run = redis as unknown as { sluiceHit(key: string, windowMs: number): Promise<[number, number]> };
   return {
     kind: 'redis',
     async hit(key, windowMs) {
+      if (firstConnect) await firstConnect;
       const [count, resetMs] = await run.sluiceHit(prefix + key, windowMs);
       return { count, resetMs };
     },
     async peek(key) {
+      if (firstConnect) await firstConnect;
       const [[, count], [, ttl]] = (await redis.multi().get(prefix + key).pttl(prefix + key).exec()) as [
         [unknown, string | null],
         [unknown, number],
