@@ -28,6 +28,9 @@ function stubDeps(): Deps {
   const given: Record<string, unknown> = {
     binding: { name: 'stub-uws', version: '0', limits: [] },
     dbKind: 'embedded',
+    // Route modules may build paths at construction; they are never written to.
+    disk: { cacheDir: '/nonexistent/sluice-stub-cache', filesDir: '/nonexistent', tmpDir: '/nonexistent' },
+    config: { dataDir: '/nonexistent', baseUrl: 'http://localhost' },
   };
   return new Proxy(given, { get: (t, k) => (typeof k === 'string' && k in t ? t[k] : anything) }) as unknown as Deps;
 }
