@@ -22,7 +22,9 @@ import { verifyAccessRoutes } from './routes/verify-access.ts';
 import { zipRoutes } from './routes/zip.ts';
 import { contentRoutes } from './routes/content.ts';
 import { pageRoutes } from './routes/pages.ts';
+import { tusRoutes } from './tus/routes.ts';
 import { createSigner } from './auth/signing.ts';
+import { createMetrics } from './metrics.ts';
 import { loadSecret } from './auth/secret.ts';
 
 export interface RunningApp {
@@ -51,6 +53,7 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
     const swept = await sweep(db.sql, disk);
     log.info(swept, 'start-up sweep done');
 
+    const metrics = createMetrics();
     const signer = createSigner(loadSecret(config.secret, config.dataDir));
     const access = createAccess({ config, sql: db.sql, store: rateStore, signer, log });
     const deps: Deps = {
@@ -64,6 +67,7 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
       passwords: createPasswords(),
       binding,
       dbKind: db.kind,
+      metrics,
     };
     const notFound: Route = {
       method: 'any',
@@ -86,10 +90,11 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
       ...zipRoutes(deps),
       ...contentRoutes(deps),
       ...pageRoutes(deps),
+      ...tusRoutes(deps),
       apiNotFound,
       notFound,
     ];
-    const server = createHttpServer({ binding, routes, log, admit: (ctx) => access.admit(ctx) });
+    const server = createHttpServer({ binding, routes, log, admit: (ctx) => access.admit(ctx), metrics });
     const port = await server.listen(config.host, config.port);
     log.info({ host: config.host, port, database: db.kind }, 'sluice listening');
 
@@ -98,8 +103,14 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
       if (sweeping) return;
       sweeping = true;
       sweep(db.sql, disk)
-        .then((r) => log.info(r, 'sweep done'))
-        .catch((err: unknown) => log.error({ err }, 'sweep failed'))
+        .then((r) => {
+          metrics.sweepDone(r);
+          log.info(r, 'sweep done');
+        })
+        .catch((err: unknown) => {
+          metrics.sweepFailed();
+          log.error({ err }, 'sweep failed');
+        })
         .finally(() => (sweeping = false));
     }, config.sweepIntervalMs);
     timer.unref();

@@ -37,9 +37,13 @@ function stubDeps(): Deps {
 
 /** Every route of every src/routes module: each exported `…Routes(deps)` function is called. */
 async function implementedRoutes(): Promise<Array<{ method: string; pattern: string; module: string }>> {
-  const dir = path.join(ROOT, 'src/routes');
   const out: Array<{ method: string; pattern: string; module: string }> = [];
-  for (const file of fs.readdirSync(dir).filter((f) => f.endsWith('.ts')).sort()) {
+  const files = [
+    ...fs.readdirSync(path.join(ROOT, 'src/routes')).filter((f) => f.endsWith('.ts')).map((f) => `routes/${f}`),
+    'tus/routes.ts',
+  ].sort();
+  for (const file of files) {
+    const dir = path.join(ROOT, 'src');
     const mod = (await import(pathToFileURL(path.join(dir, file)).href)) as Record<string, unknown>;
     for (const [name, fn] of Object.entries(mod)) {
       if (!/Routes$/.test(name) || typeof fn !== 'function') continue;

@@ -14,7 +14,13 @@ export interface Signer {
 /** HMAC-SHA256 tokens keyed by SECRET; each purpose has its own label so one can never stand for another. */
 export function createSigner(secret: Buffer): Signer {
   const mac = (text: string): Buffer => createHmac('sha256', secret).update(text).digest();
-  const same = (a: Buffer, b: Buffer): boolean => a.length === b.length && timingSafeEqual(a, b);
+  // Compared as canonical base64url text: decoding first would accept several spellings of one MAC
+  // (the last character carries two padding bits).
+  const same = (presented: string, expected: Buffer): boolean => {
+    const a = Buffer.from(presented);
+    const b = Buffer.from(expected.toString('base64url'));
+    return a.length === b.length && timingSafeEqual(a, b);
+  };
   const b64 = (b: Buffer): string => b.toString('base64url');
   return {
     accessToken(bundleId, ip, nowMs = Date.now()) {
@@ -25,7 +31,7 @@ export function createSigner(secret: Buffer): Signer {
     verifyAccessToken(token, bundleId, ip, nowMs = Date.now()) {
       const m = /^(\d{1,15})\.(\d{1,12})\.([A-Za-z0-9_-]{43})$/.exec(token);
       if (!m || Number(m[1]) !== bundleId || Number(m[2]) * 1000 <= nowMs) return false;
-      return same(Buffer.from(m[3]!, 'base64url'), mac(`access|${bundleId}|${m[2]}|${ip}`));
+      return same(m[3]!, mac(`access|${bundleId}|${m[2]}|${ip}`));
     },
     previewQuery(fileId, nowMs = Date.now()) {
       const exp = Math.floor(nowMs / 1000) + HOUR_S;
@@ -34,7 +40,7 @@ export function createSigner(secret: Buffer): Signer {
     verifyPreview(fileId, exp, sig, nowMs = Date.now()) {
       if (exp === null || sig === null || !/^\d{1,12}$/.test(exp) || Number(exp) * 1000 <= nowMs) return false;
       if (!/^[A-Za-z0-9_-]{43}$/.test(sig)) return false;
-      return same(Buffer.from(sig, 'base64url'), mac(`preview|${fileId}|${exp}`));
+      return same(sig, mac(`preview|${fileId}|${exp}`));
     },
   };
 }

@@ -52,7 +52,7 @@ async function main(argv: string[]): Promise<void> {
       try {
         const r = await sweep(db.sql, await createDisk(config.dataDir, hasher));
         process.stdout.write(
-          `expired bundles: ${r.expiredBundles}, their files: ${r.expiredFiles}, stale parts: ${r.staleParts}, orphan files: ${r.orphanFiles}, cache files: ${r.cacheFiles}\n`,
+          `expired bundles: ${r.expiredBundles}, their files: ${r.expiredFiles}, stale parts: ${r.staleParts}, orphan files: ${r.orphanFiles}, cache files: ${r.cacheFiles}, expired tus uploads: ${r.tusUploads}\n`,
         );
       } finally {
         await hasher.close();
@@ -116,6 +116,9 @@ async function serve(config: Config): Promise<void> {
   process.on('unhandledRejection', (err) => log.error({ err }, 'unhandled rejection'));
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
+  // Configuration is read once at start, and logs go to stderr (the journal): there is nothing to
+  // reload or reopen. Handling the signal keeps its default action (exit) from killing the server.
+  process.on('SIGHUP', () => log.info('SIGHUP: nothing to reload; restart to apply configuration'));
 }
 
 main(process.argv.slice(2)).catch((err: unknown) => {

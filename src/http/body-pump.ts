@@ -98,6 +98,7 @@ export function streamBody(
         if (ctx.aborted) return finish(false);
         if (complete || pos >= length) {
           ctx.done = true;
+          ctx.bytesOut = length;
           return finish(true);
         }
       }

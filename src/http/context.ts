@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import type { HttpRequest, HttpResponse } from './uws.ts';
 
 /**
@@ -22,6 +23,23 @@ export interface Ctx {
   readonly onAbort: (fn: () => void) => void;
   /** Extra headers every reply of this request carries (e.g. rate-limit headers). */
   readonly replyHeaders: Array<[string, string]>;
+  /** The request id: a well-formed incoming X-Request-Id, else one of ours. Sent back on every reply. */
+  readonly id: string;
+  /** The status written by writeHead; 0 until then. */
+  status: number;
+  /** Body bytes of a response handed to uWS in full (for metrics); 0 until then. */
+  bytesOut: number;
+}
+
+const REQUEST_ID_RE = /^[A-Za-z0-9._-]{1,64}$/;
+// A random per-process prefix and a counter: unique across processes and restarts, no syscall per request.
+const idPrefix = randomBytes(5).toString('base64url');
+let idCounter = 0;
+
+/** The caller's id when it is safe to echo and log, else a fresh one. */
+export function requestId(incoming: string | undefined): string {
+  if (incoming !== undefined && REQUEST_ID_RE.test(incoming)) return incoming;
+  return `${idPrefix}-${(++idCounter).toString(36)}`;
 }
 
 export function createCtx(res: HttpResponse, req: HttpRequest, paramCount: number): Ctx {
@@ -38,6 +56,7 @@ export function createCtx(res: HttpResponse, req: HttpRequest, paramCount: numbe
   let controller: AbortController | undefined;
   let remoteIp: string | undefined;
   const abortFns: Array<() => void> = [];
+  const id = requestId(headers['x-request-id']);
   const ctx: Ctx = {
     res,
     method: req.getMethod(),
@@ -64,7 +83,10 @@ export function createCtx(res: HttpResponse, req: HttpRequest, paramCount: numbe
       if (ctx.aborted) fn();
       else abortFns.push(fn);
     },
-    replyHeaders: [],
+    replyHeaders: [['X-Request-Id', id]],
+    id,
+    status: 0,
+    bytesOut: 0,
   };
   res.onAborted(() => {
     ctx.aborted = true;

@@ -15,6 +15,7 @@ export function statusLine(status: number): string {
 /** Writes status and headers (request-wide ones first). Call inside cork. */
 export function writeHead(ctx: Ctx, status: number, headers: Iterable<readonly [string, string]> = []): void {
   const res = ctx.res;
+  ctx.status = status;
   res.writeStatus(statusLine(status));
   for (const [k, v] of ctx.replyHeaders) res.writeHeader(k, v);
   for (const [k, v] of headers) res.writeHeader(k, v);
@@ -33,8 +34,12 @@ export function send(
   ctx.res.cork(() => {
     writeHead(ctx, status, headers);
     // HEAD gets the headers a GET would, never the bytes: a body would corrupt a kept-alive connection.
-    if (ctx.method === 'head') endHead(ctx, typeof body === 'string' ? Buffer.byteLength(body) : body.length);
-    else ctx.res.end(body, closeConnection);
+    const length = typeof body === 'string' ? Buffer.byteLength(body) : body.length;
+    if (ctx.method === 'head') endHead(ctx, length);
+    else {
+      ctx.bytesOut = length;
+      ctx.res.end(body, closeConnection);
+    }
   });
 }
 

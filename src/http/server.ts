@@ -3,6 +3,7 @@ import { createCtx, type Ctx } from './context.ts';
 import { sendError } from './reply.ts';
 import type { ListenSocket, TemplatedApp, UwsBinding } from './uws.ts';
 import { AppError, toAppError } from '../errors.ts';
+import type { Metrics } from '../metrics.ts';
 
 export type Handler = (ctx: Ctx) => void | Promise<void>;
 export type Method = 'get' | 'post' | 'del' | 'head' | 'options' | 'patch' | 'put' | 'any';
@@ -32,17 +33,21 @@ export function createHttpServer(deps: {
   log: Logger;
   /** Runs before every /api/* handler that does not stream a body (rate limit, caller). */
   admit: (ctx: Ctx) => Promise<unknown>;
+  metrics?: Metrics;
 }): HttpServer {
-  const { binding, routes, log, admit } = deps;
+  const { binding, routes, log, admit, metrics } = deps;
   const app: TemplatedApp = binding.uws.App();
   let inflight = 0;
   let listenSocket: ListenSocket | null = null;
 
-  const fail = (ctx: Ctx, err: unknown): void => {
+  // The route pattern is logged, never the path: paths carry upload tokens (/api/v1/upload/:token).
+  const fail = (ctx: Ctx, route: Route, err: unknown): void => {
     const appErr = toAppError(err);
-    if (appErr.status >= 500) log.error({ err: (err as AppError).cause ?? err, path: ctx.path }, 'request failed');
+    if (appErr.status >= 500) log.error({ err: (err as AppError).cause ?? err, reqId: ctx.id, route: route.pattern }, 'request failed');
+    if (appErr.code === 'DATABASE_ERROR') metrics?.dbError();
     sendError(ctx, appErr);
   };
+  metrics?.trackInflight(() => inflight);
 
   for (const route of routes) {
     const paramCount = route.pattern.split('/').filter((s) => s.startsWith(':')).length;
@@ -55,25 +60,30 @@ export function createHttpServer(deps: {
         : route.handler;
     app[route.method](route.pattern, (res, req) => {
       const ctx = createCtx(res, req, paramCount);
+      const started = metrics ? performance.now() : 0;
       inflight++;
       let settled = false;
       const settle = (): void => {
-        if (!settled) {
-          settled = true;
-          inflight--;
+        if (settled) return;
+        settled = true;
+        inflight--;
+        if (metrics) {
+          // Content-Length as sent: an approximation for bodies the client abandoned part-way.
+          const bytesIn = Number(ctx.headers['content-length']) || 0;
+          metrics.request(route.pattern, route.method, ctx.status, (performance.now() - started) / 1000, bytesIn, ctx.bytesOut);
         }
       };
       let result: void | Promise<void>;
       try {
         result = handler(ctx);
       } catch (err) {
-        fail(ctx, err);
+        fail(ctx, route, err);
         settle();
         return;
       }
       if (result instanceof Promise) {
         result.then(settle, (err: unknown) => {
-          fail(ctx, err);
+          fail(ctx, route, err);
           settle();
         });
       } else settle();

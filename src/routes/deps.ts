@@ -8,6 +8,7 @@ import type { UwsBinding } from '../http/uws.ts';
 import type { ApiKeyRow } from '../auth/api-keys.ts';
 import type { Signer } from '../auth/signing.ts';
 import type { RateStore } from '../state/rate-store.ts';
+import type { Metrics } from '../metrics.ts';
 
 /** Limits that apply to one uploader: anonymous, or the plan of a Bearer key. */
 export interface Uploader {
@@ -66,6 +67,8 @@ export interface Deps {
   readonly store: RateStore;
   readonly binding: UwsBinding;
   readonly dbKind: 'postgres' | 'embedded';
+  /** Absent in tests that build route tables without a server. */
+  readonly metrics?: Metrics;
 }
 
 export const fileJson = (f: FileRow): Record<string, unknown> => ({

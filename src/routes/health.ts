@@ -4,6 +4,23 @@ import type { Route } from '../http/server.ts';
 import type { Deps } from './deps.ts';
 
 const OPENAPI = readFileSync(new URL('../openapi.json', import.meta.url));
+const READY_TIMEOUT_MS = 1000;
+
+/** 'ok' when `check` resolves within the readiness timeout, else 'failed'. */
+async function probe(check: () => Promise<unknown>): Promise<'ok' | 'failed'> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error('timeout')), READY_TIMEOUT_MS);
+  });
+  try {
+    await Promise.race([check(), timeout]);
+    return 'ok';
+  } catch {
+    return 'failed';
+  } finally {
+    clearTimeout(timer);
+  }
+}
 
 export function healthRoutes(deps: Deps): Route[] {
   const binding = { package: deps.binding.name, version: deps.binding.version, limits: deps.binding.limits };
@@ -12,6 +29,28 @@ export function healthRoutes(deps: Deps): Route[] {
       method: 'get',
       pattern: '/healthz',
       handler: (ctx) => sendJson(ctx, 200, { success: true, uws: binding, database: deps.dbKind }),
+    },
+    {
+      // Ready to serve: the database answers and so does Redis when one is configured.
+      method: 'get',
+      pattern: '/readyz',
+      handler: async (ctx) => {
+        const [db, redis] = await Promise.all([
+          probe(() => deps.sql`select 1`),
+          deps.store.kind === 'redis' ? probe(() => deps.store.ping()) : Promise.resolve('absent' as const),
+        ]);
+        const ok = db === 'ok' && redis !== 'failed';
+        sendJson(ctx, ok ? 200 : 503, ok ? { success: true, db, redis } : { success: false, error: 'Not ready', db, redis });
+      },
+    },
+    {
+      method: 'get',
+      pattern: '/metrics',
+      handler: async (ctx) => {
+        if (!deps.metrics) return send(ctx, 404, 'metrics disabled\n', [['Content-Type', 'text/plain; charset=utf-8']]);
+        const { body, contentType } = await deps.metrics.render();
+        send(ctx, 200, body, [['Content-Type', contentType], ['Cache-Control', 'no-store']]);
+      },
     },
     {
       method: 'get',

@@ -165,7 +165,11 @@ async function discard(deps: Deps, files: readonly IngestedFile[], committed: st
 /** Errors while the body may still be arriving close the connection so the client stops sending. */
 function failUpload(ctx: Ctx, deps: Deps, err: unknown): void {
   const e = toAppError(err);
-  if (e.status >= 500) deps.log.error({ err: e.cause ?? err, path: ctx.path }, 'upload failed');
+  // No path in the log: an append's path is its upload token.
+  if (e.status >= 500) deps.log.error({ err: e.cause ?? err, reqId: ctx.id }, 'upload failed');
+  if (ctx.aborted) deps.metrics?.uploadAborted();
+  else if (e.code === 'SIZE_EXCEEDED') deps.metrics?.capRejected();
+  else if (e.code === 'DATABASE_ERROR') deps.metrics?.dbError();
   if (ctx.done) return;
   send(
     ctx,

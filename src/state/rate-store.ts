@@ -14,6 +14,8 @@ export interface RateStore {
   hit(key: string, windowMs: number): Promise<Hit>;
   /** The current window without counting (count 0 when none). */
   peek(key: string): Promise<Hit>;
+  /** Resolves when the store answers (readiness); the memory store always does. */
+  ping(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -40,6 +42,7 @@ export function createMemoryRateStore(now: () => number = Date.now): RateStore {
       const t = now();
       return w && w.resetAt > t ? { count: w.count, resetMs: w.resetAt - t } : { count: 0, resetMs: 0 };
     },
+    ping: async () => {},
     close: async () => windows.clear(),
   };
 }
@@ -98,6 +101,10 @@ export function createRedisRateStore(url: string, log: Logger, prefix: string): 
         [unknown, number],
       ];
       return { count: Number(count ?? 0), resetMs: Math.max(0, ttl) };
+    },
+    async ping() {
+      if (firstConnect) await firstConnect;
+      await redis.ping();
     },
     close: async () => {
       redis.disconnect();

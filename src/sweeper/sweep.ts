@@ -3,6 +3,7 @@ import path from 'node:path';
 import type { Sql } from '../db/client.ts';
 import { isAlive } from '../db/client.ts';
 import type { Disk } from '../storage/disk.ts';
+import { sweepTus } from '../tus/sweep.ts';
 
 export interface SweepResult {
   expiredBundles: number;
@@ -10,6 +11,8 @@ export interface SweepResult {
   staleParts: number;
   orphanFiles: number;
   cacheFiles: number;
+  /** Expired tus sessions and parts no session names. */
+  tusUploads: number;
 }
 
 export interface SweepOptions {
@@ -24,7 +27,9 @@ export interface SweepOptions {
  * and stored files that no committed row references. Safe to run beside live servers.
  */
 export async function sweep(sql: Sql, disk: Disk, opts: SweepOptions = {}): Promise<SweepResult> {
-  const result: SweepResult = { expiredBundles: 0, expiredFiles: 0, staleParts: 0, orphanFiles: 0, cacheFiles: 0 };
+  const result: SweepResult = { expiredBundles: 0, expiredFiles: 0, staleParts: 0, orphanFiles: 0, cacheFiles: 0, tusUploads: 0 };
+  // tus sessions first: expiring a bundle cascades to its sessions, whose parts only this pass removes.
+  result.tusUploads = await sweepTus(sql, disk, opts.partIdleMs ?? 15 * 60_000);
   await sweepExpired(sql, disk, result);
   result.staleParts = await sweepParts(disk.tmpDir, opts.partIdleMs ?? 15 * 60_000);
   result.orphanFiles = await sweepOrphans(sql, disk, opts.orphanGraceMs ?? 15 * 60_000);

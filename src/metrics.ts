@@ -1,0 +1,119 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { SweepResult } from './sweeper/sweep.ts';
+
+/**
+ * Prometheus metrics of one process. Every helper only increments or observes: nothing here
+ * allocates per body chunk, and labels come from the route table (finite), never from the client.
+ */
+export interface Metrics {
+  readonly registry: Registry;
+  /** One finished request: `route` is the route pattern, `method` the route table's method. */
+  request(route: string, method: string, status: number, seconds: number, bytesIn: number, bytesOut: number): void;
+  /** Reads the in-flight count at scrape time (the server owns the number). */
+  trackInflight(read: () => number): void;
+  uploadAborted(): void;
+  capRejected(): void;
+  dbError(): void;
+  sweepDone(result: SweepResult): void;
+  sweepFailed(): void;
+  /** The exposition text and its content type. */
+  render(): Promise<{ body: string; contentType: string }>;
+}
+
+export function createMetrics(): Metrics {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  const registers = [registry];
+
+  const requests = new Counter({
+    name: 'sluice_http_requests_total',
+    help: 'HTTP requests by route pattern, route method and status (0: client went away before a status)',
+    labelNames: ['route', 'method', 'status'] as const,
+    registers,
+  });
+  const duration = new Histogram({
+    name: 'sluice_http_request_duration_seconds',
+    help: 'Time from routing to the handler settling, by route pattern',
+    labelNames: ['route'] as const,
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
+    registers,
+  });
+  const bytesInTotal = new Counter({
+    name: 'sluice_http_bytes_in_total',
+    help: 'Request body bytes, from the Content-Length of routed requests',
+    registers,
+  });
+  const bytesOutTotal = new Counter({
+    name: 'sluice_http_bytes_out_total',
+    help: 'Response body bytes of responses handed to the socket in full',
+    registers,
+  });
+  let readInflight: () => number = () => 0;
+  new Gauge({
+    name: 'sluice_http_active_requests',
+    help: 'Requests whose handler has not settled yet',
+    registers,
+    collect() {
+      this.set(readInflight());
+    },
+  });
+  const aborts = new Counter({ name: 'sluice_upload_aborts_total', help: 'Uploads the client abandoned mid-body', registers });
+  const capRejections = new Counter({
+    name: 'sluice_upload_cap_rejections_total',
+    help: 'Uploads refused for exceeding the bundle size cap (SIZE_EXCEEDED)',
+    registers,
+  });
+  const dbErrors = new Counter({ name: 'sluice_db_errors_total', help: 'Requests answered DATABASE_ERROR', registers });
+  const sweepRuns = new Counter({
+    name: 'sluice_sweep_runs_total',
+    help: 'Periodic sweeps by outcome',
+    labelNames: ['outcome'] as const,
+    registers,
+  });
+  const swept = new Counter({
+    name: 'sluice_sweep_removed_total',
+    help: 'Items removed by periodic sweeps, by kind',
+    labelNames: ['kind'] as const,
+    registers,
+  });
+  const lastSweep = new Gauge({
+    name: 'sluice_sweep_last_removed',
+    help: 'Items removed by the last successful periodic sweep, by kind',
+    labelNames: ['kind'] as const,
+    registers,
+  });
+  const lastSweepTime = new Gauge({
+    name: 'sluice_sweep_last_success_timestamp_seconds',
+    help: 'Unix time of the last successful periodic sweep',
+    registers,
+  });
+  // Zero series exist from the start, so rate() and absence alerts work before the first event.
+  sweepRuns.inc({ outcome: 'ok' }, 0);
+  sweepRuns.inc({ outcome: 'error' }, 0);
+
+  return {
+    registry,
+    request(route, method, status, seconds, bytesIn, bytesOut) {
+      requests.inc({ route, method, status });
+      duration.observe({ route }, seconds);
+      if (bytesIn > 0) bytesInTotal.inc(bytesIn);
+      if (bytesOut > 0) bytesOutTotal.inc(bytesOut);
+    },
+    trackInflight(read) {
+      readInflight = read;
+    },
+    uploadAborted: () => aborts.inc(),
+    capRejected: () => capRejections.inc(),
+    dbError: () => dbErrors.inc(),
+    sweepDone(result) {
+      sweepRuns.inc({ outcome: 'ok' });
+      for (const [kind, n] of Object.entries(result) as Array<[string, number]>) {
+        swept.inc({ kind }, n);
+        lastSweep.set({ kind }, n);
+      }
+      lastSweepTime.set(Date.now() / 1000);
+    },
+    sweepFailed: () => sweepRuns.inc({ outcome: 'error' }),
+    render: async () => ({ body: await registry.metrics(), contentType: registry.contentType }),
+  };
+}

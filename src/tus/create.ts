@@ -1,0 +1,118 @@
+import fsp from 'node:fs/promises';
+import path from 'node:path';
+import type { Ctx } from '../http/context.ts';
+import { send } from '../http/reply.ts';
+import type { Deps, Uploader } from '../routes/deps.ts';
+import { findBundleByTokenHash } from '../db/bundles.ts';
+import { hashSecret, secretMatches, UPLOAD_TOKEN_RE } from '../auth/tokens.ts';
+import { newStorageKey } from '../storage/disk.ts';
+import { cleanFileName, cleanMimeType, isEmail } from '../util/names.ts';
+import { AppError } from '../errors.ts';
+import { tapBody } from './patch.ts';
+import { appendBody, hasBody } from './body.ts';
+import { findUpload, insertUpload, reserveInBundle, type NewUpload } from './store.ts';
+import {
+  BASE_HEADERS, checkResumable, httpDate, intHeader, OFFSET_TYPE, parseChecksum, parseMetadata, replyError, TusError, UPLOAD_TTL_MS,
+} from './protocol.ts';
+
+/** The part of an upload: only the server-made id names it. */
+export const partPathOf = (dir: string, id: string): string => path.join(dir, `${id}.part`);
+
+/**
+ * POST /api/v1/tus/: creation (+ creation-with-upload, creation-defer-length). This is the one
+ * tus request that spends rate-limit budget; the declared length is checked against the plan's
+ * cap (or reserved in the bundle named by upload_token) before any byte is accepted.
+ */
+export async function createUpload(ctx: Ctx, deps: Deps, dir: string): Promise<void> {
+  const h = ctx.headers;
+  const withBody = hasBody(h);
+  const tap = withBody ? tapBody(ctx) : null;
+  const fail = (err: unknown): void => {
+    tap?.cancel();
+    replyError(ctx, err, (e) => deps.log.error({ err: e, path: ctx.path }, 'tus creation failed'), withBody);
+  };
+  let uploader: Uploader;
+  try {
+    checkResumable(h);
+    uploader = deps.access.uploaderFor(await deps.access.admit(ctx));
+  } catch (err) {
+    return fail(err);
+  }
+  let partPath: string | null = null;
+  try {
+    const length = intHeader(h, 'upload-length');
+    const deferred = h['upload-defer-length'];
+    if ((length === undefined) === (deferred === undefined) || (deferred !== undefined && deferred !== '1')) {
+      throw new TusError(400, 'INVALID_LENGTH', 'Send either Upload-Length or Upload-Defer-Length: 1');
+    }
+    if (withBody && (h['content-type'] ?? '').split(';')[0]!.trim().toLowerCase() !== OFFSET_TYPE) {
+      throw new TusError(415, 'WRONG_CONTENT_TYPE', `Content-Type must be ${OFFSET_TYPE}`);
+    }
+    const checksum = withBody ? parseChecksum(h['upload-checksum']) : null;
+    const meta = parseMetadata(h['upload-metadata']);
+    const name = cleanFileName(meta.filename ?? meta.name);
+    const id = newStorageKey();
+    const base: NewUpload = {
+      id,
+      bundle_id: null,
+      new_bundle: null,
+      api_key_id: uploader.apiKeyId,
+      upload_length: length ?? null,
+      max_bytes: uploader.maxBundleBytes,
+      file_name: name,
+      mime_type: cleanMimeType(meta.filetype ?? meta.type, name),
+      metadata: (h['upload-metadata'] ?? '').trim(),
+      expires_at: new Date(Date.now() + UPLOAD_TTL_MS),
+    };
+    await fsp.mkdir(dir, { recursive: true, mode: 0o700 });
+    partPath = partPathOf(dir, id);
+    // The part exists before its row: a row never names a missing part (the sweeper reclaims a
+    // part left without a row).
+    await fsp.writeFile(partPath, '', { flag: 'wx', mode: 0o600 });
+    if (meta.upload_token !== undefined) {
+      const token = meta.upload_token;
+      const bundle = UPLOAD_TOKEN_RE.test(token) ? await findBundleByTokenHash(deps.sql, hashSecret(token)) : undefined;
+      if (!bundle || !secretMatches(token, bundle.upload_token_hash)) throw new AppError('INVALID_UPLOAD_TOKEN');
+      if (bundle.is_expired) throw new AppError('BUNDLE_EXPIRED');
+      await reserveInBundle(deps.sql, bundle.id, base.upload_length, { ...base, bundle_id: bundle.id });
+    } else {
+      if (base.upload_length !== null && base.upload_length > uploader.maxBundleBytes) {
+        throw new TusError(413, 'SIZE_EXCEEDED', 'Upload-Length exceeds the bundle size limit');
+      }
+      const description = optional(meta.description);
+      if (description !== null && [...description].length > 1000) throw new AppError('DESCRIPTION_TOO_LONG');
+      const notifyEmail = optional(meta.notify_email);
+      if (notifyEmail !== null && !isEmail(notifyEmail)) throw new AppError('INVALID_EMAIL');
+      const password = optional(meta.access_password);
+      const newBundle = {
+        description,
+        accessPasswordHash: password === null ? null : await deps.passwords.hash(password),
+        notifyEmail,
+        isEncrypted: meta.encrypted === '1' || meta.encrypted === 'true',
+        maxSizeBytes: uploader.maxBundleBytes,
+        expiryDays: uploader.expiryDays,
+      };
+      await insertUpload(deps.sql, { ...base, new_bundle: newBundle });
+    }
+    const row = await findUpload(deps.sql, id);
+    if (!row) throw new AppError('INTERNAL', 'tus upload row vanished');
+    const location = `${deps.config.baseUrl}/api/v1/tus/${id}`;
+    const headers = withBody || base.upload_length === 0 ? await appendBody(ctx, deps, tap, row, partPath, checksum) : [];
+    if (ctx.aborted) return;
+    const all: Array<readonly [string, string]> = [...BASE_HEADERS, ['Location', location], ...headers];
+    if (headers.length === 0) all.push(['Upload-Offset', '0'], ['Upload-Expires', httpDate(base.expires_at)]);
+    send(ctx, 201, '', all);
+  } catch (err) {
+    // A refused creation keeps no part; once its row exists (e.g. 460 on the first bytes) it stays resumable.
+    if (partPath) await removeIfNoRow(deps, partPath);
+    return fail(err);
+  }
+}
+
+async function removeIfNoRow(deps: Deps, partPath: string): Promise<void> {
+  const id = path.basename(partPath, '.part');
+  const [r] = await deps.sql<{ n: number }[]>`select count(*)::int as n from tus_uploads where id = ${id}`.catch(() => [{ n: 1 }]);
+  if (r?.n === 0) await fsp.rm(partPath, { force: true });
+}
+
+const optional = (v: string | undefined): string | null => (v === undefined || v === '' ? null : v);

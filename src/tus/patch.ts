@@ -1,0 +1,165 @@
+import fs from 'node:fs';
+import { createHash, type Hash } from 'node:crypto';
+import type { Ctx } from '../http/context.ts';
+import { TusError } from './protocol.ts';
+
+/** Disk writes are coalesced into slots of this size; at most SLOTS are held per request. */
+const SLOT_BYTES = 1 << 20;
+const SLOTS = 4;
+
+export interface BodyTap {
+  /**
+   * Streams the body into `fd` from `offset`, never past `limit` (absolute). Resolves once every
+   * received byte is written (O_DSYNC: a finished write is on disk) — at the body's end, or after
+   * the client went away, with what had arrived by then. Never rejects: see PatchResult.error.
+   */
+  pipe(fd: number, offset: number, limit: number, hashName: string | null): Promise<PatchResult>;
+  /** Drops the body (the request was refused before streaming). */
+  cancel(): void;
+}
+
+export interface PatchResult {
+  /** Bytes written from `offset`, all durable. */
+  readonly written: number;
+  /** False: the client went away before the body's end. */
+  readonly complete: boolean;
+  readonly digest: Buffer | null;
+  /** Why streaming stopped early (size limit, disk error); `written` bytes are still durable. */
+  readonly error: Error | null;
+}
+
+/**
+ * Must be called before the handler's first await: registers onData and pauses the socket, keeping
+ * what arrives before pipe() (at most one uWS chunk after the pause).
+ */
+export function tapBody(ctx: Ctx): BodyTap {
+  const res = ctx.res;
+  const early: Array<{ buf: Buffer; last: boolean }> = [];
+  let sink: ((chunk: Buffer, last: boolean) => void) | null = null;
+  let ended = false;
+  let onEnd: (() => void) | null = null;
+  res.pause();
+  res.onData((ab, isLast) => {
+    if (ended) return;
+    // uWS reuses the memory behind `ab` once we return: copy.
+    const copy = Buffer.allocUnsafe(ab.byteLength);
+    copy.set(new Uint8Array(ab));
+    if (isLast) ended = true;
+    if (sink) sink(copy, isLast);
+    else early.push({ buf: copy, last: isLast });
+  });
+  ctx.onAbort(() => onEnd?.());
+
+  return {
+    cancel() {
+      ended = true;
+      early.length = 0;
+    },
+    pipe(fd, offset, limit, hashName) {
+      return new Promise<PatchResult>((resolve) => {
+        const hash: Hash | null = hashName === null ? null : createHash(hashName);
+        const free: Buffer[] = [];
+        let slots = 0;
+        let cur: Buffer | null = null;
+        let fill = 0;
+        let received = 0;
+        let written = 0;
+        let position = offset;
+        const queue: Array<{ buf: Buffer; len: number }> = [];
+        let writing = false;
+        let finished = false;
+        let failure: Error | null = null;
+        let sawLast = false;
+
+        const settle = (): void => {
+          if (finished || writing || queue.length > 0) return;
+          if (failure || sawLast || ctx.aborted) {
+            finished = true;
+            resolve({ written, complete: sawLast && !failure, digest: hash ? hash.digest() : null, error: failure });
+          }
+        };
+        const pump = (): void => {
+          if (writing || failure) return settle();
+          const next = queue.shift();
+          if (!next) return settle();
+          writing = true;
+          fs.write(fd, next.buf, 0, next.len, position, (err, n) => {
+            writing = false;
+            if (err) failure = err;
+            else {
+              position += n;
+              written += n;
+              if (n < next.len) failure = new Error('short write');
+            }
+            free.push(next.buf);
+            if (!failure && !ctx.done && !sawLast && queue.length < SLOTS - 1) res.resume();
+            pump();
+          });
+        };
+        const flush = (): void => {
+          if (cur && fill > 0) queue.push({ buf: cur, len: fill });
+          else if (cur) free.push(cur);
+          cur = null;
+          fill = 0;
+          pump();
+        };
+        const take = (): Buffer => {
+          const b = free.pop();
+          if (b) return b;
+          slots++;
+          return Buffer.allocUnsafe(SLOT_BYTES);
+        };
+        sink = (chunk, last) => {
+          if (finished || failure) return;
+          if (offset + received + chunk.length > limit) {
+            failure = new TusError(413, 'SIZE_EXCEEDED', 'Body goes past Upload-Length or the size limit');
+            ended = true;
+            flush();
+            return;
+          }
+          received += chunk.length;
+          hash?.update(chunk);
+          let at = 0;
+          while (at < chunk.length) {
+            cur ??= take();
+            const n = Math.min(chunk.length - at, SLOT_BYTES - fill);
+            chunk.copy(cur, fill, at, at + n);
+            fill += n;
+            at += n;
+            if (fill === SLOT_BYTES) flush();
+          }
+          if (last) {
+            sawLast = true;
+            // uWS keeps a paused socket paused across requests: a kept-alive connection would stall.
+            if (!ctx.aborted) res.resume();
+            flush();
+          } else if (!ctx.aborted && (queue.length >= SLOTS - 1 || slots > SLOTS)) res.pause();
+        };
+        // The client went away: write what had arrived, then report it.
+        onEnd = () => flush();
+        for (const e of early.splice(0)) sink(e.buf, e.last);
+        if (ctx.aborted) flush();
+        else if (!failure) res.resume();
+      });
+    },
+  };
+}
+
+/** Opens an existing part for positioned writes that return only once their bytes are on disk. */
+export function openPart(path: string): Promise<number> {
+  return new Promise((resolve, reject) =>
+    fs.open(path, fs.constants.O_WRONLY | fs.constants.O_DSYNC, (err, fd) => (err ? reject(err) : resolve(fd))),
+  );
+}
+
+/** Drops bytes past `length` (a PATCH whose checksum failed), fsyncs and closes. */
+export async function closePart(fd: number, truncateTo: number | null): Promise<void> {
+  const run = (fn: (cb: (err: NodeJS.ErrnoException | null) => void) => void): Promise<void> =>
+    new Promise((resolve, reject) => fn((err) => (err ? reject(err) : resolve())));
+  try {
+    if (truncateTo !== null) await run((cb) => fs.ftruncate(fd, truncateTo, cb));
+    await run((cb) => fs.fsync(fd, cb));
+  } finally {
+    await run((cb) => fs.close(fd, cb)).catch(() => {});
+  }
+}

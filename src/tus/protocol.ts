@@ -1,0 +1,99 @@
+import type { Ctx } from '../http/context.ts';
+import { send } from '../http/reply.ts';
+import { toAppError } from '../errors.ts';
+
+/** tus 1.0.0 wire constants, header parsing and the replies' shape. */
+export const TUS_VERSION = '1.0.0';
+export const TUS_EXTENSIONS = 'creation,creation-with-upload,creation-defer-length,termination,expiration,checksum';
+export const CHECKSUM_ALGORITHMS = ['sha256', 'sha1', 'md5'] as const;
+export const OFFSET_TYPE = 'application/offset+octet-stream';
+/** Unfinished uploads are kept this long after creation. */
+export const UPLOAD_TTL_MS = 24 * 3_600_000;
+export const UPLOAD_ID_RE = /^[0-9a-f]{32}$/;
+
+/** Headers every tus answer carries; browsers may read them cross-origin. */
+export const BASE_HEADERS: ReadonlyArray<readonly [string, string]> = [
+  ['Tus-Resumable', TUS_VERSION],
+  ['Cache-Control', 'no-store'],
+  [
+    'Access-Control-Expose-Headers',
+    'Location, Upload-Offset, Upload-Length, Upload-Expires, Upload-Metadata, Upload-Defer-Length, Tus-Resumable, ' +
+      'Tus-Version, Tus-Extension, Tus-Max-Size, Tus-Checksum-Algorithm, Sluice-Short-Code, Sluice-Share-Url, Sluice-Upload-Token',
+  ],
+];
+
+/** A protocol-level refusal: its own status (409, 412, 415, 423, 460 …) outside the shared error table. */
+export class TusError extends Error {
+  constructor(readonly status: number, readonly code: string, message: string) {
+    super(message);
+    this.name = 'TusError';
+  }
+}
+
+/** Ends the request with a tus error in the interface's JSON shape (closing the connection when the body may still flow). */
+export function replyError(ctx: Ctx, err: unknown, onInternal: (err: unknown) => void, close = false): void {
+  let status: number;
+  let code: string;
+  let message: string;
+  if (err instanceof TusError) ({ status, code, message } = err);
+  else {
+    const e = toAppError(err);
+    if (e.status >= 500) onInternal(e.cause ?? err);
+    ({ status, code, message } = e);
+  }
+  const headers: Array<readonly [string, string]> = [...BASE_HEADERS, ['Content-Type', 'application/json; charset=utf-8']];
+  send(ctx, status, JSON.stringify({ success: false, error: message, code }), headers, close);
+}
+
+/** Every request but OPTIONS must speak our version (412 otherwise, with Tus-Version). */
+export function checkResumable(headers: Readonly<Record<string, string>>): void {
+  if (headers['tus-resumable'] !== TUS_VERSION) {
+    throw new TusError(412, 'TUS_VERSION_UNSUPPORTED', `Tus-Resumable ${TUS_VERSION} required`);
+  }
+}
+
+/** A non-negative integer header, or undefined when absent; 400 when malformed. */
+export function intHeader(headers: Readonly<Record<string, string>>, name: string): number | undefined {
+  const v = headers[name];
+  if (v === undefined) return undefined;
+  if (!/^\d{1,16}$/.test(v.trim())) throw new TusError(400, 'INVALID_HEADER', `Invalid ${name} header`);
+  const n = Number(v.trim());
+  if (!Number.isSafeInteger(n)) throw new TusError(400, 'INVALID_HEADER', `Invalid ${name} header`);
+  return n;
+}
+
+/** Upload-Metadata: comma-separated `key base64value` pairs (value optional); keys unique. */
+export function parseMetadata(raw: string | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (raw === undefined || raw.trim() === '') return out;
+  if (raw.length > 8192) throw new TusError(400, 'INVALID_METADATA', 'Upload-Metadata too long');
+  for (const pair of raw.split(',')) {
+    const [key, value, extra] = pair.trim().split(' ');
+    if (!key || extra !== undefined || !/^[\x21-\x2b\x2d-\x7e]+$/.test(key) || Object.hasOwn(out, key)) {
+      throw new TusError(400, 'INVALID_METADATA', 'Malformed Upload-Metadata');
+    }
+    if (value !== undefined && !/^[A-Za-z0-9+/]*={0,2}$/.test(value)) {
+      throw new TusError(400, 'INVALID_METADATA', `Upload-Metadata ${key} is not base64`);
+    }
+    out[key] = value === undefined ? '' : Buffer.from(value, 'base64').toString('utf8');
+  }
+  return out;
+}
+
+export interface Checksum {
+  readonly algorithm: (typeof CHECKSUM_ALGORITHMS)[number];
+  readonly digest: Buffer;
+}
+
+/** Upload-Checksum: `<algorithm> <base64 digest>` of this request's body. */
+export function parseChecksum(raw: string | undefined): Checksum | null {
+  if (raw === undefined) return null;
+  const m = /^([a-z0-9-]+) ([A-Za-z0-9+/]+={0,2})$/.exec(raw.trim());
+  if (!m) throw new TusError(400, 'INVALID_CHECKSUM', 'Malformed Upload-Checksum');
+  const algorithm = CHECKSUM_ALGORITHMS.find((a) => a === m[1]);
+  if (!algorithm) throw new TusError(400, 'CHECKSUM_ALGORITHM_UNSUPPORTED', `Unsupported checksum algorithm ${m[1]}`);
+  return { algorithm, digest: Buffer.from(m[2]!, 'base64') };
+}
+
+/** RFC 9110 IMF-fixdate, as Upload-Expires wants. */
+export const httpDate = (d: Date): string => d.toUTCString();

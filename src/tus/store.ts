@@ -1,0 +1,102 @@
+import type { Sql } from '../db/client.ts';
+import type { BundleRow } from '../db/bundles.ts';
+import { TusError } from './protocol.ts';
+
+/** The new bundle's fields, fixed at creation (the password is already hashed). */
+export interface NewBundleFields {
+  description: string | null;
+  accessPasswordHash: string | null;
+  notifyEmail: string | null;
+  isEncrypted: boolean;
+  maxSizeBytes: number;
+  /** null: never expires. */
+  expiryDays: number | null;
+}
+
+export interface TusRow {
+  id: string;
+  bundle_id: number | null;
+  new_bundle: NewBundleFields | null;
+  api_key_id: number | null;
+  upload_length: number | null;
+  upload_offset: number;
+  max_bytes: number;
+  file_name: string;
+  mime_type: string;
+  metadata: string;
+  completed_at: Date | null;
+  file_id: number | null;
+  expires_at: Date;
+  is_expired: boolean;
+}
+
+export type NewUpload = Omit<TusRow, 'upload_offset' | 'completed_at' | 'file_id' | 'is_expired'>;
+
+/** A PATCH or DELETE holds an upload this long unless it refreshes the lease (a crashed holder frees it). */
+export const LEASE_MS = 60_000;
+const COLS = 'u.*, u.expires_at <= now() as is_expired';
+
+export async function insertUpload(sql: Sql, u: NewUpload): Promise<void> {
+  await sql`
+    insert into tus_uploads (id, bundle_id, new_bundle, api_key_id, upload_length, max_bytes, file_name, mime_type, metadata, expires_at)
+    values (${u.id}, ${u.bundle_id}, ${u.new_bundle === null ? null : sql.json(u.new_bundle as never)}, ${u.api_key_id},
+            ${u.upload_length}, ${u.max_bytes}, ${u.file_name}, ${u.mime_type}, ${u.metadata}, ${u.expires_at})`;
+}
+
+/**
+ * Room left in a bundle for a new append of `length` bytes: the bundle's cap minus what it holds
+ * and what unfinished uploads to it have declared (or received, when their length is deferred).
+ * Runs under the bundle's row lock so concurrent creations cannot both reserve the same room.
+ */
+export async function reserveInBundle(sql: Sql, bundleId: number, length: number | null, u: NewUpload): Promise<void> {
+  await sql.begin(async (tx) => {
+    const [b] = await tx<(BundleRow & { reserved: number })[]>`
+      select b.*, (b.expires_at is not null and b.expires_at <= now()) as is_expired,
+             coalesce((select sum(coalesce(t.upload_length, t.upload_offset)) from tus_uploads t
+                       where t.bundle_id = b.id and t.completed_at is null and t.expires_at > now()), 0)::bigint as reserved
+      from bundles b where b.id = ${bundleId} for update`;
+    if (!b || b.is_expired) throw new TusError(403, 'BUNDLE_EXPIRED', 'Bundle has expired');
+    const room = b.max_size_bytes - b.total_size_bytes - Number(b.reserved);
+    if ((length ?? 0) > room) throw new TusError(413, 'SIZE_EXCEEDED', 'Bundle size limit exceeded');
+    await insertUpload(tx as unknown as Sql, { ...u, max_bytes: Math.max(0, room) });
+  });
+}
+
+export async function findUpload(sql: Sql, id: string): Promise<TusRow | undefined> {
+  const [row] = await sql<TusRow[]>`select ${sql.unsafe(COLS)} from tus_uploads u where id = ${id}`;
+  return row;
+}
+
+/**
+ * Takes the upload's lease for `owner`; undefined when someone else holds it. The caller checks
+ * existence first (findUpload) to tell 404 from 423.
+ */
+export async function lease(sql: Sql, id: string, owner: string): Promise<TusRow | undefined> {
+  const [row] = await sql<TusRow[]>`
+    update tus_uploads u set lease_owner = ${owner}, lease_until = now() + ${`${LEASE_MS} milliseconds`}::interval
+    where id = ${id} and (lease_owner is null or lease_until < now() or lease_owner = ${owner})
+    returning ${sql.unsafe(COLS)}`;
+  return row;
+}
+
+export async function renewLease(sql: Sql, id: string, owner: string): Promise<void> {
+  await sql`update tus_uploads set lease_until = now() + ${`${LEASE_MS} milliseconds`}::interval
+            where id = ${id} and lease_owner = ${owner}`;
+}
+
+export async function releaseLease(sql: Sql, id: string, owner: string): Promise<void> {
+  await sql`update tus_uploads set lease_owner = null, lease_until = null where id = ${id} and lease_owner = ${owner}`;
+}
+
+/** Records durably written bytes (and a length declared late). Only called after the bytes are on disk. */
+export async function setProgress(sql: Sql, id: string, offset: number, length: number | null): Promise<void> {
+  await sql`update tus_uploads set upload_offset = ${offset}, upload_length = ${length} where id = ${id}`;
+}
+
+export async function markCompleted(sql: Sql, id: string, fileId: number, bundleId: number): Promise<void> {
+  await sql`update tus_uploads set completed_at = now(), file_id = ${fileId}, bundle_id = ${bundleId} where id = ${id}`;
+}
+
+export async function deleteUpload(sql: Sql, id: string): Promise<void> {
+  await sql`delete from tus_uploads where id = ${id}`;
+}

@@ -1,0 +1,293 @@
+import { after, before, beforeEach, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { createHash, randomBytes } from 'node:crypto';
+import zlib from 'node:zlib';
+import { request } from 'undici';
+import { backends, startServer, type TestServer } from './helpers/server.ts';
+import { assertNoServerErrors, ensureRunning, MiB, rawConnect, sha, waitFor, write } from './upload-util.ts';
+
+const CAP = 8 * MiB;
+const RATE = 5;
+let ipSeq = 0;
+/** Each request comes from its own address (TRUST_PROXY) unless a test pins one: only the rate-limit test shares a budget. */
+const nextIp = (): string => `10.77.${Math.floor(ipSeq / 250) % 250}.${(ipSeq++ % 250) + 1}`;
+
+interface Res { status: number; headers: Record<string, string>; body: string }
+
+async function call(srv: TestServer, method: string, urlPath: string, headers: Record<string, string> = {}, body?: Buffer): Promise<Res> {
+  const r = await request(`${srv.url}${urlPath}`, {
+    method: method as 'GET',
+    headers: { 'tus-resumable': '1.0.0', 'x-forwarded-for': nextIp(), ...headers },
+    body,
+  });
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(r.headers)) out[k] = String(v);
+  return { status: r.statusCode, headers: out, body: method === 'HEAD' ? (await r.body.dump(), '') : await r.body.text() };
+}
+
+const meta = (o: Record<string, string>): string =>
+  Object.entries(o).map(([k, v]) => `${k} ${Buffer.from(v).toString('base64')}`).join(',');
+
+async function create(srv: TestServer, length: number | null, m: Record<string, string> = { filename: 'a.bin' }, extra: Record<string, string> = {}): Promise<string> {
+  const lengthHeader: Record<string, string> = length === null ? { 'upload-defer-length': '1' } : { 'upload-length': String(length) };
+  const r = await call(srv, 'POST', '/api/v1/tus/', { ...lengthHeader, 'upload-metadata': meta(m), ...extra });
+  assert.equal(r.status, 201, r.body);
+  assert.equal(r.headers['tus-resumable'], '1.0.0');
+  assert.ok(r.headers['upload-expires'] && Date.parse(r.headers['upload-expires']) > Date.now() + 23 * 3_600_000);
+  return new URL(r.headers.location!).pathname;
+}
+
+const patch = (srv: TestServer, loc: string, offset: number, piece: Buffer, extra: Record<string, string> = {}): Promise<Res> =>
+  call(srv, 'PATCH', loc, { 'content-type': 'application/offset+octet-stream', 'upload-offset': String(offset), ...extra }, piece);
+
+async function patchAll(srv: TestServer, loc: string, data: Buffer, piece: number, from = 0): Promise<Res> {
+  let last: Res | undefined;
+  for (let at = from; at < data.length; at += piece) {
+    last = await patch(srv, loc, at, data.subarray(at, Math.min(at + piece, data.length)));
+    assert.equal(last.status, 204, last.body);
+    assert.equal(last.headers['upload-offset'], String(Math.min(at + piece, data.length)));
+  }
+  return last!;
+}
+
+async function offsetOf(srv: TestServer, loc: string): Promise<number> {
+  const r = await call(srv, 'HEAD', loc);
+  assert.equal(r.status, 200);
+  return Number(r.headers['upload-offset']);
+}
+
+/** The completed file: downloaded bytes, stored SHA-256 and CRC-32 all match `data`. */
+async function assertStored(srv: TestServer, done: Res, data: Buffer, name = 'a.bin'): Promise<void> {
+  assert.match(done.headers['sluice-short-code'] ?? '', /^[a-zA-Z0-9]{5}$/);
+  assert.equal(done.headers['sluice-share-url'], `/${done.headers['sluice-short-code']}`);
+  const id = Number(done.headers['sluice-file-id']);
+  const dl = await request(`${srv.url}/api/v1/download/${id}`, { headers: { 'x-forwarded-for': nextIp() } });
+  assert.equal(dl.statusCode, 200);
+  assert.equal(sha(Buffer.from(await dl.body.arrayBuffer())), sha(data));
+  const [row] = await srv.sql<{ sha: string; crc32: string; name: string; size: string }[]>`
+    select encode(sha256, 'hex') as sha, crc32::text, name, size::text from files where id = ${id}`;
+  assert.deepEqual(row, { sha: sha(data), crc32: String(zlib.crc32(data)), name, size: String(data.length) });
+}
+
+const partOf = (srv: TestServer, loc: string): string => path.join(srv.dataDir, 'tus', `${path.basename(loc)}.part`);
+
+for (const backend of backends()) {
+  describe(`tus 1.0.0 (${backend})`, () => {
+    let srv: TestServer;
+    before(async () => {
+      srv = await startServer(backend, {
+        ANON_MAX_BUNDLE_BYTES: String(CAP),
+        RATE_LIMIT_ANON_PER_HOUR: String(RATE),
+        TRUST_PROXY: '127.0.0.1',
+        SWEEP_INTERVAL_SECONDS: '86400',
+      });
+    });
+    after(async () => {
+      await srv?.close();
+    });
+    beforeEach(async () => {
+      await ensureRunning(srv);
+    });
+
+    test('OPTIONS announces version, extensions, max size and checksum algorithms', async () => {
+      const r = await call(srv, 'OPTIONS', '/api/v1/tus/', { 'tus-resumable': '' });
+      assert.equal(r.status, 204);
+      assert.equal(r.headers['tus-version'], '1.0.0');
+      for (const ext of ['creation', 'creation-with-upload', 'creation-defer-length', 'termination', 'expiration', 'checksum']) {
+        assert.ok(r.headers['tus-extension']!.split(',').includes(ext), ext);
+      }
+      assert.ok(Number(r.headers['tus-max-size']) >= CAP);
+      assert.match(r.headers['tus-checksum-algorithm']!, /sha256/);
+    });
+
+    test('creation, HEAD, PATCH in pieces, completion: the bytes come back identical', async () => {
+      const data = randomBytes(3 * MiB + 123);
+      const loc = await create(srv, data.length, { filename: 'a.bin', filetype: 'application/x-test' });
+      assert.equal(await offsetOf(srv, loc), 0);
+      const head = await call(srv, 'HEAD', loc);
+      assert.equal(head.headers['upload-length'], String(data.length));
+      assert.equal(head.headers['cache-control'], 'no-store');
+      const [before] = await srv.sql<{ n: number }[]>`select count(*)::int as n from files`;
+      await patchAll(srv, loc, data.subarray(0, MiB), 400_000);
+      const [mid] = await srv.sql<{ n: number }[]>`select count(*)::int as n from files`;
+      assert.equal(mid!.n, before!.n, 'an unfinished upload is no file yet');
+      const done = await patchAll(srv, loc, data, 700_000, MiB);
+      assert.match(done.headers['sluice-upload-token'] ?? '', /^[0-9a-f]{64}$/);
+      await assertStored(srv, done, data);
+      assert.ok(!fs.existsSync(partOf(srv, loc)), 'the part became the stored file');
+      assert.equal(await offsetOf(srv, loc), data.length);
+      assertNoServerErrors(srv);
+    });
+
+    test('creation-with-upload completes in one request; an empty file completes at creation', async () => {
+      const data = randomBytes(200_000);
+      const r = await call(srv, 'POST', '/api/v1/tus/', {
+        'upload-length': String(data.length), 'upload-metadata': meta({ filename: 'one.bin' }), 'content-type': 'application/offset+octet-stream',
+      }, data);
+      assert.equal(r.status, 201, r.body);
+      assert.equal(r.headers['upload-offset'], String(data.length));
+      await assertStored(srv, r, data, 'one.bin');
+      const empty = await call(srv, 'POST', '/api/v1/tus/', { 'upload-length': '0', 'upload-metadata': meta({ filename: 'e.txt' }) });
+      assert.equal(empty.status, 201, empty.body);
+      await assertStored(srv, empty, Buffer.alloc(0), 'e.txt');
+    });
+
+    test('creation-defer-length: the length arrives with a later PATCH', async () => {
+      const data = randomBytes(300_000);
+      const loc = await create(srv, null);
+      assert.equal((await patch(srv, loc, 0, data.subarray(0, 100_000))).status, 204);
+      const head = await call(srv, 'HEAD', loc);
+      assert.equal(head.headers['upload-defer-length'], '1');
+      assert.equal(head.headers['upload-length'], undefined);
+      const done = await patch(srv, loc, 100_000, data.subarray(100_000), { 'upload-length': String(data.length) });
+      assert.equal(done.status, 204, done.body);
+      await assertStored(srv, done, data);
+    });
+
+    test('termination removes the session and its part', async () => {
+      const loc = await create(srv, 1000);
+      await patch(srv, loc, 0, randomBytes(500));
+      assert.ok(fs.existsSync(partOf(srv, loc)));
+      assert.equal((await call(srv, 'DELETE', loc)).status, 204);
+      assert.ok(!fs.existsSync(partOf(srv, loc)));
+      assert.equal((await call(srv, 'HEAD', loc)).status, 404);
+      assert.equal((await patch(srv, loc, 500, randomBytes(10))).status, 404);
+    });
+
+    test('checksum: a matching body is kept, a mismatch is 460 and keeps nothing', async () => {
+      const data = randomBytes(2000);
+      const loc = await create(srv, data.length);
+      const digest = (b: Buffer): string => `sha256 ${createHash('sha256').update(b).digest('base64')}`;
+      const good = await patch(srv, loc, 0, data.subarray(0, 1000), { 'upload-checksum': digest(data.subarray(0, 1000)) });
+      assert.equal(good.status, 204, good.body);
+      const bad = await patch(srv, loc, 1000, data.subarray(1000), { 'upload-checksum': digest(randomBytes(8)) });
+      assert.equal(bad.status, 460, bad.body);
+      assert.equal(await offsetOf(srv, loc), 1000);
+      assert.equal(fs.statSync(partOf(srv, loc)).size, 1000, 'the rejected bytes were cut off');
+      const unknown = await patch(srv, loc, 1000, data.subarray(1000), { 'upload-checksum': 'crc99 AAAA' });
+      assert.equal(unknown.status, 400);
+      const done = await patch(srv, loc, 1000, data.subarray(1000), { 'upload-checksum': digest(data.subarray(1000)) });
+      assert.equal(done.status, 204);
+      await assertStored(srv, done, data);
+    });
+
+    test('protocol refusals: wrong offset 409, wrong type 415, missing Tus-Resumable 412, past the length 413', async () => {
+      const loc = await create(srv, 100);
+      assert.equal((await patch(srv, loc, 5, randomBytes(10))).status, 409);
+      const wrongType = await call(srv, 'PATCH', loc, { 'content-type': 'application/octet-stream', 'upload-offset': '0' }, randomBytes(10));
+      assert.equal(wrongType.status, 415);
+      assert.equal((await patch(srv, loc, 0, randomBytes(10), { 'tus-resumable': '0.2.2' })).status, 412);
+      assert.equal((await patch(srv, loc, 0, randomBytes(101))).status, 413);
+      assert.equal(await offsetOf(srv, loc), 0);
+      assert.equal((await call(srv, 'HEAD', '/api/v1/tus/0123456789abcdef0123456789abcdef')).status, 404);
+    });
+
+    test('concurrent PATCHes to one upload: the second is refused with 423', async () => {
+      const data = randomBytes(400_000);
+      const loc = await create(srv, data.length);
+      const conn = await rawConnect(srv.port);
+      await write(conn.sock, `PATCH ${loc} HTTP/1.1\r\nHost: x\r\nTus-Resumable: 1.0.0\r\nUpload-Offset: 0\r\n` +
+        `Content-Type: application/offset+octet-stream\r\nContent-Length: ${data.length}\r\n\r\n`);
+      await write(conn.sock, data.subarray(0, 1000));
+      const id = path.basename(loc);
+      await waitFor('the first PATCH to hold the lease', async () =>
+        (await srv.sql<{ o: string | null }[]>`select lease_owner as o from tus_uploads where id = ${id}`)[0]?.o != null);
+      const second = await patch(srv, loc, 0, data);
+      assert.ok(second.status === 423 || second.status === 409, `${second.status}`);
+      await write(conn.sock, data.subarray(1000));
+      const first = await conn.response;
+      assert.equal(first.status, 204);
+      conn.sock.destroy();
+      assert.equal(await offsetOf(srv, loc), data.length);
+    });
+
+    test('a PATCH cut mid-body keeps what arrived; the client resumes from HEAD and the file is right', async () => {
+      const data = randomBytes(4 * MiB);
+      const loc = await create(srv, data.length);
+      const conn = await rawConnect(srv.port);
+      const half = 3 * MiB;
+      await write(conn.sock, `PATCH ${loc} HTTP/1.1\r\nHost: x\r\nTus-Resumable: 1.0.0\r\nUpload-Offset: 0\r\n` +
+        `Content-Type: application/offset+octet-stream\r\nContent-Length: ${data.length}\r\n\r\n`);
+      await write(conn.sock, data.subarray(0, half));
+      const id = path.basename(loc);
+      await waitFor('the server to receive the bytes', () => fs.statSync(partOf(srv, loc)).size > 0);
+      conn.sock.destroy();
+      await waitFor('the cut PATCH to record its offset and release the upload', async () =>
+        (await srv.sql<{ o: string | null; n: string }[]>`select lease_owner as o, upload_offset::text as n from tus_uploads where id = ${id}`)
+          .some((r) => r.o === null && Number(r.n) > 0));
+      const offset = await offsetOf(srv, loc);
+      assert.ok(offset > 0 && offset <= half, `offset ${offset}`);
+      assert.ok(fs.statSync(partOf(srv, loc)).size >= offset, 'every reported byte is on disk');
+      const done = await patchAll(srv, loc, data, MiB, offset);
+      await assertStored(srv, done, data);
+      assertNoServerErrors(srv);
+    });
+
+    test('the cap counts the declared length at creation, and bytes as they arrive when deferred', async () => {
+      const over = await call(srv, 'POST', '/api/v1/tus/', { 'upload-length': String(CAP + 1) });
+      assert.equal(over.status, 413, over.body);
+      const loc = await create(srv, null);
+      assert.equal((await patch(srv, loc, 0, randomBytes(10), { 'upload-length': String(CAP + 1) })).status, 413);
+      const fits = await create(srv, CAP);
+      assert.equal(await offsetOf(srv, fits), 0);
+    });
+
+    test('rate limiting counts the creation POST, not the PATCHes', async () => {
+      const ip = '10.200.0.1';
+      const r = await call(srv, 'POST', '/api/v1/tus/', { 'upload-length': String(64 * 1024), 'x-forwarded-for': ip });
+      assert.equal(r.status, 201);
+      const loc = new URL(r.headers.location!).pathname;
+      for (let i = 0; i < RATE * 3; i++) {
+        const p = await call(srv, 'PATCH', loc, {
+          'content-type': 'application/offset+octet-stream', 'upload-offset': String(i * 1024), 'x-forwarded-for': ip,
+        }, randomBytes(1024));
+        assert.equal(p.status, 204, p.body);
+        assert.equal((await call(srv, 'HEAD', loc, { 'x-forwarded-for': ip })).status, 200);
+      }
+      for (let i = 1; i < RATE; i++) {
+        assert.equal((await call(srv, 'POST', '/api/v1/tus/', { 'upload-length': '10', 'x-forwarded-for': ip })).status, 201);
+      }
+      assert.equal((await call(srv, 'POST', '/api/v1/tus/', { 'upload-length': '10', 'x-forwarded-for': ip })).status, 429);
+    });
+
+    test('upload_token metadata appends to the existing bundle, within its room', async () => {
+      const a = randomBytes(1000);
+      const first = await call(srv, 'POST', '/api/v1/tus/', {
+        'upload-length': String(a.length), 'upload-metadata': meta({ filename: 'a.bin', description: 'two files' }),
+        'content-type': 'application/offset+octet-stream',
+      }, a);
+      const token = first.headers['sluice-upload-token']!;
+      assert.match(token, /^[0-9a-f]{64}$/);
+      const b = randomBytes(2000);
+      const loc = await create(srv, b.length, { filename: 'b.bin', upload_token: token });
+      const done = await patch(srv, loc, 0, b);
+      assert.equal(done.headers['sluice-short-code'], first.headers['sluice-short-code']);
+      assert.equal(done.headers['sluice-upload-token'], undefined);
+      await assertStored(srv, done, b, 'b.bin');
+      const [bundle] = await srv.sql<{ n: number; total: string; d: string }[]>`
+        select file_count as n, total_size_bytes::text as total, description as d from bundles where short_code = ${done.headers['sluice-short-code']!}`;
+      assert.deepEqual(bundle, { n: 2, total: '3000', d: 'two files' });
+      const tooBig = await call(srv, 'POST', '/api/v1/tus/', { 'upload-length': String(CAP - 2000), 'upload-metadata': meta({ upload_token: token }) });
+      assert.equal(tooBig.status, 413);
+      const badToken = await call(srv, 'POST', '/api/v1/tus/', { 'upload-length': '1', 'upload-metadata': meta({ upload_token: 'f'.repeat(64) }) });
+      assert.equal(badToken.status, 403);
+    });
+
+    test('an expired unfinished upload is swept: row and part gone, HEAD 404', async () => {
+      const loc = await create(srv, 1000);
+      await patch(srv, loc, 0, randomBytes(400));
+      assert.ok(fs.existsSync(partOf(srv, loc)));
+      assert.equal((await call(srv, 'HEAD', loc)).status, 200);
+      await srv.sql`update tus_uploads set expires_at = now() - interval '1 minute' where id = ${path.basename(loc)}`;
+      assert.equal((await call(srv, 'HEAD', loc)).status, 404, 'expired sessions answer 404 before the sweep');
+      const r = await srv.cli(['sweep']);
+      assert.equal(r.code, 0, r.stderr);
+      assert.ok(!fs.existsSync(partOf(srv, loc)));
+      const rows = await srv.sql`select 1 from tus_uploads where id = ${path.basename(loc)}`;
+      assert.equal(rows.length, 0);
+      assert.equal((await call(srv, 'HEAD', loc)).status, 404);
+    });
+  });
+}
