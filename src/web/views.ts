@@ -94,7 +94,7 @@ ${b.description ? html`<p class="desc">${b.description}</p>` : null}
 <p class="meta">${expiry(b.expires_at)}</p>
 ${list}
 </section>`;
-  return layout({ title: `${plural(b.file_count, 'file')} · Sluice`, head: ogTags(v, b), body, scripts: ['share.js'], asset: v.asset });
+  return layout({ title: `${plural(b.file_count, 'file')} · Sluice`, head: ogTags(v, b), body, scripts: ['common.js', 'share.js'], asset: v.asset });
 }
 
 /** The upload form; with `token` it appends to that bundle instead of creating one. */
@@ -141,7 +141,7 @@ ${linkBox('share-link', '', 'Share link')}
 ${linkBox('upload-link', '', 'Upload link: keep this to add or delete files')}
 <div class="actions"><a class="btn primary" id="open-share" href="/">Open share page</a><a class="btn" href="/">Share more files</a></div>
 </section>`;
-  return layout({ title: 'Sluice · share files', body, scripts: ['qrcode.js', 'upload.js'], asset: v.asset });
+  return layout({ title: 'Sluice · share files', body, scripts: ['qrcode.js', 'common.js', 'upload.js'], asset: v.asset });
 }
 
 /** GET /u/<token>: the bundle's files with delete buttons, and the form to add more. */
@@ -160,7 +160,7 @@ ${files.length === 0 ? html`<p class="muted" id="empty">No files left in this bu
 <h2>Add files</h2>
 ${uploadForm(v, { token, maxBytes })}
 </section>`;
-  return layout({ title: `Manage ${b.short_code} · Sluice`, body, scripts: ['qrcode.js', 'upload.js'], asset: v.asset });
+  return layout({ title: `Manage ${b.short_code} · Sluice`, body, scripts: ['qrcode.js', 'common.js', 'upload.js'], asset: v.asset });
 }
 
 export function notFoundPage(v: View): Safe {

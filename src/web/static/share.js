@@ -1,18 +1,8 @@
 // Share page (/<code>): local expiry time, and unlocking a password-protected bundle.
 'use strict';
 (function () {
-  var UNITS = ['B', 'KB', 'MB', 'GB', 'TB'];
-  function human(n) {
-    var u = 0;
-    while (n >= 1024 && u < UNITS.length - 1) { n /= 1024; u++; }
-    return u === 0 ? n + ' B' : (n < 10 ? n.toFixed(1).replace(/\.0$/, '') : Math.round(n)) + ' ' + UNITS[u];
-  }
-  function el(tag, cls, text) {
-    var e = document.createElement(tag);
-    if (cls) e.className = cls;
-    if (text !== undefined) e.textContent = text;
-    return e;
-  }
+  var human = window.SluiceUi.human;
+  var el = window.SluiceUi.el;
 
   document.querySelectorAll('time.local-time[data-utc]').forEach(function (t) {
     var d = new Date(t.getAttribute('data-utc'));
