@@ -8,7 +8,7 @@ import postgres from 'postgres';
 import { BENCH_DIR, MiB, REPO_DIR } from './report.ts';
 import { freePort, sampleProc, startServer, type ProcSampler, type ServerProc } from './proc.ts';
 
-export const SLUICE_MAIN = path.join(REPO_DIR, 'src/cli/main.ts');
+export const SLUICE_BIN = path.join(REPO_DIR, 'bin/sluice.js');
 export const DEFAULT_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/test';
 
 export interface Target {
@@ -52,8 +52,8 @@ export function describeFailure(target: Target, error: string): string {
 export function selectServers(all: readonly string[]): string[] {
   const wanted = process.env.BENCH_SERVERS?.split(',').map((s) => s.trim()).filter(Boolean);
   const picked = wanted ? all.filter((s) => wanted.includes(s)) : [...all];
-  if (picked.includes('sluice') && !existsSync(SLUICE_MAIN)) {
-    console.log(`(Sluice skipped: ${path.relative(REPO_DIR, SLUICE_MAIN)} does not exist yet)`);
+  if (picked.includes('sluice') && !existsSync(SLUICE_BIN)) {
+    console.log(`(Sluice skipped: ${path.relative(REPO_DIR, SLUICE_BIN)} does not exist yet)`);
     return picked.filter((s) => s !== 'sluice');
   }
   return picked;
@@ -113,7 +113,7 @@ export interface SluiceOptions {
   name?: string;
 }
 
-/** `node --import tsx src/cli/main.ts serve` with anonymous caps raised out of the way. */
+/** `node bin/sluice.js serve` (the compiled start path, as `npm start`) with anonymous caps raised out of the way. */
 export async function startSluice(opts: SluiceOptions = {}): Promise<Target> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'sluice-bench-sluice-'));
   const env: NodeJS.ProcessEnv = {
@@ -129,10 +129,10 @@ export async function startSluice(opts: SluiceOptions = {}): Promise<Target> {
   else delete env.REDIS_URL;
   if (env.DATABASE_URL !== undefined) {
     // serve may migrate by itself; an explicit, idempotent migrate first makes a fresh database work either way
-    const r = spawnSync(process.execPath, ['--import', 'tsx', SLUICE_MAIN, 'migrate'], { cwd: REPO_DIR, env, encoding: 'utf8' });
+    const r = spawnSync(process.execPath, [SLUICE_BIN, 'migrate'], { cwd: REPO_DIR, env, encoding: 'utf8' });
     if (r.status !== 0) console.warn(`sluice migrate exited ${r.status}: ${(r.stderr || r.stdout).trim().slice(-500)}`);
   }
-  return launch(opts.name ?? 'sluice', ['--import', 'tsx', SLUICE_MAIN, 'serve'], (port) => ({ ...env, PORT: String(port) }), dir);
+  return launch(opts.name ?? 'sluice', [SLUICE_BIN, 'serve'], (port) => ({ ...env, PORT: String(port) }), dir);
 }
 
 /** A script from bench/baselines/, given PORT and DIR (plus extra env). */

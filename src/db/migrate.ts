@@ -1,7 +1,9 @@
 import fsp from 'node:fs/promises';
 import type { Sql } from './client.ts';
+import { fromRoot } from '../paths.ts';
+import path from 'node:path';
 
-const SQL_DIR = new URL('../../sql/', import.meta.url);
+const SQL_DIR = fromRoot('sql');
 
 /**
  * Applies forward-only migrations sql/NNNN_name.sql in one transaction under an advisory lock, so
@@ -19,7 +21,7 @@ export async function migrate(sql: Sql): Promise<string[]> {
       const version = Number(file.slice(0, 4));
       if (done.has(version)) continue;
       // Our own migration text, never user input.
-      await tx.unsafe(await fsp.readFile(new URL(file, SQL_DIR), 'utf8')).simple();
+      await tx.unsafe(await fsp.readFile(path.join(SQL_DIR, file), 'utf8')).simple();
       await tx`insert into schema_migrations (version, name) values (${version}, ${file})`;
       applied.push(file);
     }

@@ -1,5 +1,5 @@
 import path from 'node:path';
-import sharp from 'sharp';
+import type sharpType from 'sharp';
 import type { Ctx } from '../http/context.ts';
 import { etagMatches, send, sendHeaders } from '../http/reply.ts';
 import type { Route } from '../http/server.ts';
@@ -22,10 +22,17 @@ const THUMB_ETAG = 't1';
  *   GET|HEAD /og/<code>.png     the bundle's share card (link previews), without file names
  */
 export function contentRoutes(deps: Deps): Route[] {
-  // libvips threads per image: with at most two images at once, two cores do image work at most.
-  sharp.concurrency(1);
-  // sharp's operation cache keeps decoded inputs around keyed by path; every input here is read once.
-  sharp.cache(false);
+  // sharp (libvips) is loaded on the first image request: a server that never renders one
+  // does not carry the library's ~15 MiB.
+  let loaded: Promise<typeof sharpType> | undefined;
+  const sharp = (): Promise<typeof sharpType> =>
+    (loaded ??= import('sharp').then(({ default: s }) => {
+      // libvips threads per image: with at most two images at once, two cores do image work at most.
+      s.concurrency(1);
+      // sharp's operation cache keeps decoded inputs around keyed by path; every input here is read once.
+      s.cache(false);
+      return s;
+    }));
   const limiter = createLimiter({ max: 2, queue: 32 });
   const previews = createPreviews({ sharp, limiter, log: deps.log });
   const cards = createOgCards({ sharp, limiter, cacheDir: path.join(deps.disk.cacheDir, 'og'), log: deps.log });

@@ -2,8 +2,9 @@ import { readFileSync } from 'node:fs';
 import { sendJson, send } from '../http/reply.ts';
 import type { Route } from '../http/server.ts';
 import type { Deps } from './deps.ts';
+import { fromRoot } from '../paths.ts';
 
-const OPENAPI = readFileSync(new URL('../openapi.json', import.meta.url));
+const OPENAPI = readFileSync(fromRoot('src/openapi.json'));
 const READY_TIMEOUT_MS = 1000;
 
 /** 'ok' when `check` resolves within the readiness timeout, else 'failed'. */

@@ -1,5 +1,6 @@
 import { Worker } from 'node:worker_threads';
 import os from 'node:os';
+import { fromRoot } from '../paths.ts';
 
 export interface Digest {
   readonly sha256: string;
@@ -33,7 +34,7 @@ export function createHasher(size = Math.max(1, Math.min(4, os.availableParallel
   const digests = new Map<number, (d: Digest) => void>();
   let nextId = 1;
   for (let i = 0; i < size; i++) {
-    const w = new Worker(new URL('./hash-worker.mjs', import.meta.url));
+    const w = new Worker(fromRoot('src/storage/hash-worker.mjs'));
     w.unref();
     w.on('message', (m: Msg) => {
       if (m.t === 'ack') acks.get(m.id)?.(m.slot, m.buf);

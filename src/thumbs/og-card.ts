@@ -76,7 +76,7 @@ export interface OgCards {
   card(code: string, fields: CardFields): Promise<{ bytes: Buffer; etag: string }>;
 }
 
-export function createOgCards(deps: { sharp: typeof sharpType; limiter: Limiter; cacheDir: string; log: Logger }): OgCards {
+export function createOgCards(deps: { sharp: () => Promise<typeof sharpType>; limiter: Limiter; cacheDir: string; log: Logger }): OgCards {
   const { sharp, limiter, cacheDir, log } = deps;
   let dirReady: Promise<unknown> | undefined;
 
@@ -102,8 +102,8 @@ export function createOgCards(deps: { sharp: typeof sharpType; limiter: Limiter;
       const cached = await fsp.readFile(dest).catch(() => null);
       if (cached) return { bytes: cached, etag };
       // The SVG is ours, built from numbers and escaped text: the only SVG this server rasterizes.
-      const bytes = await limiter.run(() =>
-        sharp(Buffer.from(cardSvg(fields)), { limitInputPixels: CARD_W * CARD_H * 4 })
+      const bytes = await limiter.run(async () =>
+        (await sharp())(Buffer.from(cardSvg(fields)), { limitInputPixels: CARD_W * CARD_H * 4 })
           .timeout({ seconds: 30 })
           .png({ compressionLevel: 8 })
           .toBuffer(),

@@ -18,7 +18,7 @@ export interface Previews {
   thumbnail(srcPath: string): Promise<Buffer | null>;
 }
 
-export function createPreviews(deps: { sharp: typeof sharpType; limiter: Limiter; log: Logger }): Previews {
+export function createPreviews(deps: { sharp: () => Promise<typeof sharpType>; limiter: Limiter; log: Logger }): Previews {
   const { sharp, limiter, log } = deps;
   // One thumbnail per file at a time: concurrent requests for the same image share the work.
   const inflight = new Map<string, Promise<Buffer | null>>();
@@ -26,8 +26,8 @@ export function createPreviews(deps: { sharp: typeof sharpType; limiter: Limiter
   const render = async (srcPath: string): Promise<Buffer | null> => {
     if ((await sniffRaster(srcPath)) === null) return null;
     try {
-      return await limiter.run(() =>
-        sharp(srcPath, { limitInputPixels: MAX_INPUT_PIXELS, failOn: 'error' })
+      return await limiter.run(async () =>
+        (await sharp())(srcPath, { limitInputPixels: MAX_INPUT_PIXELS, failOn: 'error' })
           .timeout({ seconds: 30 })
           .rotate() // EXIF orientation
           .resize(THUMB_PX, THUMB_PX, { fit: 'inside', withoutEnlargement: true })

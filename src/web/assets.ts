@@ -4,6 +4,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import type { Ctx } from '../http/context.ts';
 import { endHead, send, writeHead } from '../http/reply.ts';
+import { fromRoot } from '../paths.ts';
 
 interface Asset {
   readonly body: Buffer;
@@ -28,7 +29,7 @@ const TYPES: Record<string, string> = {
   '.ico': 'image/x-icon',
 };
 
-const STATIC_DIR = path.join(import.meta.dirname, 'static');
+const STATIC_DIR = fromRoot('src/web/static');
 
 /**
  * Loads every static file once (they are a few kilobytes) plus the QR code library's browser

@@ -129,7 +129,7 @@ export async function startServer(backend: Backend, extraEnv: Record<string, str
 
 function spawnServer(env: Record<string, string>): Promise<{ proc: ChildProcess; port: number }> {
   return new Promise((resolve, reject) => {
-    const proc = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'src/cli/main.ts'), 'serve'], {
+    const proc = spawn(process.execPath, [path.join(ROOT, 'bin/sluice.js'), 'serve'], {
       cwd: ROOT,
       env,
       stdio: ['ignore', 'ignore', 'pipe'],
