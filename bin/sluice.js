@@ -31,10 +31,10 @@ function bundleIsFresh() {
 }
 
 async function build() {
-  const { build: esbuild } = await import('esbuild');
+  const esbuild = await import('esbuild');
   // Built beside the target and renamed over it, so concurrent starts never load a half-written file.
   const tmp = `${BUNDLE}.${process.pid}.tmp.mjs`;
-  await esbuild({
+  await esbuild.build({
     entryPoints: [path.join(SRC, 'cli', 'main.ts')],
     outfile: tmp,
     bundle: true,
@@ -44,6 +44,8 @@ async function build() {
     target: 'node20',
     logLevel: 'error',
   });
+  // esbuild works through a helper process: end it, or it lives as long as the server.
+  await esbuild.stop();
   fs.renameSync(tmp, BUNDLE);
 }
 

@@ -26,6 +26,7 @@ import { tusRoutes } from './tus/routes.ts';
 import { createSigner } from './auth/signing.ts';
 import { createMetrics } from './metrics.ts';
 import { loadSecret } from './auth/secret.ts';
+import type { WorkerLink } from './cli/worker-link.ts';
 
 export interface RunningApp {
   readonly port: number;
@@ -34,7 +35,9 @@ export interface RunningApp {
 }
 
 /** Wires every dependency, migrates, sweeps crash leftovers, then listens. */
-export async function startApp(config: Config, log: Logger): Promise<RunningApp> {
+export async function startApp(config: Config, log: Logger, link?: WorkerLink): Promise<RunningApp> {
+  // With WORKERS > 1, worker 0 sweeps (at start and periodically); the others only serve.
+  const sweeper = link === undefined || link.index === 0;
   const binding = loadUws();
   log.info({ binding: binding.name, version: binding.version, limits: binding.limits }, 'uWebSockets.js binding loaded');
   for (const limit of binding.limits) log.warn(`uWS ${binding.version}: ${limit}`);
@@ -50,10 +53,10 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
       rateStore = createRedisRateStore(config.redisUrl, log, `sluice:${instance!.id.slice(0, 12)}:`);
     }
     const disk = await createDisk(config.dataDir, hasher);
-    const swept = await sweep(db.sql, disk);
-    log.info(swept, 'start-up sweep done');
+    if (sweeper) log.info(await sweep(db.sql, disk), 'start-up sweep done');
 
-    const metrics = createMetrics();
+    const metrics = createMetrics(link && { gather: () => link.gatherMetrics() });
+    link?.serveMetrics(() => metrics.registry.getMetricsAsJSON());
     const signer = createSigner(loadSecret(config.secret, config.dataDir));
     const access = createAccess({ config, sql: db.sql, store: rateStore, signer, log });
     const deps: Deps = {
@@ -100,7 +103,7 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
 
     let sweeping = false;
     const timer = setInterval(() => {
-      if (sweeping) return;
+      if (sweeping || !sweeper) return;
       sweeping = true;
       sweep(db.sql, disk)
         .then((r) => {

@@ -1,5 +1,6 @@
 import path from 'node:path';
 import net from 'node:net';
+import os from 'node:os';
 
 /** Everything the process is configured with. Only this module reads process.env. */
 export interface Config {
@@ -12,6 +13,8 @@ export interface Config {
   readonly secret: string | undefined;
   readonly trustProxy: readonly string[];
   readonly workers: number;
+  /** Set by the supervisor in each worker process it starts (SLUICE_WORKER_INDEX); null otherwise. */
+  readonly workerIndex: number | null;
   readonly smtpUrl: string | undefined;
   readonly mailFrom: string;
   readonly stripeSecretKey: string | undefined;
@@ -80,6 +83,20 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
   const secret = str('SECRET');
   if (secret !== undefined && secret.length < 32) problems.push('SECRET: must be at least 32 characters');
 
+  const databaseUrl = url('DATABASE_URL', ['postgres:', 'postgresql:']);
+  const redisUrl = url('REDIS_URL', ['redis:', 'rediss:']);
+  // Several processes need state they can share: real PostgreSQL (the embedded database serves
+  // one process) and Redis (in-process rate limits would give each worker its own budget).
+  const shared = databaseUrl !== undefined && redisUrl !== undefined;
+  const workers = int('WORKERS', shared ? os.availableParallelism() : 1, 1, 256);
+  if (workers > 1 && !shared) {
+    problems.push(
+      `WORKERS: ${workers} processes need DATABASE_URL and REDIS_URL (the embedded database and in-process rate limits serve one process)`,
+    );
+  }
+  const workerIndexRaw = str('SLUICE_WORKER_INDEX');
+  const workerIndex = workerIndexRaw === undefined ? null : int('SLUICE_WORKER_INDEX', 0, 0, 255);
+
   const stripePrices: Record<string, string> = {};
   for (const [k, v] of Object.entries(env)) {
     const m = /^STRIPE_PRICE_(STARTER|POWER|MAX|PREMIUM)_(MONTHLY|ONCE)$/.exec(k);
@@ -91,11 +108,12 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
     port,
     baseUrl,
     dataDir: path.resolve(cwd, str('DATA_DIR') ?? './data'),
-    databaseUrl: url('DATABASE_URL', ['postgres:', 'postgresql:']),
-    redisUrl: url('REDIS_URL', ['redis:', 'rediss:']),
+    databaseUrl,
+    redisUrl,
     secret,
     trustProxy,
-    workers: int('WORKERS', 1, 1, 256),
+    workers,
+    workerIndex,
     smtpUrl: url('SMTP_URL', ['smtp:', 'smtps:']),
     mailFrom: str('MAIL_FROM') ?? 'Sluice <sluice@localhost>',
     stripeSecretKey: str('STRIPE_SECRET_KEY'),

@@ -1,4 +1,4 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { AggregatorRegistry, Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { SweepResult } from './sweeper/sweep.ts';
 
 /**
@@ -20,7 +20,8 @@ export interface Metrics {
   render(): Promise<{ body: string; contentType: string }>;
 }
 
-export function createMetrics(): Metrics {
+/** `gather`: with several worker processes, every worker's metrics (JSON) for one aggregated scrape. */
+export function createMetrics(opts: { gather?: () => Promise<unknown[]> } = {}): Metrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   const registers = [registry];
@@ -114,6 +115,11 @@ export function createMetrics(): Metrics {
       lastSweepTime.set(Date.now() / 1000);
     },
     sweepFailed: () => sweepRuns.inc({ outcome: 'error' }),
-    render: async () => ({ body: await registry.metrics(), contentType: registry.contentType }),
+    render: async () => {
+      if (!opts.gather) return { body: await registry.metrics(), contentType: registry.contentType };
+      const parts = (await opts.gather()) as Parameters<typeof AggregatorRegistry.aggregate>[0];
+      const all = AggregatorRegistry.aggregate(parts.filter((p) => Array.isArray(p) && p.length > 0));
+      return { body: await all.metrics(), contentType: registry.contentType };
+    },
   };
 }

@@ -1,5 +1,6 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import os from 'node:os';
 import path from 'node:path';
 import { ConfigError, loadConfig } from '../src/config.ts';
 
@@ -78,6 +79,24 @@ describe('loadConfig', () => {
     assert.equal(c.anonMaxBundleBytes, 1048576);
     assert.equal(c.anonExpiryDays, 7);
     assert.equal(c.logLevel, 'debug');
+  });
+
+  test('WORKERS: one process by default; the core count when PostgreSQL and Redis are shared', () => {
+    assert.equal(loadConfig({}, CWD).workers, 1);
+    assert.equal(loadConfig({ DATABASE_URL: 'postgres://db/x' }, CWD).workers, 1);
+    assert.equal(loadConfig({ REDIS_URL: 'redis://cache' }, CWD).workers, 1);
+    const both = { DATABASE_URL: 'postgres://db/x', REDIS_URL: 'redis://cache' };
+    assert.equal(loadConfig(both, CWD).workers, os.availableParallelism());
+    assert.equal(loadConfig({ ...both, WORKERS: '1' }, CWD).workers, 1);
+  });
+
+  test('WORKERS above 1 without shared state is refused, saying why', () => {
+    const cases: Array<Record<string, string>> = [{ WORKERS: '2' }, { WORKERS: '2', DATABASE_URL: 'postgres://db/x' }, { WORKERS: '2', REDIS_URL: 'redis://cache' }];
+    for (const env of cases) {
+      const problems = problemsOf(env);
+      assert.equal(problems.length, 1, JSON.stringify(problems));
+      assert.match(problems[0]!, /^WORKERS: .*DATABASE_URL and REDIS_URL/);
+    }
   });
 
   test('an absolute DATA_DIR is kept as is', () => {

@@ -9,6 +9,8 @@ import { sweep } from '../sweeper/sweep.ts';
 import { findBundle, deleteBundle } from '../db/bundles.ts';
 import { SHORT_CODE_RE } from '../auth/tokens.ts';
 import { keysCommand, UsageError } from './keys.ts';
+import { supervise } from './supervise.ts';
+import { createWorkerLink } from './worker-link.ts';
 
 const USAGE = `usage: sluice <command>
   serve                   run the server
@@ -97,8 +99,13 @@ async function main(argv: string[]): Promise<void> {
 }
 
 async function serve(config: Config): Promise<void> {
-  const log = createLogger(config.logLevel);
-  const app = await startApp(config, log);
+  if (config.workers > 1 && config.workerIndex === null) {
+    const log = createLogger(config.logLevel);
+    process.exit(await supervise({ workers: config.workers, host: config.host, port: config.port, log, env: process.env }));
+  }
+  const link = config.workerIndex === null ? undefined : createWorkerLink(process, config.workerIndex);
+  const log = link ? createLogger(config.logLevel).child({ worker: link.index }) : createLogger(config.logLevel);
+  const app = await startApp(config, log, link);
   let stopping = false;
   const stop = (signal: string): void => {
     if (stopping) return;
@@ -119,6 +126,10 @@ async function serve(config: Config): Promise<void> {
   // Configuration is read once at start, and logs go to stderr (the journal): there is nothing to
   // reload or reopen. Handling the signal keeps its default action (exit) from killing the server.
   process.on('SIGHUP', () => log.info('SIGHUP: nothing to reload; restart to apply configuration'));
+  if (link) {
+    link.onSupervisorGone(() => stop('supervisor gone'));
+    link.listening(app.port);
+  }
 }
 
 main(process.argv.slice(2)).catch((err: unknown) => {

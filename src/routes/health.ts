@@ -25,11 +25,13 @@ async function probe(check: () => Promise<unknown>): Promise<'ok' | 'failed'> {
 
 export function healthRoutes(deps: Deps): Route[] {
   const binding = { package: deps.binding.name, version: deps.binding.version, limits: deps.binding.limits };
+  // With WORKERS > 1: which worker process answered (0 … N-1).
+  const worker = typeof deps.config.workerIndex === 'number' ? { worker: deps.config.workerIndex } : {};
   return [
     {
       method: 'get',
       pattern: '/healthz',
-      handler: (ctx) => sendJson(ctx, 200, { success: true, uws: binding, database: deps.dbKind }),
+      handler: (ctx) => sendJson(ctx, 200, { success: true, uws: binding, database: deps.dbKind, ...worker }),
     },
     {
       // Ready to serve: the database answers and so does Redis when one is configured.

@@ -54,6 +54,8 @@ export async function startServer(backend: Backend, extraEnv: Record<string, str
     LOG_LEVEL: 'info',
     // Suites make many requests from one address; the rate-limit tests set their own budget.
     RATE_LIMIT_ANON_PER_HOUR: '1000000',
+    // One process unless a test asks for more (the default with PostgreSQL and Redis is one per core).
+    WORKERS: '1',
     ...extraEnv,
   };
   let dbName: string | undefined;
@@ -143,7 +145,8 @@ function spawnServer(env: Record<string, string>): Promise<{ proc: ChildProcess;
     proc.stderr!.on('data', (chunk: string) => {
       log += chunk;
       if (process.env.SLUICE_TEST_LOGS) process.stderr.write(chunk);
-      const m = /"port":(\d+)[^\n]*"msg":"sluice listening"/.exec(log);
+      // Several workers: ready once the supervisor says all of them listen.
+      const m = (Number(env.WORKERS) > 1 ? /"port":(\d+)[^\n]*"msg":"all workers listening"/ : /"port":(\d+)[^\n]*"msg":"sluice listening"/).exec(log);
       if (m) {
         clearTimeout(timer);
         log = '';
