@@ -1,6 +1,7 @@
 // Download throughput of one stored file of SIZE: 1 stream, then CONC concurrent streams of the same file.
 // Sluice serves GET /api/v1/download/<id> (the file uploaded through it once); the baseline is node:http
-// createReadStream().pipe(res) (bench/baselines/node-busboy.ts, GET /download/<name>) over the same bytes.
+// createReadStream().pipe(res) (bench/baselines/node-busboy.ts, GET /download/<name>) over the same bytes,
+// and nginx with sendfile when installed.
 //   node --import tsx bench/download.ts [1G,4G]     env: BENCH_SIZES BENCH_RUNS BENCH_CONCURRENCY BENCH_SERVERS
 import path from 'node:path';
 import { rm } from 'node:fs/promises';
@@ -79,7 +80,7 @@ async function main(): Promise<void> {
   printHeader('download: GET one stored file', env, { sizes: sizes.map(formatSize).join(','), runs, concurrency: conc });
   console.log(`single = 1 stream; x${conc} = ${conc} concurrent streams of the same file (${conc} x SIZE bytes moved).`);
   const targets: Target[] = [];
-  for (const name of selectServers(['sluice', 'node-busboy'])) {
+  for (const name of selectServers(['sluice', 'node-busboy', 'nginx'])) {
     try {
       targets.push(await startTarget(name, { databaseUrl: process.env.DATABASE_URL }));
     } catch (err) {
@@ -129,8 +130,8 @@ async function main(): Promise<void> {
   }
   await closeAll();
 
-  const baseline = (c: CaseResult): number | undefined =>
-    results.find((x) => x.server === 'node-busboy' && x.size === c.size && x.streams === c.streams)?.mbps;
+  const baseline = (c: CaseResult, server = 'node-busboy'): number | undefined =>
+    results.find((x) => x.server === server && x.size === c.size && x.streams === c.streams)?.mbps;
   const rows: Cell[][] = results.map((c) => [
     c.server === 'node-busboy' ? 'node:http pipe' : c.server,
     formatSize(c.size),
@@ -140,10 +141,11 @@ async function main(): Promise<void> {
     fixed(c.peakRssMiB),
     fixed(c.cpuPerGB, 2),
     c.server === 'sluice' ? ratio(c.mbps, baseline(c)) : '',
+    c.server === 'sluice' ? ratio(c.mbps, baseline(c, 'nginx')) : '',
     c.errors.length > 0 ? `${c.errors.length} failed` : '',
   ]);
   console.log(`\nmedians of ${runs} run(s); MB/s = 10^6 bytes/s summed over streams; RSS = server peak (max of runs)`);
-  printTable(['server', 'file', 'streams', 'MB/s', 'wall s', 'peak RSS MiB', 'srv CPU s/GB', 'vs node:http pipe', 'errors'], rows);
+  printTable(['server', 'file', 'streams', 'MB/s', 'wall s', 'peak RSS MiB', 'srv CPU s/GB', 'vs node:http pipe', 'vs nginx sendfile', 'errors'], rows);
   const file = writeResults('download', { scenario: 'download', environment: env, runs, concurrency: conc, results });
   console.log(`\nJSON: ${file}`);
   if (results.some((c) => c.errors.length > 0)) process.exitCode = 1;

@@ -84,7 +84,7 @@ async function main(): Promise<void> {
       `Request bodies >= ${CONTENT_LENGTH_LIMIT} bytes go chunked (uWS v20.30 drops 10-digit Content-Length), ` +
       'smaller ones carry Content-Length; the same rule for every server.',
   );
-  const names = selectServers(['sluice', 'node-busboy', 'express-multer']);
+  const names = selectServers(['sluice', 'node-busboy', 'express-multer', 'express-multer-fsync', 'nginx']);
   const targets: Target[] = [];
   for (const name of names) {
     try {
@@ -141,12 +141,14 @@ async function main(): Promise<void> {
     fixed(c.peakRssMiB),
     fixed(c.cpuPerGB, 2),
     c.server === 'sluice' ? ratio(c.mbps, find('express-multer', c)) : '',
+    c.server === 'sluice' ? ratio(c.mbps, find('express-multer-fsync', c)) : '',
+    c.server === 'sluice' ? ratio(c.mbps, find('nginx', c)) : '',
     c.server === 'sluice' ? ratio(c.mbps, find('node-busboy', c)) : '',
     c.errors.length > 0 ? `${c.errors.length} failed` : '',
   ]);
   console.log(`\nmedians of ${runs} run(s); MB/s = 10^6 bytes/s over the whole body; RSS = server peak (max of runs)`);
   printTable(
-    ['server', 'total', 'streams', 'body', 'MB/s', 'wall s', 'peak RSS MiB', 'srv CPU s/GB', 'vs express-multer', 'vs node-busboy', 'errors'],
+    ['server', 'total', 'streams', 'body', 'MB/s', 'wall s', 'peak RSS MiB', 'srv CPU s/GB', 'vs express-multer', 'vs multer+fsync', 'vs nginx', 'vs node-busboy', 'errors'],
     rows,
   );
   const file = writeResults('upload', { scenario: 'upload', environment: env, runs, concurrency: conc, results });

@@ -46,6 +46,8 @@ export interface ServerProc {
 
 export interface SpawnOptions {
   name: string;
+  /** Executable; default: this node. */
+  command?: string;
   args: readonly string[];
   cwd: string;
   env: NodeJS.ProcessEnv;
@@ -56,9 +58,9 @@ export interface SpawnOptions {
 
 const TAIL = 8192;
 
-/** Spawns `node <args>` and resolves once GET readyPath answers 200. */
+/** Spawns `node <args>` (or `command <args>`) and resolves once GET readyPath answers 200. */
 export async function startServer(opts: SpawnOptions): Promise<ServerProc> {
-  const child: ChildProcess = spawn(process.execPath, opts.args, {
+  const child: ChildProcess = spawn(opts.command ?? process.execPath, opts.args, {
     cwd: opts.cwd,
     env: opts.env,
     stdio: ['ignore', 'pipe', 'pipe'],

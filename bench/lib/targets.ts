@@ -2,7 +2,7 @@
 import path from 'node:path';
 import os from 'node:os';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readdir, rm, stat } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { spawnSync } from 'node:child_process';
 import postgres from 'postgres';
 import { BENCH_DIR, MiB, REPO_DIR } from './report.ts';
@@ -52,6 +52,10 @@ export function describeFailure(target: Target, error: string): string {
 export function selectServers(all: readonly string[]): string[] {
   const wanted = process.env.BENCH_SERVERS?.split(',').map((s) => s.trim()).filter(Boolean);
   const picked = wanted ? all.filter((s) => wanted.includes(s)) : [...all];
+  if (picked.includes('nginx') && nginxBinary() === undefined) {
+    console.log('(nginx skipped: not installed; `apt-get install nginx` adds it to the comparison)');
+    return selectServers(picked.filter((s) => s !== 'nginx'));
+  }
   if (picked.includes('sluice') && !existsSync(SLUICE_BIN)) {
     console.log(`(Sluice skipped: ${path.relative(REPO_DIR, SLUICE_BIN)} does not exist yet)`);
     return picked.filter((s) => s !== 'sluice');
@@ -61,16 +65,18 @@ export function selectServers(all: readonly string[]): string[] {
 
 async function launch(
   name: string,
-  args: string[],
+  args: string[] | ((port: number) => Promise<string[]>),
   makeEnv: (port: number) => NodeJS.ProcessEnv,
   dir: string,
+  command?: string,
 ): Promise<Target> {
   hookSignals();
   let proc: ServerProc | undefined;
   for (let attempt = 1; proc === undefined; attempt++) {
     try {
       const port = await freePort();
-      proc = await startServer({ name, args, cwd: REPO_DIR, env: makeEnv(port), port, timeoutMs: 90_000 });
+      const argv = typeof args === 'function' ? await args(port) : args;
+      proc = await startServer({ name, command, args: argv, cwd: REPO_DIR, env: makeEnv(port), port, timeoutMs: 90_000 });
     } catch (err) {
       // one retry: on a shared machine a stray signal or a port race can kill a start that is otherwise fine
       if (attempt < 2) {
@@ -135,16 +141,82 @@ export async function startSluice(opts: SluiceOptions = {}): Promise<Target> {
   return launch(opts.name ?? 'sluice', [SLUICE_BIN, 'serve'], (port) => ({ ...env, PORT: String(port) }), dir);
 }
 
-/** A script from bench/baselines/, given PORT and DIR (plus extra env). */
-export async function startBaseline(name: string, extraEnv: NodeJS.ProcessEnv = {}): Promise<Target> {
-  const dir = await mkdtemp(path.join(os.tmpdir(), `sluice-bench-${name}-`));
+/** A script from bench/baselines/, given PORT and DIR (plus extra env); `label` names it in tables. */
+export async function startBaseline(name: string, extraEnv: NodeJS.ProcessEnv = {}, label = name): Promise<Target> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), `sluice-bench-${label}-`));
   const script = path.join(BENCH_DIR, 'baselines', `${name}.ts`);
   const env = (port: number): NodeJS.ProcessEnv => ({ ...process.env, ...extraEnv, PORT: String(port), DIR: dir });
-  return launch(name, ['--import', 'tsx', script], env, dir);
+  return launch(label, ['--import', 'tsx', script], env, dir);
+}
+
+export function nginxBinary(): string | undefined {
+  return ['/usr/sbin/nginx', '/usr/local/sbin/nginx', '/usr/bin/nginx'].find((p) => existsSync(p));
+}
+
+/**
+ * nginx as the native reference: GET /download/<name> serves DIR/<name> with sendfile; POST
+ * /api/v1/upload writes the whole request body (multipart, not parsed) into a file under DIR
+ * (client_body_in_file_only, 1 MiB body buffer, its fastest setting here), then answers 201 from
+ * a second internal server block. Two worker processes (auto), access log off. RSS and CPU
+ * figures cover the master process only.
+ */
+export async function startNginx(): Promise<Target> {
+  const bin = nginxBinary();
+  if (bin === undefined) throw new Error('nginx is not installed');
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'sluice-bench-nginx-'));
+  const conf = path.join(dir, 'nginx.conf');
+  const args = async (port: number): Promise<string[]> => {
+    const inner = await freePort();
+    await mkdir(path.join(dir, 'body'), { recursive: true });
+    await writeFile(
+      conf,
+      `worker_processes auto;
+user root root;
+pid ${dir}/nginx.pid;
+error_log ${dir}/error.log warn;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  sendfile on;
+  tcp_nopush on;
+  client_body_temp_path ${dir}/body;
+  proxy_temp_path ${dir}/proxy;
+  fastcgi_temp_path ${dir}/fastcgi;
+  uwsgi_temp_path ${dir}/uwsgi;
+  scgi_temp_path ${dir}/scgi;
+  server {
+    listen 127.0.0.1:${port};
+    client_max_body_size 0;
+    client_body_buffer_size 1m;
+    location = /healthz { default_type application/json; return 200 '{"success":true}'; }
+    location /download/ { alias ${dir}/; }
+    location = /api/v1/upload {
+      client_body_in_file_only clean;
+      proxy_pass_request_body off;
+      proxy_set_header Content-Length "";
+      proxy_set_header X-Body-File $request_body_file;
+      proxy_pass http://127.0.0.1:${inner};
+    }
+  }
+  server {
+    listen 127.0.0.1:${inner};
+    location / { default_type application/json; return 201 '{"success":true,"files":[{"name":"body"}]}'; }
+  }
+}
+`,
+    );
+    return ['-p', dir, '-c', conf, '-g', 'daemon off;'];
+  };
+  return launch('nginx', args, () => ({ ...process.env }), dir, bin);
 }
 
 export function startTarget(name: string, sluice: SluiceOptions = {}): Promise<Target> {
-  return name === 'sluice' ? startSluice(sluice) : startBaseline(name);
+  if (name === 'sluice') return startSluice(sluice);
+  if (name === 'nginx') return startNginx();
+  // express + multer, then fsync of each stored file and its directory before the reply: the same
+  // durability Sluice gives (multer itself answers with the bytes in the page cache only).
+  if (name === 'express-multer-fsync') return startBaseline('express-multer', { FSYNC: '1' }, name);
+  return startBaseline(name);
 }
 
 /** Deletes regular files of at least minBytes under dir, skipping `skip` subdirectories (e.g. Sluice's pg/). */
@@ -153,7 +225,8 @@ export async function removeLargeFiles(dir: string, minBytes: number, skip: read
   for (const entry of await readdir(dir, { withFileTypes: true }).catch(() => [])) {
     const p = path.join(dir, entry.name);
     if (entry.isDirectory() && !skip.includes(entry.name)) removed += await removeLargeFiles(p, minBytes);
-    else if (entry.isFile() && (await stat(p)).size >= minBytes) {
+    else if (entry.isFile() && ((await stat(p).catch(() => null))?.size ?? -1) >= minBytes) {
+      // (a server may remove its own temp files meanwhile, e.g. nginx's request bodies)
       await rm(p, { force: true });
       removed++;
     }
