@@ -1,5 +1,6 @@
-// Small-request throughput with autocannon: GET /api/v1/bundle/<code> (bundle + 3 files from PostgreSQL)
-// and GET /healthz, on Sluice and on node:http + postgres (bench/baselines/node-pg.ts). Both use real PostgreSQL:
+// Small-request throughput with autocannon: GET /api/v1/bundle/<code> (bundle + 3 files from PostgreSQL),
+// its /status, a 1 KiB download, a small multipart upload (one 1 KiB file, a new bundle each) and GET /healthz,
+// on Sluice and on node:http + postgres doing the same work (bench/baselines/node-pg.ts). Both use real PostgreSQL:
 // DATABASE_URL if set, else database `sluice_bench` on the local server (created when missing).
 //   node --import tsx bench/requests.ts     env: BENCH_DURATION BENCH_CONNECTIONS BENCH_RUNS BENCH_WARMUP BENCH_SERVERS
 import { createRequire } from 'node:module';
@@ -23,7 +24,52 @@ interface AutocannonResult {
   errors: number;
   timeouts: number;
 }
-type Autocannon = (opts: { url: string; connections: number; duration: number }) => Promise<AutocannonResult>;
+type Autocannon = (opts: {
+  url: string;
+  connections: number;
+  duration: number;
+  method?: string;
+  body?: Buffer;
+  headers?: Record<string, string>;
+}) => Promise<AutocannonResult>;
+
+/** One kind of request: its label in the table, and how to send it against a server's seed. */
+interface Kind {
+  label: string;
+  path: (seed: Seed) => string;
+  method?: string;
+  body?: Buffer;
+  headers?: Record<string, string>;
+}
+interface Seed {
+  code: string;
+  /** The seeded 1 KiB file. */
+  fileId: number;
+}
+
+const BOUNDARY = 'benchboundary7MA4YWxkTrZu0gW';
+const SMALL_UPLOAD = Buffer.concat([
+  Buffer.from(`--${BOUNDARY}\r\nContent-Disposition: form-data; name="files[]"; filename="small.txt"\r\nContent-Type: text/plain\r\n\r\n`),
+  Buffer.alloc(1024, 120),
+  Buffer.from(`\r\n--${BOUNDARY}--\r\n`),
+]);
+const KINDS: Kind[] = [
+  { label: '/api/v1/bundle/:code', path: (s) => `/api/v1/bundle/${s.code}` },
+  { label: '/api/v1/bundle/:code/status', path: (s) => `/api/v1/bundle/${s.code}/status` },
+  { label: 'download 1 KiB', path: (s) => `/api/v1/download/${s.fileId}` },
+  {
+    label: 'upload 1 KiB',
+    path: () => '/api/v1/upload',
+    method: 'POST',
+    body: SMALL_UPLOAD,
+    headers: { 'content-type': `multipart/form-data; boundary=${BOUNDARY}` },
+  },
+  { label: '/healthz', path: () => '/healthz' },
+];
+const selectedKinds = (): Kind[] => {
+  const wanted = process.env.BENCH_PATHS?.split(',').map((s) => s.trim());
+  return wanted ? KINDS.filter((k) => wanted.some((w) => k.label.includes(w))) : KINDS;
+};
 const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon;
 
 interface Run {
@@ -40,6 +86,7 @@ interface Run {
 interface CaseResult {
   server: string;
   path: string;
+  kind: string;
   runs: Run[];
   rps?: number;
   p50?: number;
@@ -50,21 +97,32 @@ interface CaseResult {
 
 const BASELINE_CODE = 'bench';
 
-/** Uploads 3 small files to Sluice and returns the new bundle's code. */
-async function seedSluice(t: Target): Promise<string> {
+/** Uploads 3 small files to Sluice and returns the new bundle's code and the 1 KiB file's id. */
+async function seedSluice(t: Target): Promise<Seed> {
   const r = await uploadMultipart(`${t.baseUrl}/api/v1/upload`, [
     { name: 'a.txt', size: 1024 },
     { name: 'b.bin', size: 10240 },
     { name: 'c.bin', size: 102400 },
   ]);
-  const code = asUploadReply(r.json)?.short_code;
-  if ((r.status !== 201 && r.status !== 200) || !code) throw new Error(`seed upload: HTTP ${r.status} ${r.body.slice(0, 200)}`);
-  return code;
+  const reply = asUploadReply(r.json);
+  const code = reply?.short_code;
+  const fileId = reply?.files.find((f) => f.name === 'a.txt')?.id;
+  if ((r.status !== 201 && r.status !== 200) || !code || fileId === undefined) {
+    throw new Error(`seed upload: HTTP ${r.status} ${r.body.slice(0, 200)}`);
+  }
+  return { code, fileId: Number(fileId) };
 }
 
-async function measure(t: Target, url: string, connections: number, duration: number): Promise<Run> {
+function request(t: Target, kind: Kind, seed: Seed, connections: number, duration: number): Parameters<Autocannon>[0] {
+  const opts: Parameters<Autocannon>[0] = { url: t.baseUrl + kind.path(seed), connections, duration };
+  // autocannon refuses explicit undefined options
+  if (kind.method) Object.assign(opts, { method: kind.method, body: kind.body, headers: kind.headers });
+  return opts;
+}
+
+async function measure(t: Target, opts: Parameters<Autocannon>[0]): Promise<Run> {
   t.rss.reset();
-  const r = await autocannon({ url, connections, duration });
+  const r = await autocannon(opts);
   return {
     rps: r.requests.average,
     p50: r.latency.p50,
@@ -87,7 +145,7 @@ async function main(): Promise<void> {
   console.log(`database: ${dbUrl.replace(/\/\/[^@]*@/, '//')}`);
   await ensureDatabase(dbUrl);
 
-  const cases: { target: Target; path: string; result: CaseResult }[] = [];
+  const cases: { target: Target; kind: Kind; seed: Seed; result: CaseResult }[] = [];
   // `sluice` counts requests in its in-process store; `sluice-redis` in Redis (one Lua round trip
   // per request), with the budget raised out of the way: the limiter's cost is the difference.
   const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -97,11 +155,15 @@ async function main(): Promise<void> {
       const t = isSluice
         ? await startSluice({ databaseUrl: dbUrl, name, ...(name === 'sluice-redis' ? { redisUrl } : {}) })
         : await startBaseline(name, { DATABASE_URL: dbUrl, BUNDLE_CODE: BASELINE_CODE });
-      const code = isSluice ? await seedSluice(t) : BASELINE_CODE;
-      for (const path of [`/api/v1/bundle/${code}`, '/healthz']) {
-        const check = await httpGet(t.baseUrl + path);
-        if (check.status !== 200) throw new Error(`GET ${path}: HTTP ${check.status} ${check.body.slice(0, 200)}`);
-        cases.push({ target: t, path, result: { server: name, path, runs: [] } });
+      // The baseline's seed is its first bundle; its first file (id 1) is the 1 KiB one.
+      const seed = isSluice ? await seedSluice(t) : { code: BASELINE_CODE, fileId: 1 };
+      for (const kind of selectedKinds()) {
+        const path = kind.path(seed);
+        if (kind.method === undefined) {
+          const check = await httpGet(t.baseUrl + path);
+          if (check.status !== 200) throw new Error(`GET ${path}: HTTP ${check.status} ${check.body.slice(0, 200)}`);
+        }
+        cases.push({ target: t, kind, seed, result: { server: name, path, kind: kind.label, runs: [] } });
       }
       console.log(`${name}: pid ${t.proc.pid}, idle RSS ${fixed(t.rss.currentMiB())} MiB`);
     } catch (err) {
@@ -109,17 +171,17 @@ async function main(): Promise<void> {
     }
   }
 
-  for (const c of cases) await autocannon({ url: c.target.baseUrl + c.path, connections, duration: warmup });
+  for (const c of cases) await autocannon(request(c.target, c.kind, c.seed, connections, warmup));
   for (let r = 0; r < runs; r++) {
     for (let k = 0; k < cases.length; k++) {
       const c = cases[(k + r) % cases.length]!; // rotate who goes first
-      const run = await measure(c.target, c.target.baseUrl + c.path, connections, duration);
+      const run = await measure(c.target, request(c.target, c.kind, c.seed, connections, duration));
       c.result.runs.push(run);
       const bad = run.non2xx + run.errors > 0
         ? describeFailure(c.target, `, non-2xx ${run.non2xx}, errors ${run.errors}`)
         : '';
       console.log(
-        `  run ${r + 1} ${c.result.server} ${c.path}: ${fixed(run.rps)} req/s, p50 ${run.p50} ms, ` +
+        `  run ${r + 1} ${c.result.server} ${c.kind.label}: ${fixed(run.rps)} req/s, p50 ${run.p50} ms, ` +
           `p99 ${run.p99} ms, CPU ${fixed(run.cpuUsPerReq)} us/req${bad}`,
       );
     }
@@ -134,14 +196,13 @@ async function main(): Promise<void> {
     c.peakRssMiB = Math.max(...c.runs.map((x) => x.peakRssMiB));
     c.cpuUsPerReq = median(c.runs.map((x) => x.cpuUsPerReq));
   }
-  const kind = (p: string): string => (p === '/healthz' ? '/healthz' : '/api/v1/bundle/:code');
   const baseline = (c: CaseResult): number | undefined =>
-    results.find((x) => x.server === 'node-pg' && kind(x.path) === kind(c.path))?.rps;
+    results.find((x) => x.server === 'node-pg' && x.kind === c.kind)?.rps;
   const inProcess = (c: CaseResult): number | undefined =>
-    results.find((x) => x.server === 'sluice' && kind(x.path) === kind(c.path))?.rps;
+    results.find((x) => x.server === 'sluice' && x.kind === c.kind)?.rps;
   const rows: Cell[][] = results.map((c) => [
     c.server,
-    kind(c.path),
+    c.kind,
     fixed(c.rps),
     fixed(c.p50, 1),
     fixed(c.p99, 1),

@@ -4,6 +4,7 @@ import { removeLargeFiles, type Target } from './targets.ts';
 
 export interface UploadedFile {
   id: string | number;
+  name?: string;
   size?: number;
 }
 

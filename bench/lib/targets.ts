@@ -115,6 +115,8 @@ export interface SluiceOptions {
   databaseUrl?: string;
   /** Real Redis for rate-limit state; unset = the in-process store. */
   redisUrl?: string;
+  /** WORKERS for the server (default 1). */
+  workers?: string;
   /** Name shown in tables (default `sluice`). */
   name?: string;
 }
@@ -129,6 +131,8 @@ export async function startSluice(opts: SluiceOptions = {}): Promise<Target> {
     LOG_LEVEL: 'warn',
     ANON_MAX_BUNDLE_BYTES: String(100 * 1024 * MiB),
     RATE_LIMIT_ANON_PER_HOUR: '1000000000',
+    // One process, like every baseline (WORKERS would default to the core count with PostgreSQL and Redis).
+    WORKERS: opts.workers ?? '1',
   };
   if (opts.databaseUrl !== undefined) env.DATABASE_URL = opts.databaseUrl;
   if (opts.redisUrl !== undefined) env.REDIS_URL = opts.redisUrl;
