@@ -67,7 +67,7 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
     const secret = loadSecret(config.secret, config.dataDir);
     const signer = createSigner(secret);
     const outbox = createOutbox({ sql: db.sql, sealer: createSealer(secret, 'mail-outbox'), transport: mailTransport, from: config.mailFrom, log });
-    const downloads = createDownloadNotifier({ sql: db.sql, outbox, log, baseUrl: config.baseUrl });
+    const downloads = createDownloadNotifier({ sql: db.sql, outbox, log, baseUrl: config.baseUrl, recorded: () => background?.kick() });
     const billing = createBilling({
       config,
       sql: db.sql,
@@ -138,9 +138,10 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
         .finally(() => (sweeping = false));
     }, config.sweepIntervalMs);
     timer.unref();
-    // Mail outbox, download notifications and billing housekeeping: one loop, every 2 s.
+    // Mail outbox, download notifications and billing housekeeping: one loop, kicked when work is queued
+    // here, and every 30 s for retries, notification windows and work queued by other processes.
     background = startBackground({
-      tickMs: 2000,
+      tickMs: 30_000,
       log,
       tasks: [
         { name: 'notify', everyMs: 0, run: () => downloads.flush() },

@@ -71,6 +71,8 @@ for (const backend of backends()) {
       const [mail] = await smtp.waitFor((m) => m.to !== undefined && JSON.stringify(m.to).includes(email));
       const key = keyIn(mail!.text ?? '');
       assert.ok(key, mail!.text);
+      // The embedded database has one session for all connections: let the outbox finish before the test queries it.
+      await new Promise((r) => setTimeout(r, 300));
       return { key, session };
     }
     const usage = (key: string) => call(srv, 'GET', '/api/v1/my/usage', { headers: bearer(key) });
@@ -163,18 +165,17 @@ for (const backend of backends()) {
       const replies = await Promise.all([...Array(5)].map(() => deliver(ev)));
       const other = await deliver(signedEvent(WHSEC, 'checkout.session.completed', session));
       for (const r of [...replies, other]) assert.equal(r.status, 200, r.text);
-      const rows = await srv.sql`select api_key_id from purchases where checkout_session_id = ${session.id as string}`;
-      assert.equal(rows.length, 1);
-      assert.equal((await srv.sql`select count(*)::int as n from api_keys where owner_email = ${email}`)[0]!.n, 1);
-
       const [mail] = await smtp.waitFor((m) => JSON.stringify(m.to).includes(email));
       assert.match(mail!.subject ?? '', /Starter API key/);
       assert.equal(mail!.from?.value[0]?.address, 'billing@sluice.test');
       assert.ok(mail!.html && mail!.html.includes(keyIn(mail!.text ?? '')!), 'HTML body carries the key too');
       const key = keyIn(mail!.text ?? '')!;
       assert.match(key, KEY_RE);
-      await new Promise((r) => setTimeout(r, 500));
+      await new Promise((r) => setTimeout(r, 1000));
       assert.equal(smtp.mails.filter((m) => JSON.stringify(m.to).includes(email)).length, 1, 'one mail');
+      const rows = await srv.sql`select api_key_id from purchases where checkout_session_id = ${session.id as string}`;
+      assert.equal(rows.length, 1);
+      assert.equal((await srv.sql`select count(*)::int as n from api_keys where owner_email = ${email}`)[0]!.n, 1);
 
       // the key works
       const u = await usage(key);
@@ -305,6 +306,7 @@ for (const backend of backends()) {
       const link = /https:\/\/files\.example\.test(\/api-keys\/portal\/open\?token=([A-Za-z0-9_-]{43}))/.exec(mail!.text ?? '');
       assert.ok(link, mail!.text);
       const token = link[2]!;
+      await new Promise((r) => setTimeout(r, 300));
       const [stored] = await srv.sql`select count(*)::int as n from portal_tokens where token_hash = sha256(${token}::bytea)`;
       assert.equal(stored!.n, 1, 'stored as its SHA-256 only');
 
@@ -333,6 +335,7 @@ for (const backend of backends()) {
       await post('/api-keys/portal', new URLSearchParams({ email }).toString());
       const [mail] = await smtp.waitFor((m) => JSON.stringify(m.to).includes(email) && /billing link/.test(m.subject ?? ''));
       const token = /token=([A-Za-z0-9_-]{43})/.exec(mail!.text ?? '')![1]!;
+      await new Promise((r) => setTimeout(r, 300));
       await srv.sql`update portal_tokens set expires_at = now() - interval '1 second'`;
       assert.equal((await post('/api-keys/portal/open', new URLSearchParams({ token }).toString())).status, 410);
     });

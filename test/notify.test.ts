@@ -166,10 +166,13 @@ for (const backend of backends()) {
       assert.equal(smtp.mails.filter((m) => /watch@/.test(JSON.stringify(m.to))).length, 1, 'one mail per 10 minutes');
       assert.deepEqual(await events(), ['two.txt', `all 2 files as ${b.short_code}.zip`]);
 
-      // ten minutes pass
+      // ten minutes pass; the next download (or the 30 s poll) sends the batch
       await srv.sql`update bundle_notifications set last_sent_at = last_sent_at - interval '10 minutes'`;
+      assert.equal((await call(srv, 'GET', one.download_url)).status, 200);
       const [, second] = await smtp.waitFor((m) => /watch@example\.com/.test(JSON.stringify(m.to)), 2);
-      assert.match(second!.text ?? '', /two\.txt[\s\S]*\.zip/);
+      assert.match(second!.text ?? '', /two\.txt[\s\S]*\.zip[\s\S]*one\.txt/);
+      assert.match(second!.subject ?? '', /3 files were downloaded/);
+      await new Promise((r) => setTimeout(r, 1000));
       assert.deepEqual(await events(), []);
     });
   });

@@ -23,6 +23,8 @@ export function createDownloadNotifier(deps: {
   log: Logger;
   baseUrl: string;
   now?: () => Date;
+  /** Called after an event was recorded (the server kicks its background loop). */
+  recorded?: () => void;
 }): DownloadNotifier {
   const { sql, outbox, log, baseUrl } = deps;
   const now = deps.now ?? (() => new Date());
@@ -30,7 +32,7 @@ export function createDownloadNotifier(deps: {
     async downloaded(bundleId, notifyEmail, what) {
       if (notifyEmail === null) return;
       await sql`insert into download_events (bundle_id, what, at) values (${bundleId}, ${what}, ${now()})`.then(
-        () => {},
+        () => deps.recorded?.(),
         (err: unknown) => log.warn({ err, bundleId }, 'download event not recorded'),
       );
     },
