@@ -27,6 +27,14 @@ import { createSigner } from './auth/signing.ts';
 import { createMetrics } from './metrics.ts';
 import { loadSecret } from './auth/secret.ts';
 import type { WorkerLink } from './cli/worker-link.ts';
+import { createSealer } from './auth/sealer.ts';
+import { createMailTransport } from './mail/transport.ts';
+import { createOutbox } from './mail/outbox.ts';
+import { createDownloadNotifier } from './notify/downloads.ts';
+import { createStripeClient } from './billing/stripe-client.ts';
+import { createBilling } from './billing/billing.ts';
+import { billingRoutes } from './routes/billing.ts';
+import { startBackground, type Background } from './util/background.ts';
 
 export interface RunningApp {
   readonly port: number;
@@ -45,6 +53,8 @@ export async function startApp(config: Config, log: Logger, link?: WorkerLink): 
   const db = await connectDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, log, max: 8 });
   const hasher = createHasher();
   let rateStore: RateStore = createMemoryRateStore();
+  const mailTransport = createMailTransport({ smtpUrl: config.smtpUrl, dataDir: config.dataDir });
+  let background: Background | null = null;
   try {
     const applied = await migrate(db.sql);
     if (applied.length) log.info({ applied }, 'migrations applied');
@@ -57,7 +67,19 @@ export async function startApp(config: Config, log: Logger, link?: WorkerLink): 
 
     const metrics = createMetrics(link && { gather: () => link.gatherMetrics() });
     link?.serveMetrics(() => metrics.registry.getMetricsAsJSON());
-    const signer = createSigner(loadSecret(config.secret, config.dataDir));
+    const secret = loadSecret(config.secret, config.dataDir);
+    const signer = createSigner(secret);
+    const outbox = createOutbox({ sql: db.sql, sealer: createSealer(secret, 'mail-outbox'), transport: mailTransport, from: config.mailFrom, log });
+    const downloads = createDownloadNotifier({ sql: db.sql, outbox, log, baseUrl: config.baseUrl, recorded: () => background?.kick() });
+    const billing = createBilling({
+      config,
+      sql: db.sql,
+      stripe: createStripeClient(config),
+      sealer: createSealer(secret, 'purchase-reveal'),
+      outbox,
+      log,
+      mailQueued: () => background?.kick(),
+    });
     const access = createAccess({ config, sql: db.sql, store: rateStore, signer, log });
     const deps: Deps = {
       config,
@@ -71,6 +93,7 @@ export async function startApp(config: Config, log: Logger, link?: WorkerLink): 
       binding,
       dbKind: db.kind,
       metrics,
+      downloads,
     };
     const notFound: Route = {
       method: 'any',
@@ -92,6 +115,7 @@ export async function startApp(config: Config, log: Logger, link?: WorkerLink): 
       ...verifyAccessRoutes(deps),
       ...zipRoutes(deps),
       ...contentRoutes(deps),
+      ...billingRoutes({ ...deps, billing }),
       ...pageRoutes(deps),
       ...tusRoutes(deps),
       apiNotFound,
@@ -117,6 +141,18 @@ export async function startApp(config: Config, log: Logger, link?: WorkerLink): 
         .finally(() => (sweeping = false));
     }, config.sweepIntervalMs);
     timer.unref();
+    // Mail outbox, download notifications and billing housekeeping: one loop, kicked when work is queued
+    // here, and every 30 s for retries, notification windows and work queued by other processes.
+    background = startBackground({
+      tickMs: 30_000,
+      log,
+      tasks: [
+        { name: 'notify', everyMs: 0, run: () => downloads.flush() },
+        { name: 'outbox', everyMs: 0, run: () => outbox.deliverDue() },
+        { name: 'billing', everyMs: 60_000, run: () => billing.housekeeping() },
+      ],
+    });
+    log.info({ mail: mailTransport.kind, billing: billing.configured }, 'mail and billing ready');
 
     return {
       port,
@@ -125,12 +161,16 @@ export async function startApp(config: Config, log: Logger, link?: WorkerLink): 
         server.stopListening();
         const deadline = Date.now() + graceMs;
         while (server.inflight() > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+        await background?.close();
+        mailTransport.close();
         await db.close();
         await rateStore.close();
         await hasher.close();
       },
     };
   } catch (err) {
+    await background?.close();
+    mailTransport.close();
     await db.close().catch(() => {});
     await rateStore.close();
     await hasher.close();

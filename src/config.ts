@@ -100,8 +100,27 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
   const stripePrices: Record<string, string> = {};
   for (const [k, v] of Object.entries(env)) {
     const m = /^STRIPE_PRICE_(STARTER|POWER|MAX|PREMIUM)_(MONTHLY|ONCE)$/.exec(k);
-    if (m && v) stripePrices[`${m[1]!.toLowerCase()}_${m[2]!.toLowerCase()}`] = v;
+    if (m && v && v.trim()) {
+      if (!/^price_[A-Za-z0-9_]+$/.test(v.trim())) problems.push(`${k}: expected a Stripe price id (price_…)`);
+      stripePrices[`${m[1]!.toLowerCase()}_${m[2]!.toLowerCase()}`] = v.trim();
+    }
   }
+  const stripeSecretKey = str('STRIPE_SECRET_KEY');
+  const stripeWebhookSecret = str('STRIPE_WEBHOOK_SECRET');
+  if (stripeSecretKey !== undefined && !/^(sk|rk)_(test|live)_\w+$/.test(stripeSecretKey)) {
+    problems.push('STRIPE_SECRET_KEY: expected a Stripe secret or restricted key (sk_test_…, sk_live_…, rk_…)');
+  }
+  if (stripeWebhookSecret !== undefined && !/^whsec_\w+$/.test(stripeWebhookSecret)) {
+    problems.push('STRIPE_WEBHOOK_SECRET: expected a webhook signing secret (whsec_…)');
+  }
+  if ((stripeSecretKey === undefined) !== (stripeWebhookSecret === undefined)) {
+    problems.push('STRIPE_SECRET_KEY and STRIPE_WEBHOOK_SECRET: set both or neither');
+  }
+  if (stripeSecretKey === undefined && Object.keys(stripePrices).length > 0) {
+    problems.push('STRIPE_PRICE_*: prices are set but STRIPE_SECRET_KEY is not');
+  }
+  const mailFrom = str('MAIL_FROM') ?? 'Sluice <sluice@localhost>';
+  if (!/^[^\r\n]*@[^\r\n]*$/.test(mailFrom)) problems.push('MAIL_FROM: expected an address such as "Sluice <sluice@example.com>"');
 
   const config: Config = {
     host,
@@ -115,9 +134,9 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
     workers,
     workerIndex,
     smtpUrl: url('SMTP_URL', ['smtp:', 'smtps:']),
-    mailFrom: str('MAIL_FROM') ?? 'Sluice <sluice@localhost>',
-    stripeSecretKey: str('STRIPE_SECRET_KEY'),
-    stripeWebhookSecret: str('STRIPE_WEBHOOK_SECRET'),
+    mailFrom,
+    stripeSecretKey,
+    stripeWebhookSecret,
     stripeApiUrl: url('STRIPE_API_URL', ['http:', 'https:']),
     stripePrices,
     rateLimitAnonPerHour: int('RATE_LIMIT_ANON_PER_HOUR', 60, 1),

@@ -9,6 +9,7 @@ import type { ApiKeyRow } from '../auth/api-keys.ts';
 import type { Signer } from '../auth/signing.ts';
 import type { RateStore } from '../state/rate-store.ts';
 import type { Metrics } from '../metrics.ts';
+import type { DownloadNotifier } from '../notify/downloads.ts';
 
 /** Limits that apply to one uploader: anonymous, or the plan of a Bearer key. */
 export interface Uploader {
@@ -69,6 +70,8 @@ export interface Deps {
   readonly dbKind: 'postgres' | 'embedded';
   /** Absent in tests that build route tables without a server. */
   readonly metrics?: Metrics;
+  /** notify_email: finished downloads are recorded here. Absent in tests that build route tables. */
+  readonly downloads?: DownloadNotifier;
 }
 
 export const fileJson = (f: FileRow): Record<string, unknown> => ({

@@ -74,6 +74,7 @@ export async function sendStoredFile(ctx: Ctx, deps: Deps, file: DownloadRow): P
   }
   if (complete && start + length === file.size) {
     countDownload(deps.sql, file.id).catch((err: unknown) => deps.log.warn({ err }, 'download count not recorded'));
+    void deps.downloads?.downloaded(file.bundle_id, file.notify_email, file.name);
   }
 }
 

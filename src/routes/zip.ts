@@ -76,5 +76,6 @@ async function sendZip(ctx: Ctx, deps: Deps): Promise<void> {
     return;
   }
   const paths = files.map((f) => deps.disk.filePath(f.storage_key));
-  await sendZipRange(ctx, layout, paths, status, headers, start, length);
+  const complete = await sendZipRange(ctx, layout, paths, status, headers, start, length);
+  if (complete && start + length === layout.size) void deps.downloads?.downloaded(bundle.id, bundle.notify_email, `all ${files.length} files as ${bundle.short_code}.zip`);
 }

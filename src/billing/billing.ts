@@ -1,0 +1,150 @@
+import { randomBytes } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { Config } from '../config.ts';
+import type { Sql } from '../db/client.ts';
+import { AppError } from '../errors.ts';
+import { PLANS, type PlanName } from '../auth/plans.ts';
+import type { Sealer } from '../auth/sealer.ts';
+import { hashSecret } from '../auth/tokens.ts';
+import type { Outbox } from '../mail/outbox.ts';
+import { portalMail } from '../mail/messages.ts';
+import type { Stripe } from './stripe-client.ts';
+import { handleStripeEvent, type StripeEventLike } from './webhook.ts';
+import { customerForEmail, purgeExpiredReveals, revealKey, type Reveal } from './purchases.ts';
+
+export type BillingOption = 'monthly' | 'once';
+/** Signed webhook timestamps older (or newer) than this are refused. */
+const WEBHOOK_TOLERANCE_SECONDS = 300;
+const PORTAL_LINK_MINUTES = 30;
+
+export interface Billing {
+  /** STRIPE_SECRET_KEY and STRIPE_WEBHOOK_SECRET are set. */
+  readonly configured: boolean;
+  /** The Stripe price id of a plan and option, if the operator set one. */
+  priceOf(plan: PlanName, option: BillingOption): string | undefined;
+  /** Creates a Checkout Session and returns its URL. */
+  checkout(plan: PlanName, option: BillingOption, email: string): Promise<string>;
+  /** Verifies the Stripe-Signature over the raw body and applies the event once. */
+  webhook(raw: Buffer, signature: string | undefined): Promise<void>;
+  reveal(sessionId: string): Promise<Reveal>;
+  /** Mails a single-use portal link if the address bought something; silent otherwise. */
+  requestPortalLink(email: string): Promise<void>;
+  /** Spends a portal token and returns the Billing Portal session URL; null for an unknown, used or expired token. */
+  openPortal(token: string): Promise<string | null>;
+  /** Periodic: forgets unrevealed keys past their hour, used portal tokens and old event ids. */
+  housekeeping(): Promise<void>;
+}
+
+export const PORTAL_TOKEN_RE = /^[A-Za-z0-9_-]{43}$/;
+
+export function createBilling(deps: {
+  config: Config;
+  sql: Sql;
+  stripe: Stripe | null;
+  sealer: Sealer;
+  outbox: Outbox;
+  log: Logger;
+  /** Called after something was queued for mail, so it goes out now rather than at the next tick. */
+  mailQueued: () => void;
+}): Billing {
+  const { config, sql, stripe, sealer, outbox, log } = deps;
+  const planOfPrice = new Map<string, PlanName>();
+  for (const plan of Object.keys(PLANS) as PlanName[]) {
+    const price = config.stripePrices[`${plan}_monthly`];
+    if (price) planOfPrice.set(price, plan);
+  }
+  const configured = stripe !== null && config.stripeWebhookSecret !== undefined;
+  const requireStripe = (): Stripe => {
+    if (!stripe || !configured) throw new AppError('BILLING_NOT_CONFIGURED');
+    return stripe;
+  };
+  const providerError = (err: unknown): AppError => {
+    log.error({ err }, 'Stripe API call failed');
+    return new AppError('PAYMENT_PROVIDER_ERROR', undefined, { cause: err });
+  };
+
+  return {
+    configured,
+    priceOf: (plan, option) => config.stripePrices[`${plan}_${option}`],
+
+    async checkout(plan, option, email) {
+      const s = requireStripe();
+      const price = config.stripePrices[`${plan}_${option}`];
+      if (!price) throw new AppError('INVALID_FIELD', 'This plan cannot be bought that way on this server');
+      const mode = option === 'monthly' ? 'subscription' : 'payment';
+      try {
+        const session = await s.checkout.sessions.create({
+          mode,
+          line_items: [{ price, quantity: 1 }],
+          customer_email: email,
+          success_url: `${config.baseUrl}/api-keys/success?session_id={CHECKOUT_SESSION_ID}`,
+          cancel_url: `${config.baseUrl}/api-keys`,
+          metadata: { plan, billing: option },
+          ...(mode === 'subscription' ? { subscription_data: { metadata: { plan } } } : { customer_creation: 'always' as const }),
+        });
+        if (!session.url) throw new Error('checkout session without url');
+        return session.url;
+      } catch (err) {
+        throw providerError(err);
+      }
+    },
+
+    async webhook(raw, signature) {
+      const s = requireStripe();
+      let event: StripeEventLike;
+      try {
+        event = s.webhooks.constructEvent(raw, signature ?? '', config.stripeWebhookSecret!, WEBHOOK_TOLERANCE_SECONDS) as unknown as StripeEventLike;
+      } catch (err) {
+        throw new AppError('WEBHOOK_SIGNATURE_INVALID', undefined, { cause: err });
+      }
+      const fresh = await handleStripeEvent(event, { sql, sealer, outbox, log, baseUrl: config.baseUrl, planOfPrice });
+      if (fresh) deps.mailQueued();
+      else log.info({ eventId: event.id, type: event.type }, 'duplicate Stripe event ignored');
+    },
+
+    reveal: (sessionId) => revealKey(sql, sealer, sessionId),
+
+    async requestPortalLink(email) {
+      const customer = await customerForEmail(sql, email);
+      if (!customer) return;
+      // Bounds the mail anyone can make us send to one address by asking for links.
+      const [counted] = await sql<{ live: number }[]>`
+        select count(*)::int as live from portal_tokens where customer_id = ${customer} and expires_at > now() and used_at is null`;
+      if ((counted?.live ?? 0) >= 3) return;
+      const token = randomBytes(32).toString('base64url');
+      await sql.begin(async (tx) => {
+        await tx`insert into portal_tokens (token_hash, customer_id, expires_at)
+                 values (${hashSecret(token)}, ${customer}, now() + make_interval(mins => ${PORTAL_LINK_MINUTES}))`;
+        const link = `${config.baseUrl}/api-keys/portal/open?token=${token}`;
+        await outbox.enqueue(portalMail({ to: email, link, validMinutes: PORTAL_LINK_MINUTES }), tx as unknown as Sql);
+      });
+      deps.mailQueued();
+    },
+
+    async openPortal(token) {
+      const s = requireStripe();
+      if (!PORTAL_TOKEN_RE.test(token)) return null;
+      const hash = hashSecret(token);
+      const [row] = await sql<{ customer_id: string }[]>`
+        update portal_tokens set used_at = now()
+        where token_hash = ${hash} and used_at is null and expires_at > now()
+        returning customer_id`;
+      if (!row) return null;
+      try {
+        const session = await s.billingPortal.sessions.create({ customer: row.customer_id, return_url: `${config.baseUrl}/api-keys` });
+        return session.url;
+      } catch (err) {
+        // Stripe was not reached: the link stays usable for another try.
+        await sql`update portal_tokens set used_at = null where token_hash = ${hash}`.catch(() => {});
+        throw providerError(err);
+      }
+    },
+
+    async housekeeping() {
+      await purgeExpiredReveals(sql);
+      await sql`delete from portal_tokens where expires_at < now() - interval '1 day'`;
+      // Stripe retries a delivery for up to three days; a month of ids is plenty.
+      await sql`delete from stripe_events where received_at < now() - interval '30 days'`;
+    },
+  };
+}

@@ -1,0 +1,20 @@
+import Stripe from 'stripe';
+import type { Config } from '../config.ts';
+
+/**
+ * The Stripe API client, or null when billing is not configured. STRIPE_API_URL sends every call to
+ * another origin (the test suite's local double); webhooks are verified by the same library.
+ */
+export function createStripeClient(config: Config): Stripe | null {
+  if (!config.stripeSecretKey) return null;
+  const opts: ConstructorParameters<typeof Stripe>[1] = { maxNetworkRetries: 1, timeout: 20_000, telemetry: false };
+  if (config.stripeApiUrl) {
+    const u = new URL(config.stripeApiUrl);
+    opts.protocol = u.protocol === 'http:' ? 'http' : 'https';
+    opts.host = u.hostname;
+    opts.port = u.port || (u.protocol === 'http:' ? 80 : 443);
+  }
+  return new Stripe(config.stripeSecretKey, opts);
+}
+
+export type { Stripe };

@@ -1,0 +1,89 @@
+import type { Logger } from 'pino';
+import type { Sql } from '../db/client.ts';
+import type { Sealer } from '../auth/sealer.ts';
+import type { Mail, MailTransport } from './transport.ts';
+
+/** Rows claimed per pass; a pass sends them one after another. */
+const BATCH = 20;
+/** A claimed row is invisible to other workers this long: a crashed sender's mail comes back after it. */
+const LEASE_SECONDS = 300;
+/** After this long in the outbox a mail that still fails is marked failed (kept for the operator). */
+const GIVE_UP_HOURS = 72;
+const SEAL_CONTEXT = 'mail-outbox';
+
+/** Seconds to wait after the n-th failed attempt: 30 s, 1 min, 2 min … capped at one hour. */
+export const retryDelaySeconds = (attempts: number): number => Math.min(30 * 2 ** Math.max(0, attempts - 1), 3600);
+
+export interface Outbox {
+  /**
+   * Queues a mail (inside the caller's transaction when `tx` is given, so it is sent if and only if
+   * that transaction commits). Never sends: the worker does.
+   */
+  enqueue(mail: Mail, tx?: Sql): Promise<void>;
+  /** One pass: claims due rows (`for update skip locked`, so workers in several processes share the table) and sends them. */
+  deliverDue(): Promise<{ sent: number; failed: number }>;
+}
+
+interface OutboxRow {
+  id: number;
+  to_addr: string;
+  subject: string;
+  body: Uint8Array;
+  attempts: number;
+  created_at: Date;
+  give_up: boolean;
+}
+
+export function createOutbox(deps: { sql: Sql; sealer: Sealer; transport: MailTransport; from: string; log: Logger }): Outbox {
+  const { sql, sealer, transport, from, log } = deps;
+  return {
+    async enqueue(mail, tx = sql) {
+      // Bodies may carry a freshly minted API key: they rest sealed, and the row goes once delivered.
+      const body = sealer.seal(JSON.stringify({ text: mail.text, html: mail.html }), SEAL_CONTEXT);
+      await tx`insert into mail_outbox (to_addr, subject, body) values (${mail.to}, ${mail.subject}, ${body})`;
+    },
+
+    async deliverDue() {
+      const rows = await sql<OutboxRow[]>`
+        update mail_outbox set attempts = attempts + 1,
+                               next_attempt_at = now() + make_interval(secs => ${LEASE_SECONDS})
+        where id in (select id from mail_outbox
+                     where failed_at is null and next_attempt_at <= now()
+                     order by next_attempt_at, id limit ${BATCH}
+                     for update skip locked)
+        returning id, to_addr, subject, body, attempts, created_at,
+                  created_at < now() - make_interval(hours => ${GIVE_UP_HOURS}) as give_up`;
+      let sent = 0;
+      let failed = 0;
+      for (const row of rows) {
+        try {
+          const { text, html } = JSON.parse(sealer.open(row.body, SEAL_CONTEXT)) as { text: string; html: string };
+          await transport.send({
+            from,
+            to: row.to_addr,
+            subject: row.subject,
+            text,
+            html,
+            // Stable per row: a mail re-sent after a crash between "accepted" and "deleted" is recognisably the same.
+            messageId: `<outbox-${row.id}-${row.created_at.getTime()}@sluice>`,
+          });
+          await sql`delete from mail_outbox where id = ${row.id}`;
+          sent++;
+        } catch (err) {
+          failed++;
+          const message = String((err as Error)?.message ?? err).slice(0, 500);
+          if (row.give_up) {
+            log.error({ err, mailId: row.id, attempts: row.attempts }, 'mail failed for 72 hours; giving up');
+            await sql`update mail_outbox set failed_at = now(), last_error = ${message} where id = ${row.id}`;
+          } else {
+            const delay = retryDelaySeconds(row.attempts);
+            log.warn({ err, mailId: row.id, attempts: row.attempts, retryInSeconds: delay }, 'mail not sent; will retry');
+            await sql`update mail_outbox set last_error = ${message}, next_attempt_at = now() + make_interval(secs => ${delay})
+                      where id = ${row.id}`;
+          }
+        }
+      }
+      return { sent, failed };
+    },
+  };
+}

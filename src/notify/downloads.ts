@@ -1,0 +1,72 @@
+import type { Logger } from 'pino';
+import type { Sql } from '../db/client.ts';
+import type { Outbox } from '../mail/outbox.ts';
+import { downloadsMail } from '../mail/messages.ts';
+
+/** At most one notification mail per bundle in this window; downloads in between are batched. */
+export const NOTIFY_WINDOW_MS = 10 * 60_000;
+
+export interface DownloadNotifier {
+  /**
+   * Records one finished download of a bundle that has a notify_email. Callers do not wait for it;
+   * it never rejects (a lost event costs one line of a notification, never a download).
+   */
+  downloaded(bundleId: number, notifyEmail: string | null, what: string): Promise<void>;
+  /** Queues one mail per bundle whose events are waiting and whose last mail is at least 10 minutes old. */
+  flush(): Promise<number>;
+}
+
+/** `now` is injectable so tests can move time; the server uses the wall clock. */
+export function createDownloadNotifier(deps: {
+  sql: Sql;
+  outbox: Outbox;
+  log: Logger;
+  baseUrl: string;
+  now?: () => Date;
+  /** Called after an event was recorded (the server kicks its background loop). */
+  recorded?: () => void;
+}): DownloadNotifier {
+  const { sql, outbox, log, baseUrl } = deps;
+  const now = deps.now ?? (() => new Date());
+  return {
+    async downloaded(bundleId, notifyEmail, what) {
+      if (notifyEmail === null) return;
+      await sql`insert into download_events (bundle_id, what, at) values (${bundleId}, ${what}, ${now()})`.then(
+        () => deps.recorded?.(),
+        (err: unknown) => log.warn({ err, bundleId }, 'download event not recorded'),
+      );
+    },
+
+    async flush() {
+      const t = now();
+      const windowStart = new Date(t.getTime() - NOTIFY_WINDOW_MS);
+      const due = await sql<{ bundle_id: number }[]>`
+        select distinct e.bundle_id from download_events e
+        left join bundle_notifications n on n.bundle_id = e.bundle_id
+        where e.at <= ${t} and (n.last_sent_at is null or n.last_sent_at <= ${windowStart})
+        limit 100`;
+      let queued = 0;
+      for (const { bundle_id: bundleId } of due) {
+        const sent = await sql.begin(async (tx) => {
+          // The row lock serializes workers of several processes on one bundle.
+          await tx`insert into bundle_notifications (bundle_id, last_sent_at) values (${bundleId}, to_timestamp(0))
+                   on conflict (bundle_id) do nothing`;
+          const [n] = await tx<{ last_sent_at: Date }[]>`
+            select last_sent_at from bundle_notifications where bundle_id = ${bundleId} for update`;
+          if (!n || n.last_sent_at > windowStart) return false;
+          const events = await tx<{ what: string; at: Date }[]>`
+            delete from download_events where bundle_id = ${bundleId} and at <= ${t} returning what, at`;
+          const [b] = await tx<{ short_code: string; notify_email: string | null }[]>`
+            select short_code, notify_email from bundles where id = ${bundleId}`;
+          if (events.length === 0 || !b?.notify_email) return false;
+          events.sort((a, z) => a.at.getTime() - z.at.getTime());
+          await outbox.enqueue(downloadsMail({ to: b.notify_email, shortCode: b.short_code, events, baseUrl }), tx as unknown as Sql);
+          await tx`update bundle_notifications set last_sent_at = ${t} where bundle_id = ${bundleId}`;
+          return true;
+        });
+        if (sent) queued++;
+      }
+      return queued;
+    },
+  };
+}

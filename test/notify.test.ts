@@ -1,0 +1,179 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import pino from 'pino';
+import postgres from 'postgres';
+import { backends, startServer, type Backend, type TestServer } from './helpers/server.ts';
+import { startMailSink, type MailSink } from './helpers/smtp.ts';
+import { call, uploaded } from './access-util.ts';
+import { connectDb, type Db, type Sql } from '../src/db/client.ts';
+import { migrate } from '../src/db/migrate.ts';
+import { createSealer } from '../src/auth/sealer.ts';
+import { createOutbox, type Outbox } from '../src/mail/outbox.ts';
+import { createMailTransport } from '../src/mail/transport.ts';
+import { createDownloadNotifier, NOTIFY_WINDOW_MS } from '../src/notify/downloads.ts';
+
+const PG_ADMIN_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const MIN = 60_000;
+
+/** A migrated database of the backend's kind in this process: embedded PGlite or a fresh PostgreSQL database. */
+async function database(backend: Backend): Promise<{ db: Db; dataDir: string; drop: () => Promise<void> }> {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'sl-notify-'));
+  const log = pino({ level: 'silent' });
+  let databaseUrl: string | undefined;
+  let name: string | undefined;
+  if (backend === 'postgres') {
+    name = `sluice_t_${randomBytes(6).toString('hex')}`;
+    const admin = postgres(PG_ADMIN_URL, { max: 1, onnotice: () => {} });
+    await admin.unsafe(`create database ${name}`);
+    await admin.end();
+    const u = new URL(PG_ADMIN_URL);
+    u.pathname = `/${name}`;
+    databaseUrl = u.toString();
+  }
+  const db = await connectDb({ databaseUrl, dataDir, log, max: 4 });
+  await migrate(db.sql);
+  return {
+    db,
+    dataDir,
+    async drop() {
+      await db.close();
+      fs.rmSync(dataDir, { recursive: true, force: true });
+      if (name) {
+        const admin = postgres(PG_ADMIN_URL, { max: 1, onnotice: () => {} });
+        await admin.unsafe(`drop database if exists ${name} with (force)`).catch(() => {});
+        await admin.end();
+      }
+    },
+  };
+}
+
+for (const backend of backends()) {
+  describe(`notify_email batching with an injected clock (${backend})`, () => {
+    let env: Awaited<ReturnType<typeof database>>;
+    let sql: Sql;
+    let outbox: Outbox;
+    const sealer = createSealer(Buffer.from('s'.repeat(40)), 'mail-outbox');
+    let clock = Date.parse('2026-11-22T10:00:00Z');
+    before(async () => {
+      env = await database(backend);
+      sql = env.db.sql;
+      // The transport is never used here: the test reads what was queued.
+      outbox = createOutbox({ sql, sealer, transport: createMailTransport({ smtpUrl: undefined, dataDir: env.dataDir }), from: 'x@y', log: pino({ level: 'silent' }) });
+    });
+    after(() => env?.drop());
+
+    const notifier = () =>
+      createDownloadNotifier({ sql, outbox, log: pino({ level: 'silent' }), baseUrl: 'https://s.example', now: () => new Date(clock) });
+    async function bundle(code: string, email: string | null): Promise<number> {
+      const [b] = await sql<{ id: number }[]>`
+        insert into bundles (short_code, upload_token_hash, notify_email, max_size_bytes)
+        values (${code}, ${randomBytes(32)}, ${email}, 1000) returning id`;
+      return b!.id;
+    }
+    async function queued(): Promise<Array<{ to: string; subject: string; text: string }>> {
+      const rows = await sql<{ to_addr: string; subject: string; body: Uint8Array }[]>`select to_addr, subject, body from mail_outbox order by id`;
+      await sql`delete from mail_outbox`;
+      return rows.map((r) => ({ to: r.to_addr, subject: r.subject, text: (JSON.parse(sealer.open(r.body, 'mail-outbox')) as { text: string }).text }));
+    }
+
+    test('the first download is mailed at once; later ones within 10 minutes go out together in one mail', async () => {
+      const n = notifier();
+      const id = await bundle('Batch', 'owner@example.com');
+      await n.downloaded(id, 'owner@example.com', 'a.txt');
+      assert.equal(await n.flush(), 1);
+      const [first, ...none] = await queued();
+      assert.equal(none.length, 0);
+      assert.equal(first!.to, 'owner@example.com');
+      assert.match(first!.text, /2026-11-22 10:00:00 UTC {2}a\.txt/);
+
+      clock += 1 * MIN;
+      await n.downloaded(id, 'owner@example.com', 'b.txt');
+      clock += 4 * MIN;
+      await n.downloaded(id, 'owner@example.com', 'c.txt');
+      assert.equal(await n.flush(), 0, 'within the window: nothing');
+      clock += 4 * MIN + 59_000;
+      assert.equal(await n.flush(), 0, 'one second before the window ends: nothing');
+      clock += 1000;
+      assert.equal(await n.flush(), 1);
+      const [batch] = await queued();
+      assert.match(batch!.subject, /2 files were downloaded from Batch/);
+      assert.match(batch!.text, /10:01:00 UTC {2}b\.txt[\s\S]*10:05:00 UTC {2}c\.txt/);
+      assert.equal(await n.flush(), 0, 'nothing left');
+      clock += NOTIFY_WINDOW_MS * 3;
+      assert.equal(await n.flush(), 0, 'no downloads, no mail');
+    });
+
+    test('bundles are independent; a bundle without notify_email records nothing', async () => {
+      const n = notifier();
+      const a = await bundle('Indp1', 'a@example.com');
+      const b = await bundle('Indp2', 'b@example.com');
+      const c = await bundle('Indp3', null);
+      await n.downloaded(a, 'a@example.com', 'x');
+      await n.downloaded(b, 'b@example.com', 'y');
+      await n.downloaded(c, null, 'z');
+      assert.equal((await sql`select count(*)::int as n from download_events where bundle_id = ${c}`)[0]!.n, 0);
+      assert.equal(await n.flush(), 2);
+      assert.deepEqual((await queued()).map((m) => m.to).sort(), ['a@example.com', 'b@example.com']);
+    });
+
+    test('concurrent flushes (several workers) queue one mail per bundle', async () => {
+      const n = notifier();
+      const id = await bundle('Concu', 'c@example.com');
+      for (let i = 0; i < 5; i++) await n.downloaded(id, 'c@example.com', `f${i}`);
+      const counts = await Promise.all([n.flush(), notifier().flush(), notifier().flush()]);
+      assert.equal(counts.reduce((s, x) => s + x, 0), 1);
+      const mails = await queued();
+      assert.equal(mails.length, 1);
+      assert.match(mails[0]!.subject, /5 files/);
+    });
+  });
+
+  describe(`notify_email end to end: which downloads count (${backend})`, () => {
+    let srv: TestServer;
+    let smtp: MailSink;
+    before(async () => {
+      smtp = await startMailSink();
+      srv = await startServer(backend, { SMTP_URL: smtp.url });
+    });
+    after(async () => {
+      await srv?.close();
+      await smtp?.close();
+    });
+    const events = async (): Promise<string[]> => (await srv.sql`select what from download_events order by id`).map((r) => r.what as string);
+
+    test('GET downloads are mailed (what and when, no IP); HEAD and partial ranges are not; later ones wait for the window', async () => {
+      const b = await uploaded(srv, [{ name: 'one.txt', data: '0123456789' }, { name: 'two.txt', data: 'abc' }], { fields: { notify_email: 'watch@example.com' } });
+      const [one, two] = b.files;
+      assert.equal((await call(srv, 'HEAD', one.download_url)).status, 200);
+      assert.equal((await call(srv, 'GET', one.download_url, { headers: { range: 'bytes=0-3' } })).status, 206);
+      await new Promise((r) => setTimeout(r, 300));
+      assert.deepEqual(await events(), [], 'HEAD and a range that stops short do not count');
+
+      assert.equal((await call(srv, 'GET', `/d/${one.id}`)).status, 200);
+      const [first] = await smtp.waitFor((m) => /watch@example\.com/.test(JSON.stringify(m.to)));
+      assert.match(first!.text ?? '', /one\.txt/);
+      assert.match(first!.subject ?? '', new RegExp(b.short_code));
+      assert.ok(!/127\.0\.0\.1|::1/.test(`${first!.text}${first!.html}`), 'no downloader address');
+
+      // within the window: recorded, not mailed
+      assert.equal((await call(srv, 'GET', two.download_url, { headers: { range: 'bytes=1-' } })).status, 206, 'a range reaching the end counts');
+      assert.equal((await call(srv, 'GET', `/zip/${b.short_code}`)).status, 200);
+      await new Promise((r) => setTimeout(r, 2500));
+      assert.equal(smtp.mails.filter((m) => /watch@/.test(JSON.stringify(m.to))).length, 1, 'one mail per 10 minutes');
+      assert.deepEqual(await events(), ['two.txt', `all 2 files as ${b.short_code}.zip`]);
+
+      // ten minutes pass; the next download (or the 30 s poll) sends the batch
+      await srv.sql`update bundle_notifications set last_sent_at = last_sent_at - interval '10 minutes'`;
+      assert.equal((await call(srv, 'GET', one.download_url)).status, 200);
+      const [, second] = await smtp.waitFor((m) => /watch@example\.com/.test(JSON.stringify(m.to)), 2);
+      assert.match(second!.text ?? '', /two\.txt[\s\S]*\.zip[\s\S]*one\.txt/);
+      assert.match(second!.subject ?? '', /3 files were downloaded/);
+      await new Promise((r) => setTimeout(r, 1000));
+      assert.deepEqual(await events(), []);
+    });
+  });
+}
