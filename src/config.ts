@@ -23,6 +23,8 @@ export interface Config {
   readonly anonExpiryDays: number;
   readonly logLevel: string;
   readonly sweepIntervalMs: number;
+  /** How long SIGTERM/SIGINT lets in-flight requests finish before aborting them. */
+  readonly shutdownGraceMs: number;
 }
 
 export class ConfigError extends Error {
@@ -107,6 +109,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
     anonExpiryDays: int('ANON_EXPIRY_DAYS', 3, 1, 3650),
     logLevel,
     sweepIntervalMs: int('SWEEP_INTERVAL_SECONDS', 300, 1, 86400) * 1000,
+    shutdownGraceMs: int('SHUTDOWN_GRACE_SECONDS', 30, 0, 3600) * 1000,
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze(config);

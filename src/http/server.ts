@@ -20,6 +20,11 @@ export interface HttpServer {
   /** Stops accepting connections; in-flight requests continue. */
   stopListening(): void;
   readonly inflight: () => number;
+  /**
+   * Closes the connection of every request still in flight (shutdown past its grace period): each
+   * one's abort handlers run, so uploads remove their parts as if the client had gone away.
+   */
+  abortInflight(): number;
 }
 
 /**
@@ -38,6 +43,7 @@ export function createHttpServer(deps: {
   const { binding, routes, log, admit, metrics } = deps;
   const app: TemplatedApp = binding.uws.App();
   let inflight = 0;
+  const live = new Set<Ctx>();
   let listenSocket: ListenSocket | null = null;
 
   // The route pattern is logged, never the path: paths carry upload tokens (/api/v1/upload/:token).
@@ -62,11 +68,13 @@ export function createHttpServer(deps: {
       const ctx = createCtx(res, req, paramCount);
       const started = metrics ? performance.now() : 0;
       inflight++;
+      live.add(ctx);
       let settled = false;
       const settle = (): void => {
         if (settled) return;
         settled = true;
         inflight--;
+        live.delete(ctx);
         if (metrics) {
           // Content-Length as sent: an approximation for bodies the client abandoned part-way.
           const bytesIn = Number(ctx.headers['content-length']) || 0;
@@ -104,5 +112,15 @@ export function createHttpServer(deps: {
       listenSocket = null;
     },
     inflight: () => inflight,
+    abortInflight() {
+      let n = 0;
+      for (const ctx of live) {
+        if (ctx.done) continue;
+        n++;
+        // uWS runs the response's onAborted handler from close().
+        ctx.res.close();
+      }
+      return n;
+    },
   };
 }
