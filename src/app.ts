@@ -46,18 +46,18 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
   const db = await connectDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, log, max: 8 });
   const hasher = createHasher();
   let rateStore: RateStore = createMemoryRateStore();
+  const metrics = createMetrics();
   try {
     const applied = await migrate(db.sql);
     if (applied.length) log.info({ applied }, 'migrations applied');
     if (config.redisUrl) {
       const [instance] = await db.sql<{ id: string }[]>`select id from instance`;
-      rateStore = createRedisRateStore(config.redisUrl, log, `sluice:${instance!.id.slice(0, 12)}:`);
+      rateStore = createRedisRateStore(config.redisUrl, log, `sluice:${instance!.id.slice(0, 12)}:`, () => metrics.redisError());
     }
     const disk = await createDisk(config.dataDir, hasher);
     const swept = await sweep(db.sql, disk);
     log.info(swept, 'start-up sweep done');
 
-    const metrics = createMetrics();
     const signer = createSigner(loadSecret(config.secret, config.dataDir));
     const access = createAccess({ config, sql: db.sql, store: rateStore, signer, log });
     const deps: Deps = {

@@ -13,6 +13,8 @@ export interface Route {
   readonly handler: Handler;
   /** The handler reads the request body: it runs at once and admits the caller itself. */
   readonly streamsBody?: boolean;
+  /** Counted in the active transfers gauge while the handler runs. */
+  readonly transfer?: 'upload' | 'download';
 }
 
 export interface HttpServer {
@@ -69,12 +71,14 @@ export function createHttpServer(deps: {
       const started = metrics ? performance.now() : 0;
       inflight++;
       live.add(ctx);
+      if (route.transfer) metrics?.transfer(route.transfer, 1);
       let settled = false;
       const settle = (): void => {
         if (settled) return;
         settled = true;
         inflight--;
         live.delete(ctx);
+        if (route.transfer) metrics?.transfer(route.transfer, -1);
         if (metrics) {
           // Content-Length as sent: an approximation for bodies the client abandoned part-way.
           const bytesIn = Number(ctx.headers['content-length']) || 0;
