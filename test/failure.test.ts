@@ -56,6 +56,13 @@ async function until<T>(what: string, ms: number, fn: () => Promise<T | undefine
   }
 }
 
+/** One sample's value from the exposition text (0 when absent); the format itself is checked in metrics-format.test.ts. */
+async function metric(base: string, sample: string): Promise<number> {
+  const text = await (await request(`${base}/metrics`)).body.text();
+  const line = text.split('\n').find((l) => l.startsWith(`${sample} `));
+  return line ? Number(line.split(' ')[1]) : 0;
+}
+
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** A fresh database in the private cluster, so every server here starts empty. */
@@ -126,6 +133,7 @@ describe('PostgreSQL restarted under traffic', { skip: pgSkip ?? false }, () => 
     assert.equal((await timed(`${srv.url}/healthz`)).status, 200, 'liveness does not depend on the database');
     // The failed uploads kept nothing on disk.
     assert.deepEqual(stored(srv.dataDir).parts, []);
+    assert.ok((await metric(srv.url, 'sluice_db_errors_total')) >= 6);
 
     await pg.start();
     await until('bundle info to succeed again', 15_000, async () => (await timed(info)).status === 200);
@@ -185,6 +193,7 @@ describe('Redis down', { skip: pgSkip ?? redisSkip ?? false }, () => {
     assert.equal(ready.status, 503, ready.text);
     assert.deepEqual({ db: ready.json.db, redis: ready.json.redis }, { db: 'ok', redis: 'failed' });
     assert.ok(ready.ms < 2000);
+    assert.ok((await metric(base, 'sluice_redis_errors_total')) > 0);
   }
 
   before(async () => {
@@ -355,6 +364,7 @@ describe('graceful shutdown', { skip: pgSkip ?? false }, () => {
       const slow = await open('slow.bin', slowData);
       const stuck = await open('stuck.bin', stuckData);
       await until('both parts on disk', 5000, async () => stored(srv.dataDir).parts.length === 2);
+      assert.equal(await metric(srv.url, 'sluice_active_transfers{kind="upload"}'), 2);
 
       const exit = exitOf(srv);
       const t0 = Date.now();
