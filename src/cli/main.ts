@@ -9,6 +9,7 @@ import { sweep } from '../sweeper/sweep.ts';
 import { findBundle, deleteBundle } from '../db/bundles.ts';
 import { SHORT_CODE_RE } from '../auth/tokens.ts';
 import { keysCommand, UsageError } from './keys.ts';
+import { createNotifier } from '../sd-notify.ts';
 
 const USAGE = `usage: sluice <command>
   serve                   run the server
@@ -99,11 +100,14 @@ async function main(argv: string[]): Promise<void> {
 async function serve(config: Config): Promise<void> {
   const log = createLogger(config.logLevel);
   const app = await startApp(config, log);
+  const notifier = createNotifier(config.notifySocket, log);
+  void notifier.ready(`serving on port ${app.port}`);
   let stopping = false;
   const stop = (signal: string): void => {
     if (stopping) return;
     stopping = true;
-    log.info({ signal }, 'shutting down');
+    log.info({ signal, graceSeconds: config.shutdownGraceMs / 1000 }, 'shutting down');
+    void notifier.stopping();
     app.close().then(
       () => process.exit(0),
       (err: unknown) => {
