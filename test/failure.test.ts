@@ -361,6 +361,13 @@ describe('graceful shutdown', { skip: pgSkip ?? false }, () => {
         await write(conn.sock, body.subarray(0, 2 * MiB));
         return { conn, tail: body.subarray(2 * MiB) };
       };
+      // A kept-alive connection that is idle when SIGTERM arrives.
+      const idle = net.connect(srv.port, '127.0.0.1');
+      let idleText = '';
+      idle.on('data', (d: Buffer) => (idleText += d.toString('latin1'))).on('error', () => {});
+      const idleClosed = new Promise<void>((r) => idle.once('close', () => r()));
+      idle.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+      await until('the first answer on the kept-alive connection', 3000, async () => idleText.includes('HTTP/1.1 200'));
       const slow = await open('slow.bin', slowData);
       const stuck = await open('stuck.bin', stuckData);
       await until('both parts on disk', 5000, async () => stored(srv.dataDir).parts.length === 2);
@@ -377,7 +384,11 @@ describe('graceful shutdown', { skip: pgSkip ?? false }, () => {
           s.once('error', () => resolve(true));
         }),
       );
-      await sleep(500);
+      // A new request on an old connection is refused with 503 and the connection closed.
+      idle.write('GET /api/v1/bundle/abcde HTTP/1.1\r\nHost: x\r\n\r\n');
+      await idleClosed;
+      assert.match(idleText.slice(idleText.indexOf('\r\n\r\n')), /HTTP\/1\.1 503[^]*"code":"UNAVAILABLE"/);
+      await sleep(300);
       await write(slow.conn.sock, slow.tail);
       const done = await slow.conn.response;
       assert.equal(done.status, 201, done.body);
@@ -402,6 +413,47 @@ describe('graceful shutdown', { skip: pgSkip ?? false }, () => {
         await sql.end();
       }
       assert.equal(stored(srv.dataDir).files.length, 1);
+    } finally {
+      await srv.close();
+    }
+  });
+
+  test('SIGTERM: a download that finishes within the grace period completes, one that cannot is cut; exit 0', async () => {
+    const srv = await startServer('embedded', { DATABASE_URL: await freshDb(pg), SHUTDOWN_GRACE_SECONDS: '3' });
+    try {
+      const data = randomBytes(48 * MiB);
+      const up = await timed(`${srv.url}/api/v1/upload`, { method: 'POST', ...uploadBody('dl.bin', data) });
+      assert.equal(up.status, 201, up.text);
+      const urlPath = (up.json.files as Array<{ download_url: string }>)[0]!.download_url;
+      /** A download whose reader is paused: the socket buffers fill and the server must wait. */
+      const start = async (): Promise<{ sock: net.Socket; got: () => Buffer; closed: Promise<void> }> => {
+        const sock = net.connect(srv.port, '127.0.0.1');
+        await new Promise((r) => sock.once('connect', r));
+        const chunks: Buffer[] = [];
+        // Stop reading at the first chunk, before loopback delivers the whole file.
+        sock.once('data', () => sock.pause());
+        sock.on('data', (d: Buffer) => chunks.push(d)).on('error', () => {});
+        const closed = new Promise<void>((r) => sock.once('close', () => r()));
+        sock.write(`GET ${urlPath} HTTP/1.1\r\nHost: x\r\n\r\n`);
+        await until('the first bytes', 3000, async () => chunks.length > 0);
+        return { sock, got: () => Buffer.concat(chunks), closed };
+      };
+      const patient = await start();
+      const stalled = await start();
+      await sleep(300);
+      assert.equal(await metric(srv.url, 'sluice_active_transfers{kind="download"}'), 2);
+      const exit = exitOf(srv);
+      srv.proc.kill('SIGTERM');
+      await sleep(1000);
+      patient.sock.resume();
+      const body = (b: Buffer): Buffer => b.subarray(b.indexOf('\r\n\r\n') + 4);
+      await until('the patient download complete', 5000, async () => body(patient.got()).length >= data.length);
+      assert.equal(sha(body(patient.got())), sha(data));
+      // The stalled one is cut at the deadline; the process still exits 0.
+      assert.deepEqual(await exit, { code: 0, signal: null });
+      stalled.sock.resume();
+      await stalled.closed;
+      assert.ok(body(stalled.got()).length < data.length);
     } finally {
       await srv.close();
     }

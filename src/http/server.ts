@@ -47,6 +47,7 @@ export function createHttpServer(deps: {
   let inflight = 0;
   const live = new Set<Ctx>();
   let listenSocket: ListenSocket | null = null;
+  let draining = false;
 
   // The route pattern is logged, never the path: paths carry upload tokens (/api/v1/upload/:token).
   const fail = (ctx: Ctx, route: Route, err: unknown): void => {
@@ -68,6 +69,9 @@ export function createHttpServer(deps: {
         : route.handler;
     app[route.method](route.pattern, (res, req) => {
       const ctx = createCtx(res, req, paramCount);
+      // Draining: a new request on a kept-alive connection is refused and the connection closed, so
+      // the client retries elsewhere (or after the restart) instead of starting what will be cut.
+      if (draining) return sendError(ctx, new AppError('UNAVAILABLE'), true);
       const started = metrics ? performance.now() : 0;
       inflight++;
       live.add(ctx);
@@ -114,6 +118,7 @@ export function createHttpServer(deps: {
     stopListening: () => {
       if (listenSocket) binding.uws.us_listen_socket_close(listenSocket);
       listenSocket = null;
+      draining = true;
     },
     inflight: () => inflight,
     abortInflight() {
