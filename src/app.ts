@@ -38,7 +38,11 @@ import { startBackground, type Background } from './util/background.ts';
 
 export interface RunningApp {
   readonly port: number;
-  /** Stops accepting, lets in-flight requests finish up to `graceMs`, then closes everything. */
+  /**
+   * Stops accepting, lets in-flight requests finish for up to `graceMs` (default
+   * SHUTDOWN_GRACE_SECONDS), aborts the rest (their parts removed), then closes the database,
+   * Redis and the hash workers, each phase bounded.
+   */
   close(graceMs?: number): Promise<void>;
 }
 
@@ -55,18 +59,18 @@ export async function startApp(config: Config, log: Logger, link?: WorkerLink): 
   let rateStore: RateStore = createMemoryRateStore();
   const mailTransport = createMailTransport({ smtpUrl: config.smtpUrl, dataDir: config.dataDir });
   let background: Background | null = null;
+  const metrics = createMetrics(link && { gather: () => link.gatherMetrics() });
+  link?.serveMetrics(() => metrics.registry.getMetricsAsJSON());
   try {
     const applied = await migrate(db.sql);
     if (applied.length) log.info({ applied }, 'migrations applied');
     if (config.redisUrl) {
       const [instance] = await db.sql<{ id: string }[]>`select id from instance`;
-      rateStore = createRedisRateStore(config.redisUrl, log, `sluice:${instance!.id.slice(0, 12)}:`);
+      rateStore = createRedisRateStore(config.redisUrl, log, `sluice:${instance!.id.slice(0, 12)}:`, () => metrics.redisError());
     }
     const disk = await createDisk(config.dataDir, hasher);
     if (sweeper) log.info(await sweep(db.sql, disk), 'start-up sweep done');
 
-    const metrics = createMetrics(link && { gather: () => link.gatherMetrics() });
-    link?.serveMetrics(() => metrics.registry.getMetricsAsJSON());
     const secret = loadSecret(config.secret, config.dataDir);
     const signer = createSigner(secret);
     const outbox = createOutbox({ sql: db.sql, sealer: createSealer(secret, 'mail-outbox'), transport: mailTransport, from: config.mailFrom, log });
@@ -156,16 +160,25 @@ export async function startApp(config: Config, log: Logger, link?: WorkerLink): 
 
     return {
       port,
-      async close(graceMs = 30_000) {
+      async close(graceMs = config.shutdownGraceMs) {
         clearInterval(timer);
         server.stopListening();
-        const deadline = Date.now() + graceMs;
-        while (server.inflight() > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-        await background?.close();
-        mailTransport.close();
-        await db.close();
-        await rateStore.close();
-        await hasher.close();
+        const idle = async (ms: number): Promise<void> => {
+          const deadline = Date.now() + ms;
+          while (server.inflight() > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+        };
+        await idle(graceMs);
+        if (server.inflight() > 0) {
+          log.warn({ aborted: server.abortInflight() }, 'shutdown grace period over: aborting requests still in flight');
+          await idle(5000);
+        }
+        // Abort handlers unlink without waiting; make sure no part of ours outlives the process.
+        await phase(log, 'temp parts', () => disk.removeOwnParts());
+        await phase(log, 'background work', async () => background?.close());
+        await phase(log, 'mail', async () => mailTransport.close());
+        await phase(log, 'database', () => db.close());
+        await phase(log, 'redis', () => rateStore.close());
+        await phase(log, 'hash workers', () => hasher.close());
       },
     };
   } catch (err) {
@@ -175,5 +188,20 @@ export async function startApp(config: Config, log: Logger, link?: WorkerLink): 
     await rateStore.close();
     await hasher.close();
     throw err;
+  }
+}
+
+/** One shutdown phase: bounded, and a failure is logged without stopping the phases after it. */
+async function phase(log: Logger, name: string, fn: () => Promise<unknown>, ms = 5000): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms);
+  });
+  try {
+    await Promise.race([fn(), timeout]);
+  } catch (err) {
+    log.warn({ err, phase: name }, 'shutdown phase failed');
+  } finally {
+    clearTimeout(timer);
   }
 }

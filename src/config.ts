@@ -26,6 +26,10 @@ export interface Config {
   readonly anonExpiryDays: number;
   readonly logLevel: string;
   readonly sweepIntervalMs: number;
+  /** How long SIGTERM/SIGINT lets in-flight requests finish before aborting them. */
+  readonly shutdownGraceMs: number;
+  /** Set by systemd for Type=notify units: where READY=1 and STOPPING=1 go. */
+  readonly notifySocket: string | undefined;
 }
 
 export class ConfigError extends Error {
@@ -144,6 +148,8 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
     anonExpiryDays: int('ANON_EXPIRY_DAYS', 3, 1, 3650),
     logLevel,
     sweepIntervalMs: int('SWEEP_INTERVAL_SECONDS', 300, 1, 86400) * 1000,
+    shutdownGraceMs: int('SHUTDOWN_GRACE_SECONDS', 30, 0, 3600) * 1000,
+    notifySocket: str('NOTIFY_SOCKET'),
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze(config);

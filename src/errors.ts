@@ -29,6 +29,9 @@ export const ERRORS = {
   WEBHOOK_SIGNATURE_INVALID: [400, 'Invalid Stripe-Signature'],
   PAYMENT_PROVIDER_ERROR: [502, 'The payment provider could not be reached; please retry in a moment'],
   STORAGE_ERROR: [500, 'Storage error; please retry in a moment'],
+  // RFC 4918 11.5: the server cannot store what the request needs. Distinct from a transient 500:
+  // retrying at once will not help until an operator frees space.
+  INSUFFICIENT_STORAGE: [507, 'The server is out of storage space; please try again later'],
   DATABASE_ERROR: [500, 'Database error; please retry in a moment'],
   INTERNAL: [500, 'Internal server error'],
   UNAVAILABLE: [503, 'Server is shutting down'],
@@ -51,9 +54,17 @@ const FS_SYSCALLS = new Set([
   'lstat', 'readdir', 'rm', 'scandir', 'copyfile', 'ftruncate', 'utime', 'futime',
 ]);
 
+/** A failed disk operation: a full disk or exhausted quota is 507, anything else STORAGE_ERROR. */
+export function storageError(err: unknown): AppError {
+  if (err instanceof AppError) return err;
+  const code = (err as { code?: string } | null)?.code;
+  return new AppError(code === 'ENOSPC' || code === 'EDQUOT' ? 'INSUFFICIENT_STORAGE' : 'STORAGE_ERROR', undefined, { cause: err });
+}
+
 export function toAppError(err: unknown): AppError {
   if (err instanceof AppError) return err;
   const e = err as { code?: string; errno?: number; syscall?: string } | null;
+  if (e && (e.code === 'ENOSPC' || e.code === 'EDQUOT')) return storageError(err);
   if (e && typeof e.code === 'string') {
     // SQLSTATE class 08 (connection), 53 (resources), 57 (operator intervention) and socket errors from the db driver.
     if (/^(08|53|57)/.test(e.code) || e.code === 'CONNECTION_CLOSED' || e.code === 'CONNECTION_ENDED' || e.code === 'CONNECT_TIMEOUT') {

@@ -11,9 +11,13 @@ export interface Metrics {
   request(route: string, method: string, status: number, seconds: number, bytesIn: number, bytesOut: number): void;
   /** Reads the in-flight count at scrape time (the server owns the number). */
   trackInflight(read: () => number): void;
+  /** An upload or download starts (+1) or ends (-1). */
+  transfer(kind: 'upload' | 'download', delta: 1 | -1): void;
   uploadAborted(): void;
   capRejected(): void;
   dbError(): void;
+  /** A Redis command failed or timed out (the request itself failed open). */
+  redisError(): void;
   sweepDone(result: SweepResult): void;
   sweepFailed(): void;
   /** The exposition text and its content type. */
@@ -58,6 +62,22 @@ export function createMetrics(opts: { gather?: () => Promise<unknown[]> } = {}):
       this.set(readInflight());
     },
   });
+  const transfers = new Gauge({
+    name: 'sluice_active_transfers',
+    help: 'Uploads (multipart and tus PATCH) and downloads (files and zips) in progress',
+    labelNames: ['kind'] as const,
+    registers,
+  });
+  const rateLimited = new Counter({
+    name: 'sluice_rate_limit_rejections_total',
+    help: 'Requests answered 429 (hourly API budget or the wrong-password throttle)',
+    registers,
+  });
+  const redisErrors = new Counter({
+    name: 'sluice_redis_errors_total',
+    help: 'Redis commands that failed or timed out (requests fail open meanwhile)',
+    registers,
+  });
   const aborts = new Counter({ name: 'sluice_upload_aborts_total', help: 'Uploads the client abandoned mid-body', registers });
   const capRejections = new Counter({
     name: 'sluice_upload_cap_rejections_total',
@@ -90,6 +110,8 @@ export function createMetrics(opts: { gather?: () => Promise<unknown[]> } = {}):
   });
   // Zero series exist from the start, so rate() and absence alerts work before the first event.
   sweepRuns.inc({ outcome: 'ok' }, 0);
+  transfers.set({ kind: 'upload' }, 0);
+  transfers.set({ kind: 'download' }, 0);
   sweepRuns.inc({ outcome: 'error' }, 0);
 
   return {
@@ -99,13 +121,16 @@ export function createMetrics(opts: { gather?: () => Promise<unknown[]> } = {}):
       duration.observe({ route }, seconds);
       if (bytesIn > 0) bytesInTotal.inc(bytesIn);
       if (bytesOut > 0) bytesOutTotal.inc(bytesOut);
+      if (status === 429) rateLimited.inc();
     },
+    transfer: (kind, delta) => transfers.inc({ kind }, delta),
     trackInflight(read) {
       readInflight = read;
     },
     uploadAborted: () => aborts.inc(),
     capRejected: () => capRejections.inc(),
     dbError: () => dbErrors.inc(),
+    redisError: () => redisErrors.inc(),
     sweepDone(result) {
       sweepRuns.inc({ outcome: 'ok' });
       for (const [kind, n] of Object.entries(result) as Array<[string, number]>) {

@@ -11,6 +11,7 @@ import { SHORT_CODE_RE } from '../auth/tokens.ts';
 import { keysCommand, UsageError } from './keys.ts';
 import { supervise } from './supervise.ts';
 import { createWorkerLink } from './worker-link.ts';
+import { createNotifier } from '../sd-notify.ts';
 
 const USAGE = `usage: sluice <command>
   serve                   run the server
@@ -100,17 +101,23 @@ async function main(argv: string[]): Promise<void> {
 
 async function serve(config: Config): Promise<void> {
   if (config.workers > 1 && config.workerIndex === null) {
+    // The supervisor speaks to systemd: READY once every worker listens, STOPPING on a stop signal.
     const log = createLogger(config.logLevel);
-    process.exit(await supervise({ workers: config.workers, host: config.host, port: config.port, log, env: process.env }));
+    const notifier = createNotifier(config.notifySocket, log);
+    process.exit(await supervise({ workers: config.workers, host: config.host, port: config.port, log, env: process.env, notifier }));
   }
   const link = config.workerIndex === null ? undefined : createWorkerLink(process, config.workerIndex);
   const log = link ? createLogger(config.logLevel).child({ worker: link.index }) : createLogger(config.logLevel);
   const app = await startApp(config, log, link);
+  // A worker leaves systemd to its supervisor.
+  const notifier = createNotifier(link ? undefined : config.notifySocket, log);
+  void notifier.ready(`serving on port ${app.port}`);
   let stopping = false;
   const stop = (signal: string): void => {
     if (stopping) return;
     stopping = true;
-    log.info({ signal }, 'shutting down');
+    log.info({ signal, graceSeconds: config.shutdownGraceMs / 1000 }, 'shutting down');
+    void notifier.stopping();
     app.close().then(
       () => process.exit(0),
       (err: unknown) => {

@@ -1,6 +1,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import type { Logger } from 'pino';
+import type { Notifier } from '../sd-notify.ts';
 
 /**
  * Messages between the supervisor and its worker processes (Node's IPC channel).
@@ -23,6 +24,8 @@ export interface SuperviseOptions {
   readonly log: Logger;
   /** The environment workers inherit (plus PORT and SLUICE_WORKER_INDEX). */
   readonly env: NodeJS.ProcessEnv;
+  /** systemd readiness (READY/STOPPING). */
+  readonly notifier?: Notifier;
   /** How long one metrics gathering waits for slow workers. */
   readonly metricsTimeoutMs?: number;
 }
@@ -115,6 +118,7 @@ export async function supervise(opts: SuperviseOptions): Promise<number> {
     stopping = true;
     exitCode = code;
     log.info({ signal, workers: children.size }, 'stopping workers');
+    void opts.notifier?.stopping();
     for (const c of children.values()) c.kill(signal);
     if (children.size === 0) resolveDone(exitCode);
   };
@@ -129,6 +133,7 @@ export async function supervise(opts: SuperviseOptions): Promise<number> {
     await start(0);
     await Promise.all(Array.from({ length: opts.workers - 1 }, (_, i) => start(i + 1)));
     log.info({ workers: opts.workers, port }, 'all workers listening');
+    void opts.notifier?.ready(`${opts.workers} workers serving on port ${port}`);
   } catch (err) {
     log.error({ err }, 'a worker failed to start');
     stop('SIGTERM', 1);

@@ -13,6 +13,8 @@ export interface Route {
   readonly handler: Handler;
   /** The handler reads the request body: it runs at once and admits the caller itself. */
   readonly streamsBody?: boolean;
+  /** Counted in the active transfers gauge while the handler runs. */
+  readonly transfer?: 'upload' | 'download';
 }
 
 export interface HttpServer {
@@ -20,6 +22,11 @@ export interface HttpServer {
   /** Stops accepting connections; in-flight requests continue. */
   stopListening(): void;
   readonly inflight: () => number;
+  /**
+   * Closes the connection of every request still in flight (shutdown past its grace period): each
+   * one's abort handlers run, so uploads remove their parts as if the client had gone away.
+   */
+  abortInflight(): number;
 }
 
 /**
@@ -38,7 +45,9 @@ export function createHttpServer(deps: {
   const { binding, routes, log, admit, metrics } = deps;
   const app: TemplatedApp = binding.uws.App();
   let inflight = 0;
+  const live = new Set<Ctx>();
   let listenSocket: ListenSocket | null = null;
+  let draining = false;
 
   // The route pattern is logged, never the path: paths carry upload tokens (/api/v1/upload/:token).
   const fail = (ctx: Ctx, route: Route, err: unknown): void => {
@@ -60,13 +69,20 @@ export function createHttpServer(deps: {
         : route.handler;
     app[route.method](route.pattern, (res, req) => {
       const ctx = createCtx(res, req, paramCount);
+      // Draining: a new request on a kept-alive connection is refused and the connection closed, so
+      // the client retries elsewhere (or after the restart) instead of starting what will be cut.
+      if (draining) return sendError(ctx, new AppError('UNAVAILABLE'), true);
       const started = metrics ? performance.now() : 0;
       inflight++;
+      live.add(ctx);
+      if (route.transfer) metrics?.transfer(route.transfer, 1);
       let settled = false;
       const settle = (): void => {
         if (settled) return;
         settled = true;
         inflight--;
+        live.delete(ctx);
+        if (route.transfer) metrics?.transfer(route.transfer, -1);
         if (metrics) {
           // Content-Length as sent: an approximation for bodies the client abandoned part-way.
           const bytesIn = Number(ctx.headers['content-length']) || 0;
@@ -102,7 +118,18 @@ export function createHttpServer(deps: {
     stopListening: () => {
       if (listenSocket) binding.uws.us_listen_socket_close(listenSocket);
       listenSocket = null;
+      draining = true;
     },
     inflight: () => inflight,
+    abortInflight() {
+      let n = 0;
+      for (const ctx of live) {
+        if (ctx.done) continue;
+        n++;
+        // uWS runs the response's onAborted handler from close().
+        ctx.res.close();
+      }
+      return n;
+    },
   };
 }

@@ -2,7 +2,7 @@ import busboy from 'busboy';
 import type { Ctx } from '../http/context.ts';
 import type { Disk } from '../storage/disk.ts';
 import type { PartResult, PartWriter } from '../storage/part-writer.ts';
-import { AppError } from '../errors.ts';
+import { AppError, storageError } from '../errors.ts';
 import { cleanFileName, cleanMimeType } from '../util/names.ts';
 
 export interface IngestedFile extends PartResult {
@@ -119,7 +119,7 @@ export function ingestMultipart(ctx: Ctx, disk: Disk): Ingest {
         }
         const name = cleanFileName(info.filename);
         const mimeType = cleanMimeType(info.mimeType, name);
-        const writer = disk.createPart((err) => fail(new AppError('STORAGE_ERROR', undefined, { cause: err })));
+        const writer = disk.createPart((err) => fail(storageError(err)));
         writers.push(writer);
         stream.on('data', (chunk: Buffer) => {
           if (finished) return;
@@ -152,7 +152,7 @@ export function ingestMultipart(ctx: Ctx, disk: Disk): Ingest {
             finished = true;
             resolveFn({ fields, files });
           },
-          (err: unknown) => fail(err instanceof AppError ? err : new AppError('STORAGE_ERROR', undefined, { cause: err })),
+          (err: unknown) => fail(storageError(err)),
         );
       });
       for (const [i, chunk] of early.entries()) feed(chunk, bodyDone && i === early.length - 1);

@@ -39,7 +39,7 @@ export function contentRoutes(deps: Deps): Route[] {
   const file = (ctx: Ctx): Promise<void> => fileOrPreview(ctx, deps, previews);
   const og = (ctx: Ctx): Promise<void> => ogCard(ctx, deps, cards);
   return [
-    { method: 'get', pattern: '/d/:id', handler: file },
+    { method: 'get', pattern: '/d/:id', transfer: 'download', handler: file },
     { method: 'head', pattern: '/d/:id', handler: file },
     { method: 'get', pattern: '/og/:code', handler: og },
     { method: 'head', pattern: '/og/:code', handler: og },

@@ -10,7 +10,7 @@ import type { Deps } from './deps.ts';
 export function downloadRoutes(deps: Deps): Route[] {
   const handler = (ctx: Ctx): Promise<void> => download(ctx, deps);
   return [
-    { method: 'get', pattern: '/api/v1/download/:id', handler },
+    { method: 'get', pattern: '/api/v1/download/:id', transfer: 'download', handler },
     { method: 'head', pattern: '/api/v1/download/:id', handler },
   ];
 }

@@ -17,8 +17,8 @@ export function uploadRoutes(deps: Deps): Route[] {
   const inflightByBundle = new Map<number, number>();
   return [
     // Body routes admit the caller themselves, after registering the body reader.
-    { method: 'post', pattern: '/api/v1/upload', streamsBody: true, handler: (ctx) => createBundle(ctx, deps) },
-    { method: 'post', pattern: '/api/v1/upload/:token', streamsBody: true, handler: (ctx) => appendToBundle(ctx, deps, inflightByBundle) },
+    { method: 'post', pattern: '/api/v1/upload', streamsBody: true, transfer: 'upload', handler: (ctx) => createBundle(ctx, deps) },
+    { method: 'post', pattern: '/api/v1/upload/:token', streamsBody: true, transfer: 'upload', handler: (ctx) => appendToBundle(ctx, deps, inflightByBundle) },
   ];
 }
 

@@ -23,7 +23,7 @@ const FORMAT_VERSION = 'z1';
 export function zipRoutes(deps: Deps): Route[] {
   const handler = (ctx: Ctx): Promise<void> => sendZip(ctx, deps);
   return [
-    { method: 'get', pattern: '/zip/:code', handler },
+    { method: 'get', pattern: '/zip/:code', transfer: 'download', handler },
     { method: 'head', pattern: '/zip/:code', handler },
   ];
 }

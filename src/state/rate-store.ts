@@ -60,7 +60,7 @@ return {n, ttl}`;
  * while disconnected, so a Redis outage surfaces as an error within ~250 ms instead of a hang.
  */
 /** `prefix` namespaces every key (the app uses `sluice:<database instance id>:`). */
-export function createRedisRateStore(url: string, log: Logger, prefix: string): RateStore {
+export function createRedisRateStore(url: string, log: Logger, prefix: string, onError: () => void = () => {}): RateStore {
   const redis = new Redis(url, {
     commandTimeout: 250,
     connectTimeout: 1000,
@@ -87,16 +87,25 @@ export function createRedisRateStore(url: string, log: Logger, prefix: string): 
   });
   redis.defineCommand('sluiceHit', { numberOfKeys: 1, lua: HIT_SCRIPT });
   const run = redis as unknown as { sluiceHit(key: string, windowMs: number): Promise<[number, number]> };
+  /** Every failed command is reported (metrics) before the caller decides to fail open. */
+  const counted = async <T>(p: Promise<T>): Promise<T> => {
+    try {
+      return await p;
+    } catch (err) {
+      onError();
+      throw err;
+    }
+  };
   return {
     kind: 'redis',
     async hit(key, windowMs) {
       if (firstConnect) await firstConnect;
-      const [count, resetMs] = await run.sluiceHit(prefix + key, windowMs);
+      const [count, resetMs] = await counted(run.sluiceHit(prefix + key, windowMs));
       return { count, resetMs };
     },
     async peek(key) {
       if (firstConnect) await firstConnect;
-      const [[, count], [, ttl]] = (await redis.multi().get(prefix + key).pttl(prefix + key).exec()) as [
+      const [[, count], [, ttl]] = (await counted(redis.multi().get(prefix + key).pttl(prefix + key).exec())) as [
         [unknown, string | null],
         [unknown, number],
       ];
@@ -104,7 +113,7 @@ export function createRedisRateStore(url: string, log: Logger, prefix: string): 
     },
     async ping() {
       if (firstConnect) await firstConnect;
-      await redis.ping();
+      await counted(redis.ping());
     },
     close: async () => {
       redis.disconnect();

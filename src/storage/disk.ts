@@ -23,6 +23,8 @@ export interface Disk {
   commit(partPath: string, key: string): Promise<void>;
   /** Removes a stored file and anything cached beside it (thumbnails). Missing files are fine. */
   remove(key: string): Promise<void>;
+  /** Removes every temp part this process created (shutdown, after in-flight uploads are gone). */
+  removeOwnParts(): Promise<number>;
 }
 
 export async function createDisk(dataDir: string, hasher: Hasher): Promise<Disk> {
@@ -57,6 +59,11 @@ export async function createDisk(dataDir: string, hasher: Hasher): Promise<Disk>
       await fsp.utimes(partPath, now, now);
       await fsp.rename(partPath, dest);
       await fsyncDir(dir);
+    },
+    async removeOwnParts() {
+      const mine = (await fsp.readdir(tmpDir)).filter((n) => n.startsWith(`${process.pid}-`) && n.endsWith('.part'));
+      await Promise.all(mine.map((n) => fsp.rm(path.join(tmpDir, n), { force: true })));
+      return mine.length;
     },
     async remove(key) {
       const p = filePath(key);

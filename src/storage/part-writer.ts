@@ -126,19 +126,22 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
     order.push(slot);
     const at = position;
     position += len;
-    const doWrite = (): void => {
+    // A short write (a disk filling up mid-buffer) continues from where it stopped; the retry then
+    // fails with ENOSPC instead of the part silently missing the rest of the buffer.
+    const doWrite = (done = 0): void => {
       if (aborted) return;
       writesInFlight++;
-      fs.write(fd, s.view!, 0, len, at, (err) => {
+      fs.write(fd, s.view!, done, len - done, at + done, (err, n) => {
         writesInFlight--;
         if (aborted) return closeIfIdle();
         if (err) return fail(err);
+        if (done + n < len) return doWrite(done + n);
         s.written = true;
         toHasher();
       });
     };
     if (fd >= 0) doWrite();
-    else waitingForFd.push(doWrite);
+    else waitingForFd.push(() => doWrite());
   }
 
   function pump(): void {

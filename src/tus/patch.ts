@@ -65,7 +65,7 @@ export function tapBody(ctx: Ctx): BodyTap {
         let received = 0;
         let written = 0;
         let position = offset;
-        const queue: Array<{ buf: Buffer; len: number }> = [];
+        const queue: Array<{ buf: Buffer; len: number; off: number }> = [];
         let writing = false;
         let finished = false;
         let failure: Error | null = null;
@@ -79,17 +79,26 @@ export function tapBody(ctx: Ctx): BodyTap {
           }
         };
         const pump = (): void => {
-          if (writing || failure) return settle();
+          if (failure) {
+            // Nothing more will be written: drop what is queued, or settle() would wait for it forever.
+            for (const q of queue.splice(0)) free.push(q.buf);
+            return settle();
+          }
+          if (writing) return settle();
           const next = queue.shift();
           if (!next) return settle();
           writing = true;
-          fs.write(fd, next.buf, 0, next.len, position, (err, n) => {
+          fs.write(fd, next.buf, next.off, next.len - next.off, position, (err, n) => {
             writing = false;
             if (err) failure = err;
             else {
               position += n;
               written += n;
-              if (n < next.len) failure = new Error('short write');
+              // A short write (the disk filling up) continues with the rest; that write reports ENOSPC.
+              if (next.off + n < next.len) {
+                queue.unshift({ ...next, off: next.off + n });
+                return pump();
+              }
             }
             free.push(next.buf);
             if (!failure && !ctx.done && !sawLast && queue.length < SLOTS - 1) res.resume();
@@ -97,7 +106,7 @@ export function tapBody(ctx: Ctx): BodyTap {
           });
         };
         const flush = (): void => {
-          if (cur && fill > 0) queue.push({ buf: cur, len: fill });
+          if (cur && fill > 0) queue.push({ buf: cur, len: fill, off: 0 });
           else if (cur) free.push(cur);
           cur = null;
           fill = 0;
@@ -133,7 +142,9 @@ export function tapBody(ctx: Ctx): BodyTap {
             // uWS keeps a paused socket paused across requests: a kept-alive connection would stall.
             if (!ctx.aborted) res.resume();
             flush();
-          } else if (!ctx.aborted && (queue.length >= SLOTS - 1 || slots > SLOTS)) res.pause();
+            // Pause only while a write is pending: its completion is what resumes the socket. (With
+            // nothing in flight a pause would never be undone and the upload would stall.)
+          } else if (!ctx.aborted && (writing || queue.length > 0) && (queue.length >= SLOTS - 1 || slots > SLOTS)) res.pause();
         };
         // The client went away: write what had arrived, then report it.
         onEnd = () => flush();

@@ -43,7 +43,7 @@ export function tusRoutes(deps: Deps): Route[] {
     { method: 'post', pattern: '/api/v1/tus', streamsBody: true, handler: create },
     { method: 'post', pattern: '/api/v1/tus/', streamsBody: true, handler: create },
     { method: 'head', pattern: '/api/v1/tus/:id', streamsBody: true, handler: (ctx) => head(ctx, deps) },
-    { method: 'patch', pattern: '/api/v1/tus/:id', streamsBody: true, handler: (ctx) => patch(ctx, deps, dir) },
+    { method: 'patch', pattern: '/api/v1/tus/:id', streamsBody: true, transfer: 'upload', handler: (ctx) => patch(ctx, deps, dir) },
     { method: 'del', pattern: '/api/v1/tus/:id', streamsBody: true, handler: (ctx) => terminate(ctx, deps, dir) },
   ];
 }
