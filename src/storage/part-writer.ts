@@ -1,8 +1,15 @@
 import fs from 'node:fs';
+import { createHash } from 'node:crypto';
+import { crc32 } from 'node:zlib';
 import type { Digest, Hasher, HashStream } from './hasher.ts';
 
 /** Disk writes are coalesced into slots of this size (busboy hands out ~30 KB pieces). */
 export const SLOT_BYTES = 1 << 20;
+/**
+ * Files up to this size are hashed on the event loop when they finish (microseconds for SHA-256
+ * and CRC-32) instead of two round trips to the hash worker, which cost more than the hashing.
+ */
+const INLINE_HASH_BYTES = 256 * 1024;
 /** Slots per file: bounds memory per upload to SLOTS × SLOT_BYTES whatever the file size. */
 const SLOTS = 8;
 
@@ -67,10 +74,16 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
   let drainFn: (() => void) | null = null;
   let idleFn: (() => void) | null = null;
 
-  const hash: HashStream = hasher.open((slot, buf) => {
+  /** Opened with the first slot handed over: a small file never needs one (see INLINE_HASH_BYTES). */
+  let stream: HashStream | null = null;
+  let inline = false;
+  let inlineDigest: Digest | null = null;
+  const hashStream = (): HashStream => (stream ??= hasher.open((slot, buf) => slotBack(slot, Buffer.from(buf))));
+
+  function slotBack(slot: number, view: Buffer): void {
     const s = slots[slot];
     if (!s) return; // released after an abort
-    s.view = Buffer.from(buf);
+    s.view = view;
     free.push(slot);
     pump();
     if (overflow.length === 0 && drainFn) {
@@ -79,7 +92,7 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
       fn();
     }
     idleFn?.();
-  });
+  }
 
   // O_DSYNC: each positioned write returns once its bytes are on disk, so writeback overlaps the
   // upload instead of one long fsync after the last byte (~1.3x faster end to end here; periodic
@@ -114,8 +127,14 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
       const slot = order.shift()!;
       const s = slots[slot]!;
       const view = s.view!;
+      if (inline) {
+        const bytesOfFile = view.subarray(0, s.len);
+        inlineDigest = { sha256: createHash('sha256').update(bytesOfFile).digest('hex'), crc32: crc32(bytesOfFile) >>> 0 };
+        slotBack(slot, view);
+        continue;
+      }
       s.view = null;
-      hash.update(view.buffer as ArrayBuffer, s.len, slot);
+      hashStream().update(view.buffer as ArrayBuffer, s.len, slot);
     }
   }
 
@@ -182,6 +201,8 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
         const complete = (): void => {
           if (failed) return reject(failed);
           if (overflow.length > 0) return; // the next ack pumps and calls us again
+          // Nothing went to the hash worker yet and what is left fits: hash it here.
+          if (stream === null && bytes <= INLINE_HASH_BYTES) inline = true;
           if (cur >= 0) {
             submit(cur, fill);
             cur = -1;
@@ -207,7 +228,9 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
               fd = -1;
               fs.close(closing, (err2) => {
                 if (err2) return reject(err2);
-                hash.digest().then((d) => resolve({ size: bytes, ...d }), reject);
+                if (!inline) return hashStream().digest().then((d) => resolve({ size: bytes, ...d }), reject);
+                // (an empty file never filled a slot)
+                resolve({ size: bytes, ...(inlineDigest ?? { sha256: createHash('sha256').digest('hex'), crc32: 0 }) });
               });
             });
           };
@@ -221,7 +244,7 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
     abort() {
       if (aborted) return;
       aborted = true;
-      hash.discard();
+      stream?.discard();
       overflow.length = 0;
       release();
       fs.unlink(path, () => {});
