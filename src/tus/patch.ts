@@ -133,7 +133,12 @@ export function tapBody(ctx: Ctx): BodyTap {
             // uWS keeps a paused socket paused across requests: a kept-alive connection would stall.
             if (!ctx.aborted) res.resume();
             flush();
-          } else if (!ctx.aborted && (queue.length >= SLOTS - 1 || slots > SLOTS)) res.pause();
+          } else if (!ctx.aborted && (queue.length >= SLOTS - 1 || slots - free.length > SLOTS)) {
+            // Buffers in use (not the ones ever allocated, which never shrinks): with more than
+            // SLOTS held, a write is in flight and its callback resumes; pausing with none in
+            // flight would stall the request for good.
+            res.pause();
+          }
         };
         // The client went away: write what had arrived, then report it.
         onEnd = () => flush();
