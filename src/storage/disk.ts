@@ -3,7 +3,7 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { createPartWriter, type PartWriter } from './part-writer.ts';
-import type { Hasher } from './hasher.ts';
+import type { FileDigest, Hasher } from './hasher.ts';
 
 /** Storage keys are 32 lowercase hex characters the server made; nothing else becomes a path. */
 const KEY_RE = /^[0-9a-f]{32}$/;
@@ -23,6 +23,8 @@ export interface Disk {
   commit(partPath: string, key: string): Promise<void>;
   /** Removes a stored file and anything cached beside it (thumbnails). Missing files are fine. */
   remove(key: string): Promise<void>;
+  /** Size, SHA-256 and CRC-32 of a finished file, read and hashed off the event loop (bounded memory). */
+  digest(filePath: string): Promise<FileDigest>;
 }
 
 export async function createDisk(dataDir: string, hasher: Hasher): Promise<Disk> {
@@ -58,6 +60,7 @@ export async function createDisk(dataDir: string, hasher: Hasher): Promise<Disk>
       await fsp.rename(partPath, dest);
       await fsyncDir(dir);
     },
+    digest: (filePath) => hasher.digestFile(filePath),
     async remove(key) {
       const p = filePath(key);
       const dir = path.dirname(p);
