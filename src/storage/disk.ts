@@ -23,8 +23,13 @@ export interface Disk {
   commit(partPath: string, key: string): Promise<void>;
   /** Removes a stored file and anything cached beside it (thumbnails). Missing files are fine. */
   remove(key: string): Promise<void>;
-  /** Size, SHA-256 and CRC-32 of a finished file, read and hashed off the event loop (bounded memory). */
-  digest(filePath: string): Promise<FileDigest>;
+  /**
+   * Size, SHA-256 and CRC-32 of a finished file, read and hashed off the event loop (bounded
+   * memory). With a `key` it continues from what digestAhead(key, …) already hashed.
+   */
+  digest(filePath: string, key?: string): Promise<FileDigest>;
+  /** Hashes a growing file's durable first `upto` bytes in the background (see Hasher.hashAhead). */
+  digestAhead(key: string, filePath: string, upto: number): void;
 }
 
 export async function createDisk(dataDir: string, hasher: Hasher): Promise<Disk> {
@@ -60,7 +65,8 @@ export async function createDisk(dataDir: string, hasher: Hasher): Promise<Disk>
       await fsp.rename(partPath, dest);
       await fsyncDir(dir);
     },
-    digest: (filePath) => hasher.digestFile(filePath),
+    digest: (filePath, key) => hasher.digestFile(filePath, key),
+    digestAhead: (key, filePath, upto) => hasher.hashAhead(key, filePath, upto),
     async remove(key) {
       const p = filePath(key);
       const dir = path.dirname(p);

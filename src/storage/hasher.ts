@@ -19,8 +19,16 @@ export interface FileDigest extends Digest {
 
 export interface Hasher {
   open(onAck: (slot: number, buf: ArrayBuffer) => void): HashStream;
-  /** SHA-256, CRC-32 and size of a whole file, read and hashed by a worker in 1 MiB pieces. */
-  digestFile(path: string): Promise<FileDigest>;
+  /**
+   * SHA-256, CRC-32 and size of a whole file, read and hashed by a worker in 1 MiB pieces. With a
+   * `key`, continues from what hashAhead(key, …) already hashed.
+   */
+  digestFile(path: string, key?: string): Promise<FileDigest>;
+  /**
+   * Hashes a growing file's first `upto` bytes in the background (bytes below `upto` must never
+   * change again), so digestFile(path, key) at the end reads only the rest.
+   */
+  hashAhead(key: string, path: string, upto: number): void;
   close(): Promise<void>;
 }
 
@@ -64,6 +72,12 @@ export function createHasher(size = Math.max(1, Math.min(4, os.availableParallel
     });
     workers.push(w);
   }
+  /** One key always goes to the same worker, which holds its state. */
+  const workerOf = (key: string): Worker => {
+    let h = 0;
+    for (let i = 0; i < key.length; i++) h = (h * 31 + key.charCodeAt(i)) >>> 0;
+    return workers[h % workers.length]!;
+  };
   return {
     open(onAck) {
       const id = nextId++;
@@ -82,12 +96,16 @@ export function createHasher(size = Math.max(1, Math.min(4, os.availableParallel
         },
       };
     },
-    digestFile(path) {
+    digestFile(path, key) {
       const id = nextId++;
       return new Promise<FileDigest>((resolve, reject) => {
         files.set(id, { resolve, reject });
-        workers[id % workers.length]!.postMessage({ t: 'file', id, path });
+        const worker = key === undefined ? workers[id % workers.length]! : workerOf(key);
+        worker.postMessage({ t: 'file', id, path, key });
       });
+    },
+    hashAhead(key, path, upto) {
+      workerOf(key).postMessage({ t: 'ahead', key, path, upto });
     },
     close: async () => {
       await Promise.all(workers.map((w) => w.terminate()));

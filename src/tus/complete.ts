@@ -20,9 +20,10 @@ export interface Completed {
  * the upload stays complete-able (an empty PATCH at the final offset retries).
  */
 export async function completeUpload(deps: Deps, row: TusRow, partPath: string): Promise<Completed> {
-  // Hashing at completion is the one robust place (hash state cannot outlive a PATCH or a restart);
-  // a hash worker reads the part in 1 MiB pieces, so the event loop only waits.
-  const d = await deps.disk.digest(partPath);
+  // A hash worker reads the part in 1 MiB pieces, so the event loop only waits. Each PATCH had it
+  // hash the durable bytes behind it (appendBody), so usually only the last piece is left; after a
+  // restart, or on another process, it reads from 0.
+  const d = await deps.disk.digest(partPath, row.id);
   const key = newStorageKey();
   const file: NewFile = { storageKey: key, name: row.file_name, size: d.size, mimeType: row.mime_type, sha256: d.sha256, crc32: d.crc32 };
   await deps.disk.commit(partPath, key);

@@ -5,7 +5,12 @@ import { TusError } from './protocol.ts';
 
 /** Disk writes are coalesced into slots of this size; at most SLOTS are held per request. */
 const SLOT_BYTES = 1 << 20;
-const SLOTS = 4;
+const SLOTS = 8;
+/**
+ * Positioned O_DSYNC writes in flight at once: each returns only once on disk, so one at a time
+ * would leave the device idle between them (the multipart path keeps several in flight too).
+ */
+const WRITES = 4;
 
 export interface BodyTap {
   /**
@@ -66,35 +71,48 @@ export function tapBody(ctx: Ctx): BodyTap {
         let written = 0;
         let position = offset;
         const queue: Array<{ buf: Buffer; len: number }> = [];
-        let writing = false;
+        /** Issued writes in file order; `written` advances over the finished, successful prefix. */
+        const issued: Array<{ len: number; done: boolean; ok: boolean }> = [];
+        let inFlight = 0;
+        let broken = false;
         let finished = false;
         let failure: Error | null = null;
         let sawLast = false;
 
         const settle = (): void => {
-          if (finished || writing || queue.length > 0) return;
+          if (finished || inFlight > 0) return;
+          // After a failure, buffered bytes are dropped: only the durable prefix counts.
+          if (!failure && queue.length > 0) return;
           if (failure || sawLast || ctx.aborted) {
             finished = true;
             resolve({ written, complete: sawLast && !failure, digest: hash ? hash.digest() : null, error: failure });
           }
         };
         const pump = (): void => {
-          if (writing || failure) return settle();
-          const next = queue.shift();
-          if (!next) return settle();
-          writing = true;
-          fs.write(fd, next.buf, 0, next.len, position, (err, n) => {
-            writing = false;
-            if (err) failure = err;
-            else {
-              position += n;
-              written += n;
-              if (n < next.len) failure = new Error('short write');
-            }
-            free.push(next.buf);
-            if (!failure && !ctx.done && !sawLast && queue.length < SLOTS - 1) res.resume();
-            pump();
-          });
+          while (!failure && inFlight < WRITES && queue.length > 0) {
+            const next = queue.shift()!;
+            const at = position;
+            position += next.len;
+            const rec = { len: next.len, done: false, ok: false };
+            issued.push(rec);
+            inFlight++;
+            fs.write(fd, next.buf, 0, next.len, at, (err, n) => {
+              inFlight--;
+              rec.done = true;
+              if (err) failure ??= err;
+              else if (n < next.len) failure ??= new Error('short write');
+              else rec.ok = true;
+              while (issued.length > 0 && issued[0]!.done) {
+                const r = issued.shift()!;
+                if (!r.ok) broken = true;
+                if (!broken) written += r.len;
+              }
+              free.push(next.buf);
+              if (!failure && !ctx.done && !sawLast && queue.length < SLOTS / 2) res.resume();
+              pump();
+            });
+          }
+          settle();
         };
         const flush = (): void => {
           if (cur && fill > 0) queue.push({ buf: cur, len: fill });
@@ -133,10 +151,10 @@ export function tapBody(ctx: Ctx): BodyTap {
             // uWS keeps a paused socket paused across requests: a kept-alive connection would stall.
             if (!ctx.aborted) res.resume();
             flush();
-          } else if (!ctx.aborted && (queue.length >= SLOTS - 1 || slots - free.length > SLOTS)) {
-            // Buffers in use (not the ones ever allocated, which never shrinks): with more than
-            // SLOTS held, a write is in flight and its callback resumes; pausing with none in
-            // flight would stall the request for good.
+          } else if (!ctx.aborted && (queue.length >= SLOTS / 2 || slots - free.length > SLOTS)) {
+            // Buffers in use (not the ones ever allocated, which never shrinks): with that many
+            // held, a write is in flight and its callback resumes; pausing with none in flight
+            // would stall the request for good.
             res.pause();
           }
         };
