@@ -2,6 +2,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import net from 'node:net';
+import { createHash, randomBytes } from 'node:crypto';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
 
@@ -112,6 +113,61 @@ describe(`web front end in Chromium (${backends()[0]})`, { skip }, () => {
     await page.screenshot({ path: '/tmp/sluice-unlocked-phone.png', fullPage: true });
     const [download] = await Promise.all([page.waitForEvent('download'), page.locator('#files a.btn').first().click()]);
     assert.equal(fs.readFileSync((await download.path())!, 'utf8'), 'the secret');
+    await page.close();
+    assert.deepEqual(problems, []);
+  });
+
+  test('large files go through tus (retried after a dropped PATCH) into the same bundle as small ones', async () => {
+    const page = await newPage();
+    const MiB = 1 << 20;
+    const big = randomBytes(3 * MiB + 17);
+    const sha = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
+    const tus: string[] = [];
+    let dropped = 0;
+    // The second PATCH never reaches the server, as if the network went away: the page retries it.
+    await page.route('**/api/v1/tus/**', async (route) => {
+      const req = route.request();
+      if (req.method() === 'PATCH') {
+        const n = tus.filter((m) => m.startsWith('PATCH')).length;
+        tus.push(`PATCH ${req.headers()['upload-offset']}`);
+        if (n === 1 && dropped === 0) {
+          dropped++;
+          return route.abort('connectionreset');
+        }
+      } else tus.push(req.method());
+      return route.continue();
+    });
+    // The query may only lower the threshold and chunk size: 1 MiB pushes `big` through tus in pieces.
+    await page.goto(`${srv.url}/?tus_threshold=${MiB}&tus_chunk=${MiB}`);
+    assert.equal(await page.getAttribute('#upload', 'data-tus-threshold'), String(MiB));
+    await page.setInputFiles('#pick', [
+      { name: 'small.txt', mimeType: 'text/plain', buffer: Buffer.from('small file') },
+      { name: 'big.bin', mimeType: 'application/octet-stream', buffer: big },
+    ]);
+    await page.click('#send');
+    await page.locator('#result').waitFor({ state: 'visible', timeout: 60_000 });
+    assert.equal(dropped, 1);
+    assert.equal(tus[0], 'POST');
+    assert.ok(tus.includes('HEAD'), `resumed after asking the offset: ${tus.join(', ')}`);
+    assert.ok(tus.filter((m) => m.startsWith('PATCH')).length >= 5, tus.join(', '));
+    const code = new URL(await page.inputValue('#share-link')).pathname.slice(1);
+    const bundle = (await (await fetch(`${srv.url}/api/v1/bundle/${code}`)).json()) as { files: Array<{ id: number; name: string; size: number }> };
+    assert.deepEqual(bundle.files.map((f) => [f.name, f.size]), [['small.txt', 10], ['big.bin', big.length]]);
+    const got = Buffer.from(await (await fetch(`${srv.url}/api/v1/download/${bundle.files[1]!.id}`)).arrayBuffer());
+    assert.equal(sha(got), sha(big), 'the tus upload is byte-identical');
+
+    // The manage page appends a large file through tus with the bundle's upload token.
+    const manage = new URL(await page.inputValue('#upload-link'));
+    await page.unroute('**/api/v1/tus/**');
+    await page.goto(`${manage.href}?tus_threshold=0&tus_chunk=${MiB}`);
+    const more = randomBytes(2 * MiB + 5);
+    await page.setInputFiles('#pick', [{ name: 'more.bin', mimeType: 'application/octet-stream', buffer: more }]);
+    await page.click('#send');
+    await page.locator('#files li', { hasText: 'more.bin' }).waitFor({ timeout: 60_000 });
+    const after = (await (await fetch(`${srv.url}/api/v1/bundle/${code}`)).json()) as { files: Array<{ id: number; name: string }> };
+    assert.deepEqual(after.files.map((f) => f.name), ['small.txt', 'big.bin', 'more.bin']);
+    const got2 = Buffer.from(await (await fetch(`${srv.url}/api/v1/download/${after.files[2]!.id}`)).arrayBuffer());
+    assert.equal(sha(got2), sha(more));
     await page.close();
     assert.deepEqual(problems, []);
   });

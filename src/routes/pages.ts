@@ -5,6 +5,7 @@ import { hashSecret, secretMatches, SHORT_CODE_RE, UPLOAD_TOKEN_RE } from '../au
 import { loadAssets } from '../web/assets.ts';
 import { sendHtml } from '../web/html.ts';
 import { managePage, notFoundPage, sharePage, uploadPage, type View } from '../web/views.ts';
+import { uploadOptionsFrom } from '../web/upload-options.ts';
 import type { Deps } from './deps.ts';
 
 /**
@@ -16,7 +17,7 @@ export function pageRoutes(deps: Deps): Route[] {
   const view: View = { asset: (name) => assets.url(name), baseUrl: deps.config.baseUrl };
   const { anonMaxBundleBytes, anonExpiryDays } = deps.config;
   const notFound = (ctx: Ctx): void => sendHtml(ctx, 404, notFoundPage(view));
-  const home = (ctx: Ctx): void => sendHtml(ctx, 200, uploadPage(view, anonMaxBundleBytes, anonExpiryDays));
+  const home = (ctx: Ctx): void => sendHtml(ctx, 200, uploadPage(view, anonMaxBundleBytes, anonExpiryDays, uploadOptionsFrom(ctx.query)));
   const share = (ctx: Ctx): Promise<void> => sharePageOf(ctx, deps, view, notFound);
   const manage = (ctx: Ctx): Promise<void> => managePageOf(ctx, deps, view, notFound);
   const both = (pattern: string, handler: (ctx: Ctx) => void | Promise<void>): Route[] => [
@@ -52,10 +53,11 @@ async function sharePageOf(ctx: Ctx, deps: Deps, view: View, notFound: (ctx: Ctx
 
 async function managePageOf(ctx: Ctx, deps: Deps, view: View, notFound: (ctx: Ctx) => void): Promise<void> {
   const token = ctx.params[0] ?? '';
+  const upload = uploadOptionsFrom(ctx.query);
   if (!UPLOAD_TOKEN_RE.test(token)) return notFound(ctx);
   const bundle = await findBundleByTokenHash(deps.sql, hashSecret(token));
   if (!bundle || bundle.is_expired || !secretMatches(token, bundle.upload_token_hash)) return notFound(ctx);
   const files = await listFiles(deps.sql, bundle.id);
   // The page embeds the upload token: never stored by caches.
-  sendHtml(ctx, 200, managePage(view, bundle, files, token, bundle.max_size_bytes), 'no-store');
+  sendHtml(ctx, 200, managePage(view, bundle, files, token, bundle.max_size_bytes, upload), 'no-store');
 }

@@ -3,7 +3,7 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { createPartWriter, type PartWriter } from './part-writer.ts';
-import type { Hasher } from './hasher.ts';
+import type { FileDigest, Hasher } from './hasher.ts';
 
 /** Storage keys are 32 lowercase hex characters the server made; nothing else becomes a path. */
 const KEY_RE = /^[0-9a-f]{32}$/;
@@ -25,6 +25,13 @@ export interface Disk {
   remove(key: string): Promise<void>;
   /** Removes every temp part this process created (shutdown, after in-flight uploads are gone). */
   removeOwnParts(): Promise<number>;
+  /**
+   * Size, SHA-256 and CRC-32 of a finished file, read and hashed off the event loop (bounded
+   * memory). With a `key` it continues from what digestAhead(key, …) already hashed.
+   */
+  digest(filePath: string, key?: string): Promise<FileDigest>;
+  /** Hashes a growing file's durable first `upto` bytes in the background (see Hasher.hashAhead). */
+  digestAhead(key: string, filePath: string, upto: number): void;
 }
 
 export async function createDisk(dataDir: string, hasher: Hasher): Promise<Disk> {
@@ -65,6 +72,8 @@ export async function createDisk(dataDir: string, hasher: Hasher): Promise<Disk>
       await Promise.all(mine.map((n) => fsp.rm(path.join(tmpDir, n), { force: true })));
       return mine.length;
     },
+    digest: (filePath, key) => hasher.digestFile(filePath, key),
+    digestAhead: (key, filePath, upto) => hasher.hashAhead(key, filePath, upto),
     async remove(key) {
       const p = filePath(key);
       const dir = path.dirname(p);

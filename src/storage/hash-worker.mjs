@@ -1,11 +1,61 @@
-// Hashes file bytes off the event loop: SHA-256 and CRC-32 per upload stream, in arrival order.
+// Hashes file bytes off the event loop: SHA-256 and CRC-32 per upload stream, in arrival order,
+// or of a whole file read here in 1 MiB pieces (one buffer per file job, so memory stays bounded).
 // Buffers arrive transferred and go back transferred, so nothing is copied between threads.
 // Plain JS so it runs in a worker thread whatever loader the main thread uses.
 import { parentPort } from 'node:worker_threads';
 import { createHash } from 'node:crypto';
+import { open } from 'node:fs/promises';
 import { crc32 } from 'node:zlib';
 
 const streams = new Map();
+const FILE_PIECE = 1 << 20;
+/**
+ * Files hashed ahead while they grow (tus parts), by key: { hash, crc, pos, chain }. Bytes below a
+ * part's durable offset never change, so a state is a valid prefix whatever happened since; an
+ * evicted or missing state only means reading from 0 again.
+ */
+const followed = new Map();
+const MAX_FOLLOWED = 256;
+
+/** Hashes `path` from `st.pos` up to `upto` bytes (to its end when null), 1 MiB at a time. */
+async function advance(st, path, upto) {
+  const fh = await open(path, 'r');
+  try {
+    const buf = Buffer.allocUnsafe(FILE_PIECE);
+    while (upto === null || st.pos < upto) {
+      const want = upto === null ? FILE_PIECE : Math.min(FILE_PIECE, upto - st.pos);
+      const { bytesRead } = await fh.read(buf, 0, want, st.pos);
+      if (bytesRead === 0) break;
+      const view = buf.subarray(0, bytesRead);
+      st.hash.update(view);
+      st.crc = crc32(view, st.crc);
+      st.pos += bytesRead;
+    }
+  } finally {
+    await fh.close();
+  }
+}
+
+const fresh = () => ({ hash: createHash('sha256'), crc: 0, pos: 0, chain: Promise.resolve() });
+
+function stateOf(key) {
+  let st = followed.get(key);
+  if (!st) {
+    st = fresh();
+    followed.set(key, st);
+    if (followed.size > MAX_FOLLOWED) followed.delete(followed.keys().next().value);
+  }
+  return st;
+}
+
+async function digestFile(path, key) {
+  const st = key ? stateOf(key) : fresh();
+  // After the catch-ups queued before it; the state is finished here, so it goes.
+  await st.chain;
+  if (key) followed.delete(key);
+  await advance(st, path, null);
+  return { sha256: st.hash.digest('hex'), crc32: st.crc >>> 0, size: st.pos };
+}
 
 parentPort.on('message', (msg) => {
   if (msg.t === 'd') {
@@ -24,5 +74,14 @@ parentPort.on('message', (msg) => {
     parentPort.postMessage({ t: 'digest', id: msg.id, sha256: s.hash.digest('hex'), crc32: s.crc >>> 0 });
   } else if (msg.t === 'x') {
     streams.delete(msg.id);
+  } else if (msg.t === 'ahead') {
+    const st = stateOf(msg.key);
+    // A failed catch-up (the part was removed) drops the state: the final digest starts over.
+    st.chain = st.chain.then(() => advance(st, msg.path, msg.upto)).catch(() => followed.delete(msg.key));
+  } else if (msg.t === 'file') {
+    digestFile(msg.path, msg.key).then(
+      (d) => parentPort.postMessage({ t: 'file', id: msg.id, ...d }),
+      (err) => parentPort.postMessage({ t: 'file', id: msg.id, error: String(err?.message ?? err), code: err?.code }),
+    );
   }
 });

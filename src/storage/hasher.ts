@@ -14,14 +14,30 @@ export interface HashStream {
   discard(): void;
 }
 
+export interface FileDigest extends Digest {
+  readonly size: number;
+}
+
 export interface Hasher {
   open(onAck: (slot: number, buf: ArrayBuffer) => void): HashStream;
+  /**
+   * SHA-256, CRC-32 and size of a whole file, read and hashed by a worker in 1 MiB pieces. With a
+   * `key`, continues from what hashAhead(key, …) already hashed.
+   */
+  digestFile(path: string, key?: string): Promise<FileDigest>;
+  /**
+   * Hashes a growing file's first `upto` bytes in the background (bytes below `upto` must never
+   * change again), so digestFile(path, key) at the end reads only the rest.
+   */
+  hashAhead(key: string, path: string, upto: number): void;
   close(): Promise<void>;
 }
 
 type Msg =
   | { t: 'ack'; id: number; slot: number; buf: ArrayBuffer }
-  | { t: 'digest'; id: number; sha256: string; crc32: number };
+  | { t: 'digest'; id: number; sha256: string; crc32: number }
+  | { t: 'file'; id: number; sha256: string; crc32: number; size: number; error?: undefined }
+  | { t: 'file'; id: number; error: string; code?: string };
 
 /**
  * A small pool of worker threads computing SHA-256 and CRC-32 of streamed bytes, so hashing
@@ -32,13 +48,19 @@ export function createHasher(size = Math.max(1, Math.min(4, os.availableParallel
   const workers: Worker[] = [];
   const acks = new Map<number, (slot: number, buf: ArrayBuffer) => void>();
   const digests = new Map<number, (d: Digest) => void>();
+  const files = new Map<number, { resolve: (d: FileDigest) => void; reject: (err: Error) => void }>();
   let nextId = 1;
   for (let i = 0; i < size; i++) {
     const w = new Worker(fromRoot('src/storage/hash-worker.mjs'));
     w.unref();
     w.on('message', (m: Msg) => {
       if (m.t === 'ack') acks.get(m.id)?.(m.slot, m.buf);
-      else {
+      else if (m.t === 'file') {
+        const job = files.get(m.id);
+        files.delete(m.id);
+        if (m.error !== undefined) job?.reject(Object.assign(new Error(m.error), { code: m.code }));
+        else job?.resolve({ sha256: m.sha256, crc32: m.crc32, size: m.size });
+      } else {
         const done = digests.get(m.id);
         digests.delete(m.id);
         acks.delete(m.id);
@@ -51,6 +73,12 @@ export function createHasher(size = Math.max(1, Math.min(4, os.availableParallel
     });
     workers.push(w);
   }
+  /** One key always goes to the same worker, which holds its state. */
+  const workerOf = (key: string): Worker => {
+    let h = 0;
+    for (let i = 0; i < key.length; i++) h = (h * 31 + key.charCodeAt(i)) >>> 0;
+    return workers[h % workers.length]!;
+  };
   return {
     open(onAck) {
       const id = nextId++;
@@ -68,6 +96,17 @@ export function createHasher(size = Math.max(1, Math.min(4, os.availableParallel
           worker.postMessage({ t: 'x', id });
         },
       };
+    },
+    digestFile(path, key) {
+      const id = nextId++;
+      return new Promise<FileDigest>((resolve, reject) => {
+        files.set(id, { resolve, reject });
+        const worker = key === undefined ? workers[id % workers.length]! : workerOf(key);
+        worker.postMessage({ t: 'file', id, path, key });
+      });
+    },
+    hashAhead(key, path, upto) {
+      workerOf(key).postMessage({ t: 'ahead', key, path, upto });
     },
     close: async () => {
       await Promise.all(workers.map((w) => w.terminate()));

@@ -45,6 +45,9 @@ export async function appendBody(
       await closePart(fd, cut);
     }
     if (offset !== start || length !== null) await setProgress(deps.sql, row.id, offset, length);
+    // Bytes below a recorded offset never change: the hash worker can take them now, overlapping
+    // the next PATCH instead of re-reading the whole part at completion.
+    if (offset !== start && (length === null || offset < length)) deps.disk.digestAhead(row.id, partPath, offset);
     if (failure) throw failure;
     if (ctx.aborted) return [];
   } else if (length !== null) await setProgress(deps.sql, row.id, offset, length);

@@ -1,7 +1,4 @@
-import fs from 'node:fs';
 import fsp from 'node:fs/promises';
-import { createHash } from 'node:crypto';
-import zlib from 'node:zlib';
 import type { Deps } from '../routes/deps.ts';
 import { appendFiles, insertBundle, type BundleRow, type NewFile } from '../db/bundles.ts';
 import { hashSecret, newUploadToken } from '../auth/tokens.ts';
@@ -17,31 +14,16 @@ export interface Completed {
 }
 
 /**
- * SHA-256 and CRC-32 of a finished part, by reading it once in 1 MiB pieces. SHA-256 runs on the
- * event loop here (~0.8 ms per MiB on SHA-NI; I/O interleaves between pieces): state cannot be kept
- * across PATCH requests or restarts, so hashing at completion is the one robust place.
- */
-export async function digestFile(path: string): Promise<{ sha256: string; crc32: number; size: number }> {
-  const sha = createHash('sha256');
-  let crc = 0;
-  let size = 0;
-  for await (const chunk of fs.createReadStream(path, { highWaterMark: 1 << 20 })) {
-    const b = chunk as Buffer;
-    sha.update(b);
-    crc = zlib.crc32(b, crc);
-    size += b.length;
-  }
-  return { sha256: sha.digest('hex'), crc32: crc, size };
-}
-
-/**
  * Turns a finished upload into a normal file of its bundle, exactly like the multipart path: the
  * fsynced part is renamed under a new storage key, then the rows are inserted (a new bundle, or an
  * append under the bundle's row lock). If the rows cannot be written the part is moved back, so
  * the upload stays complete-able (an empty PATCH at the final offset retries).
  */
 export async function completeUpload(deps: Deps, row: TusRow, partPath: string): Promise<Completed> {
-  const d = await digestFile(partPath);
+  // A hash worker reads the part in 1 MiB pieces, so the event loop only waits. Each PATCH had it
+  // hash the durable bytes behind it (appendBody), so usually only the last piece is left; after a
+  // restart, or on another process, it reads from 0.
+  const d = await deps.disk.digest(partPath, row.id);
   const key = newStorageKey();
   const file: NewFile = { storageKey: key, name: row.file_name, size: d.size, mimeType: row.mime_type, sha256: d.sha256, crc32: d.crc32 };
   await deps.disk.commit(partPath, key);

@@ -5,7 +5,12 @@ import { TusError } from './protocol.ts';
 
 /** Disk writes are coalesced into slots of this size; at most SLOTS are held per request. */
 const SLOT_BYTES = 1 << 20;
-const SLOTS = 4;
+const SLOTS = 8;
+/**
+ * Positioned O_DSYNC writes in flight at once: each returns only once on disk, so one at a time
+ * would leave the device idle between them (the multipart path keeps several in flight too).
+ */
+const WRITES = 4;
 
 export interface BodyTap {
   /**
@@ -65,48 +70,51 @@ export function tapBody(ctx: Ctx): BodyTap {
         let received = 0;
         let written = 0;
         let position = offset;
-        const queue: Array<{ buf: Buffer; len: number; off: number }> = [];
-        let writing = false;
+        const queue: Array<{ buf: Buffer; len: number }> = [];
+        /** Issued writes in file order; `written` advances over the finished, successful prefix. */
+        const issued: Array<{ len: number; done: boolean; ok: boolean }> = [];
+        let inFlight = 0;
+        let broken = false;
         let finished = false;
         let failure: Error | null = null;
         let sawLast = false;
 
         const settle = (): void => {
-          if (finished || writing || queue.length > 0) return;
+          if (finished || inFlight > 0) return;
+          // After a failure, buffered bytes are dropped: only the durable prefix counts.
+          if (!failure && queue.length > 0) return;
           if (failure || sawLast || ctx.aborted) {
             finished = true;
             resolve({ written, complete: sawLast && !failure, digest: hash ? hash.digest() : null, error: failure });
           }
         };
         const pump = (): void => {
-          if (failure) {
-            // Nothing more will be written: drop what is queued, or settle() would wait for it forever.
-            for (const q of queue.splice(0)) free.push(q.buf);
-            return settle();
-          }
-          if (writing) return settle();
-          const next = queue.shift();
-          if (!next) return settle();
-          writing = true;
-          fs.write(fd, next.buf, next.off, next.len - next.off, position, (err, n) => {
-            writing = false;
-            if (err) failure = err;
-            else {
-              position += n;
-              written += n;
-              // A short write (the disk filling up) continues with the rest; that write reports ENOSPC.
-              if (next.off + n < next.len) {
-                queue.unshift({ ...next, off: next.off + n });
-                return pump();
+          while (!failure && inFlight < WRITES && queue.length > 0) {
+            const next = queue.shift()!;
+            const at = position;
+            position += next.len;
+            const rec = { len: next.len, done: false, ok: false };
+            issued.push(rec);
+            inFlight++;
+            writeFully(fd, next.buf, 0, next.len, at, (err) => {
+              inFlight--;
+              rec.done = true;
+              if (err) failure ??= err;
+              else rec.ok = true;
+              while (issued.length > 0 && issued[0]!.done) {
+                const r = issued.shift()!;
+                if (!r.ok) broken = true;
+                if (!broken) written += r.len;
               }
-            }
-            free.push(next.buf);
-            if (!failure && !ctx.done && !sawLast && queue.length < SLOTS - 1) res.resume();
-            pump();
-          });
+              free.push(next.buf);
+              if (!failure && !ctx.done && !sawLast && queue.length < SLOTS / 2) res.resume();
+              pump();
+            });
+          }
+          settle();
         };
         const flush = (): void => {
-          if (cur && fill > 0) queue.push({ buf: cur, len: fill, off: 0 });
+          if (cur && fill > 0) queue.push({ buf: cur, len: fill });
           else if (cur) free.push(cur);
           cur = null;
           fill = 0;
@@ -142,9 +150,12 @@ export function tapBody(ctx: Ctx): BodyTap {
             // uWS keeps a paused socket paused across requests: a kept-alive connection would stall.
             if (!ctx.aborted) res.resume();
             flush();
-            // Pause only while a write is pending: its completion is what resumes the socket. (With
-            // nothing in flight a pause would never be undone and the upload would stall.)
-          } else if (!ctx.aborted && (writing || queue.length > 0) && (queue.length >= SLOTS - 1 || slots > SLOTS)) res.pause();
+          } else if (!ctx.aborted && (queue.length >= SLOTS / 2 || slots - free.length > SLOTS)) {
+            // Buffers in use (not the ones ever allocated, which never shrinks): with that many
+            // held, a write is in flight and its callback resumes; pausing with none in flight
+            // would stall the request for good.
+            res.pause();
+          }
         };
         // The client went away: write what had arrived, then report it.
         onEnd = () => flush();
@@ -154,6 +165,19 @@ export function tapBody(ctx: Ctx): BodyTap {
       });
     },
   };
+}
+
+/**
+ * Writes buf[off, len) at `pos`, continuing after short writes: a disk that fills up mid-buffer
+ * writes part of it, and the next write reports ENOSPC (so the caller sees the real error).
+ */
+function writeFully(fd: number, buf: Buffer, off: number, len: number, pos: number, cb: (err: Error | null) => void): void {
+  fs.write(fd, buf, off, len - off, pos, (err, n) => {
+    if (err) return cb(err);
+    if (n === 0) return cb(new Error('write made no progress'));
+    if (off + n < len) return writeFully(fd, buf, off + n, len, pos + n, cb);
+    cb(null);
+  });
 }
 
 /** Opens an existing part for positioned writes that return only once their bytes are on disk. */

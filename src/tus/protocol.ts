@@ -18,7 +18,7 @@ export const BASE_HEADERS: ReadonlyArray<readonly [string, string]> = [
   [
     'Access-Control-Expose-Headers',
     'Location, Upload-Offset, Upload-Length, Upload-Expires, Upload-Metadata, Upload-Defer-Length, Tus-Resumable, ' +
-      'Tus-Version, Tus-Extension, Tus-Max-Size, Tus-Checksum-Algorithm, Sluice-Short-Code, Sluice-Share-Url, Sluice-Upload-Token',
+      'Tus-Version, Tus-Extension, Tus-Max-Size, Tus-Checksum-Algorithm, Sluice-Short-Code, Sluice-Share-Url, Sluice-File-Id, Sluice-Upload-Token',
   ],
 ];
 

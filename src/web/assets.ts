@@ -32,8 +32,9 @@ const TYPES: Record<string, string> = {
 const STATIC_DIR = fromRoot('src/web/static');
 
 /**
- * Loads every static file once (they are a few kilobytes) plus the QR code library's browser
- * build, which defines the global `qrcode`. Nothing is read from disk per request.
+ * Loads every static file once (they are a few kilobytes) plus the browser builds of the QR code
+ * library (global `qrcode`) and tus-js-client (global `tus`, ~85 KB, no eval: fine under
+ * script-src 'self'). Nothing is read from disk per request.
  */
 export function loadAssets(dir = STATIC_DIR): Assets {
   const files = new Map<string, Buffer>();
@@ -43,6 +44,10 @@ export function loadAssets(dir = STATIC_DIR): Assets {
   // The package's "require" export is dist/qrcode.js: a plain script, not an ES module.
   const qrPath = createRequire(import.meta.url).resolve('qrcode-generator');
   files.set('qrcode.js', readFileSync(qrPath));
+  // The package's main entry is lib.es5/node/index.js; its UMD browser build sits in dist/. The
+  // source-map comment goes: the map is not served, and devtools would log a 404 for it.
+  const tusPath = path.join(path.dirname(createRequire(import.meta.url).resolve('tus-js-client')), '../../dist/tus.min.js');
+  files.set('tus.js', Buffer.from(readFileSync(tusPath, 'utf8').replace(/\n?\/\/# sourceMappingURL=\S+\s*$/, '\n')));
 
   const assets = new Map<string, Asset>();
   for (const [name, body] of files) {

@@ -1,5 +1,6 @@
 import { html, humanSize, layout, plural, type Safe } from './html.ts';
 import { isoUtc, sqlUtc } from '../util/time.ts';
+import { DEFAULT_UPLOAD_OPTIONS, type UploadOptions } from './upload-options.ts';
 
 /** What the templates need; `asset` maps a static name to its versioned URL. */
 export interface View {
@@ -98,9 +99,9 @@ ${list}
 }
 
 /** The upload form; with `token` it appends to that bundle instead of creating one. */
-function uploadForm(v: View, o: { token?: string; maxBytes: number }): Safe {
+function uploadForm(v: View, o: { token?: string; maxBytes: number; upload: UploadOptions }): Safe {
   const endpoint = o.token ? `/api/v1/upload/${o.token}` : '/api/v1/upload';
-  return html`<form id="upload" class="upload" data-endpoint="${endpoint}" data-base="${v.baseUrl}" data-mode="${o.token ? 'append' : 'new'}" data-max="${o.maxBytes}">
+  return html`<form id="upload" class="upload" data-endpoint="${endpoint}" data-base="${v.baseUrl}" data-mode="${o.token ? 'append' : 'new'}" data-max="${o.maxBytes}" data-tus-threshold="${o.upload.tusThresholdBytes}" data-tus-chunk="${o.upload.tusChunkBytes}">
 <label class="drop" id="drop">
 <input type="file" id="pick" name="files[]" multiple>
 <span class="drop-icon" aria-hidden="true"></span>
@@ -127,11 +128,11 @@ function linkBox(id: string, value: string, label: string): Safe {
 }
 
 /** GET / */
-export function uploadPage(v: View, maxBytes: number, expiryDays: number): Safe {
+export function uploadPage(v: View, maxBytes: number, expiryDays: number, upload = DEFAULT_UPLOAD_OPTIONS): Safe {
   const body = html`<section class="card" id="compose">
 <h1>Share files, simply.</h1>
 <p class="lead">Up to ${humanSize(maxBytes)} per bundle, no account. Links expire after ${plural(expiryDays, 'day')}.</p>
-${uploadForm(v, { maxBytes })}
+${uploadForm(v, { maxBytes, upload })}
 </section>
 <section class="card result" id="result" hidden>
 <p class="eyebrow">Done</p>
@@ -141,11 +142,13 @@ ${linkBox('share-link', '', 'Share link')}
 ${linkBox('upload-link', '', 'Upload link: keep this to add or delete files')}
 <div class="actions"><a class="btn primary" id="open-share" href="/">Open share page</a><a class="btn" href="/">Share more files</a></div>
 </section>`;
-  return layout({ title: 'Sluice · share files', body, scripts: ['qrcode.js', 'common.js', 'upload.js'], asset: v.asset });
+  return layout({ title: 'Sluice · share files', body, scripts: ['qrcode.js', 'common.js', 'tus.js', 'upload.js'], asset: v.asset });
 }
 
 /** GET /u/<token>: the bundle's files with delete buttons, and the form to add more. */
-export function managePage(v: View, b: BundleView, files: readonly FileView[], token: string, maxBytes: number): Safe {
+export function managePage(
+  v: View, b: BundleView, files: readonly FileView[], token: string, maxBytes: number, upload = DEFAULT_UPLOAD_OPTIONS,
+): Safe {
   const shareUrl = `${v.baseUrl}/${b.short_code}`;
   const body = html`<section class="card" id="manage" data-token="${token}">
 <p class="eyebrow">Manage bundle</p>
@@ -158,9 +161,9 @@ ${files.length === 0 ? html`<p class="muted" id="empty">No files left in this bu
 </section>
 <section class="card" id="compose">
 <h2>Add files</h2>
-${uploadForm(v, { token, maxBytes })}
+${uploadForm(v, { token, maxBytes, upload })}
 </section>`;
-  return layout({ title: `Manage ${b.short_code} · Sluice`, body, scripts: ['qrcode.js', 'common.js', 'upload.js'], asset: v.asset });
+  return layout({ title: `Manage ${b.short_code} · Sluice`, body, scripts: ['qrcode.js', 'common.js', 'tus.js', 'upload.js'], asset: v.asset });
 }
 
 export function notFoundPage(v: View): Safe {

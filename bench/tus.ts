@@ -1,0 +1,190 @@
+// Resumable upload throughput: one file of SIZE through tus (creation, then PATCH pieces of PIECE) against the
+// same file as one multipart POST, on the same Sluice process in the same run. Medians of BENCH_RUNS; the order
+// alternates per run. Target: tus >= 0.9x multipart.
+//   node --import tsx bench/tus.ts [4G]     env: BENCH_SIZES (default 4G) BENCH_RUNS (3) BENCH_TUS_PIECE (64M) DATABASE_URL
+import http from 'node:http';
+import {
+  envInt, environment, fixed, formatSize, mbps, median, parseSize, printHeader, printTable, ratio, runLine, sizesFromArgs,
+  writeResults, MiB,
+} from './lib/report.ts';
+import { patternChunks, uploadMultipart, CONTENT_LENGTH_LIMIT } from './lib/http-client.ts';
+import { IDLE_TIMEOUT_MS } from './lib/download-client.ts';
+import { closeAll, describeFailure, startSluice, type Target } from './lib/targets.ts';
+import { asUploadReply, cleanupUploads } from './lib/sluice-api.ts';
+
+type Mode = 'tus' | 'multipart';
+
+interface Run {
+  ms: number;
+  mbps: number;
+  peakRssMiB: number;
+  cpuPerGB: number;
+  requests: number;
+}
+
+interface Reply {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  body: string;
+}
+
+/** One keep-alive connection for the whole tus session, like a real client. */
+const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+
+/**
+ * Sends one request whose body is `size` bytes of the shared pattern, written with backpressure (no piece is
+ * ever held in memory: every chunk is a view of the same 1 MiB buffer).
+ */
+function send(url: string, method: string, headers: Record<string, string>, size: number): Promise<Reply> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(url, { method, agent, headers: { ...headers, 'content-length': String(size) } });
+    req.on('error', reject);
+    req.setTimeout(IDLE_TIMEOUT_MS, () => req.destroy(new Error(`${method} idle for ${IDLE_TIMEOUT_MS / 1000} s`)));
+    req.on('response', (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (body += c));
+      res.on('error', reject);
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
+    });
+    const write = async (): Promise<void> => {
+      for (const chunk of patternChunks(size)) {
+        if (req.destroyed) return;
+        if (!req.write(chunk)) await new Promise((r) => req.once('drain', r));
+      }
+      req.end();
+    };
+    write().catch((err: unknown) => req.destroy(err instanceof Error ? err : new Error(String(err))));
+  });
+}
+
+const TUS = { 'tus-resumable': '1.0.0' };
+
+/**
+ * Creation, then PATCHes of `piece` bytes (the last one completes the upload into a new bundle). Pieces are
+ * whole MiBs, so each piece's bytes are exactly the multipart file's bytes at that offset.
+ */
+async function uploadTus(base: string, name: string, size: number, piece: number): Promise<{ reply: unknown; requests: number }> {
+  const created = await send(`${base}/api/v1/tus/`, 'POST', {
+    ...TUS,
+    'upload-length': String(size),
+    'upload-metadata': `filename ${Buffer.from(name).toString('base64')}`,
+  }, 0);
+  if (created.status !== 201 || !created.headers.location) throw new Error(`tus creation: HTTP ${created.status} ${created.body.slice(0, 200)}`);
+  const url = created.headers.location;
+  let requests = 1;
+  let last: Reply | undefined;
+  for (let offset = 0; offset < size; offset += piece) {
+    const len = Math.min(piece, size - offset);
+    last = await send(url, 'PATCH', { ...TUS, 'upload-offset': String(offset), 'content-type': 'application/offset+octet-stream' }, len);
+    requests++;
+    if (last.status !== 204 || Number(last.headers['upload-offset']) !== offset + len) {
+      throw new Error(`PATCH at ${offset}: HTTP ${last.status} offset ${String(last.headers['upload-offset'])} ${last.body.slice(0, 200)}`);
+    }
+  }
+  const h = last?.headers ?? {};
+  return {
+    reply: {
+      short_code: h['sluice-short-code'],
+      upload_token: h['sluice-upload-token'],
+      files: [{ id: Number(h['sluice-file-id']), size }],
+    },
+    requests,
+  };
+}
+
+async function runOnce(t: Target, mode: Mode, size: number, piece: number, run: number): Promise<{ run?: Run; error?: string }> {
+  t.rss.reset();
+  const started = performance.now();
+  let reply: unknown;
+  let requests = 1;
+  try {
+    if (mode === 'tus') ({ reply, requests } = await uploadTus(t.baseUrl, `tus-${run}.bin`, size, piece));
+    else {
+      const r = await uploadMultipart(`${t.baseUrl}/api/v1/upload`, [{ name: `multipart-${run}.bin`, size }]);
+      if (r.status !== 201) throw new Error(`HTTP ${r.status}: ${r.body.slice(0, 200)}`);
+      reply = r.json;
+    }
+  } catch (err) {
+    return { error: describeFailure(t, String(err)) };
+  }
+  const ms = performance.now() - started;
+  const peakRssMiB = t.rss.peakMiB();
+  const cpu = t.rss.cpuSeconds();
+  const files = asUploadReply(reply)?.files ?? [];
+  await cleanupUploads(t, [reply]);
+  if (files.length !== 1 || (files[0]!.size !== undefined && Number(files[0]!.size) !== size)) {
+    return { error: `unexpected reply ${JSON.stringify(reply).slice(0, 200)}` };
+  }
+  return { run: { ms, mbps: mbps(size, ms), peakRssMiB, cpuPerGB: cpu / (size / 1e9), requests } };
+}
+
+async function main(): Promise<void> {
+  const env = environment();
+  const sizes = sizesFromArgs('4G');
+  const runs = envInt('BENCH_RUNS', 3);
+  const piece = parseSize(process.env.BENCH_TUS_PIECE ?? '64M');
+  if (piece % MiB !== 0 || piece >= CONTENT_LENGTH_LIMIT) throw new Error('BENCH_TUS_PIECE must be whole MiBs below 1e9 bytes');
+  printHeader('tus: POST + PATCH pieces on /api/v1/tus/ vs one multipart POST /api/v1/upload', env, {
+    sizes: sizes.map(formatSize).join(','), runs, piece: formatSize(piece), database: process.env.DATABASE_URL ? 'postgres' : 'embedded',
+  });
+  console.log(
+    `tus = creation POST, then PATCHes of ${formatSize(piece)} on one kept-alive connection, Content-Length each; ` +
+      `multipart = one streamed POST (chunked when >= ${CONTENT_LENGTH_LIMIT} bytes). Same bytes, same server, same run.`,
+  );
+  const t = await startSluice({ databaseUrl: process.env.DATABASE_URL });
+  const warm = await runOnce(t, 'tus', 16 * MiB, 4 * MiB, 0);
+  const warm2 = await runOnce(t, 'multipart', 16 * MiB, piece, 0);
+  console.log(`sluice: pid ${t.proc.pid}, idle RSS ${fixed(t.rss.currentMiB())} MiB, warm-up ${warm.error ?? 'ok'} / ${warm2.error ?? 'ok'}`);
+
+  const results: Array<{ mode: Mode; size: number; runs: Run[]; errors: string[]; mbps?: number; wallMs?: number; peakRssMiB?: number; cpuPerGB?: number }> = [];
+  for (const size of sizes) {
+    const cases = (['tus', 'multipart'] as const).map((mode) => ({ mode, size, runs: [] as Run[], errors: [] as string[] }));
+    for (let r = 0; r < runs; r++) {
+      for (let k = 0; k < 2; k++) {
+        const c = cases[(k + r) % 2]!; // alternate which goes first after the previous run's writeback
+        const out = await runOnce(t, c.mode, size, piece, r + 1);
+        if (out.run) c.runs.push(out.run);
+        else c.errors.push(out.error ?? 'unknown');
+        console.log(`  ${formatSize(size)} run ${r + 1} ${c.mode}: ${runLine(out.run, out.error)}${out.run ? `, ${out.run.requests} request(s)` : ''}`);
+      }
+    }
+    for (const c of cases) {
+      results.push({
+        ...c,
+        mbps: c.runs.length ? median(c.runs.map((x) => x.mbps)) : undefined,
+        wallMs: c.runs.length ? median(c.runs.map((x) => x.ms)) : undefined,
+        peakRssMiB: c.runs.length ? Math.max(...c.runs.map((x) => x.peakRssMiB)) : undefined,
+        cpuPerGB: c.runs.length ? median(c.runs.map((x) => x.cpuPerGB)) : undefined,
+      });
+    }
+  }
+  agent.destroy();
+  await closeAll();
+
+  const multipartOf = (size: number): number | undefined => results.find((x) => x.mode === 'multipart' && x.size === size)?.mbps;
+  console.log(`\nmedians of ${runs} run(s); MB/s = 10^6 bytes/s of file data, creation to final 204 (completion included)`);
+  printTable(
+    ['mode', 'size', 'MB/s', 'wall s', 'peak RSS MiB', 'srv CPU s/GB', 'tus / multipart', 'errors'],
+    results.map((c) => [
+      c.mode,
+      formatSize(c.size),
+      fixed(c.mbps),
+      fixed(c.wallMs === undefined ? undefined : c.wallMs / 1000, 2),
+      fixed(c.peakRssMiB),
+      fixed(c.cpuPerGB, 2),
+      c.mode === 'tus' ? ratio(c.mbps, multipartOf(c.size)) : '',
+      c.errors.length ? `${c.errors.length} failed: ${c.errors[0]!.slice(0, 120)}` : '',
+    ]),
+  );
+  const file = writeResults('tus', { scenario: 'tus', environment: env, runs, pieceBytes: piece, results });
+  console.log(`\nJSON: ${file}`);
+  if (results.some((c) => c.errors.length > 0)) process.exitCode = 1;
+}
+
+main().catch(async (err: unknown) => {
+  console.error(err);
+  agent.destroy();
+  await closeAll();
+  process.exit(1);
+});
