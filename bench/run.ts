@@ -1,10 +1,10 @@
-// `npm run bench`: upload, download and requests in sequence, each in its own process so one scenario's
+// `npm run bench`: upload, download, requests, zip and tus in sequence, each in its own process so one scenario's
 // servers, page cache pressure and heap cannot leak into the next. Env knobs pass through (see bench/README.md).
 import path from 'node:path';
 import { spawn } from 'node:child_process';
 import { BENCH_DIR, REPO_DIR } from './lib/report.ts';
 
-const SCENARIOS = ['upload', 'download', 'requests', 'zip'] as const;
+const SCENARIOS = ['upload', 'download', 'requests', 'zip', 'tus'] as const;
 
 function runScenario(name: string): Promise<number> {
   return new Promise((resolve) => {
