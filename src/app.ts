@@ -74,11 +74,11 @@ export async function startApp(config: Config, log: Logger, link?: WorkerLink): 
     const secret = loadSecret(config.secret, config.dataDir);
     const signer = createSigner(secret);
     const outbox = createOutbox({ sql: db.sql, sealer: createSealer(secret, 'mail-outbox'), transport: mailTransport, from: config.mailFrom, log });
-    const downloads = createDownloadNotifier({ sql: db.sql, outbox, log, baseUrl: config.baseUrl, recorded: () => background?.kick() });
+    const downloads = createDownloadNotifier({ sql: db.sql, outbox, log, baseUrl: config.baseUrl, recorded: () => background?.kickSoon() });
     const billing = createBilling({
       config,
       sql: db.sql,
-      stripe: createStripeClient(config),
+      stripe: await createStripeClient(config),
       sealer: createSealer(secret, 'purchase-reveal'),
       outbox,
       log,

@@ -1,6 +1,5 @@
 import path from 'node:path';
 import net from 'node:net';
-import os from 'node:os';
 
 /** Everything the process is configured with. Only this module reads process.env. */
 export interface Config {
@@ -92,7 +91,8 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
   // Several processes need state they can share: real PostgreSQL (the embedded database serves
   // one process) and Redis (in-process rate limits would give each worker its own budget).
   const shared = databaseUrl !== undefined && redisUrl !== undefined;
-  const workers = int('WORKERS', shared ? os.availableParallelism() : 1, 1, 256);
+  // One by default, as the operator contract says; each worker holds its own database pool.
+  const workers = int('WORKERS', 1, 1, 256);
   if (workers > 1 && !shared) {
     problems.push(
       `WORKERS: ${workers} processes need DATABASE_URL and REDIS_URL (the embedded database and in-process rate limits serve one process)`,

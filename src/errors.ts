@@ -35,6 +35,7 @@ export const ERRORS = {
   DATABASE_ERROR: [500, 'Database error; please retry in a moment'],
   INTERNAL: [500, 'Internal server error'],
   UNAVAILABLE: [503, 'Server is shutting down'],
+  WEBHOOK_TOO_EARLY: [503, 'Event arrived before the purchase it refers to; deliver it again later'],
 } as const satisfies Record<string, readonly [number, string]>;
 
 export type ErrorCode = keyof typeof ERRORS;

@@ -82,6 +82,8 @@ for (const backend of backends()) {
       assert.equal(r.status, 200);
       assert.match(String(r.headers['content-type']), /^text\/html/);
       assert.match(String(r.headers['content-security-policy']), /script-src 'self'/);
+      // The form's 303 leads to Checkout: browsers check form-action against that redirect too.
+      assert.match(String(r.headers['content-security-policy']), /form-action 'self' https:\/\/checkout\.stripe\.com https:\/\/billing\.stripe\.com;/);
       for (const s of ['Starter', 'Power', 'Max', 'Premium', '5.00', '25.00', '45.00', '19.99', '5 GB', '50 GB', '100 GB', '10 GB', '300', '1200', 'never expire']) {
         assert.ok(r.text.includes(s), `${s} on the page`);
       }
@@ -265,6 +267,29 @@ for (const backend of backends()) {
       // nothing revives it, not even a newer "active" update
       assert.equal((await subEvent('customer.subscription.updated', 'active', 'price_power_m', t0 + 6)).status, 200);
       assert.equal((await invoice('invoice.paid', t0 + 7)).status, 200);
+      assert.equal((await usage(key)).status, 401);
+    });
+
+    test('a cancellation delivered before its checkout is refused with 503 until the purchase exists', async () => {
+      const email = `early-${Date.now()}@example.com`;
+      const session = paidSession({ mode: 'subscription', plan: 'starter', email });
+      const sub = session.subscription as string;
+      const t0 = Math.floor(Date.now() / 1000);
+      const cancel = signedEvent(WHSEC, 'customer.subscription.deleted',
+        { id: sub, object: 'subscription', status: 'canceled', metadata: { plan: 'starter' }, items: { data: [] } }, { created: t0 + 5 });
+      // Someone else's subscription on the same Stripe account: acknowledged and ignored.
+      const foreign = await deliver(signedEvent(WHSEC, 'customer.subscription.deleted',
+        { id: 'sub_not_ours', object: 'subscription', status: 'canceled', items: { data: [] } }, { created: t0 + 5 }));
+      assert.equal(foreign.status, 200, foreign.text);
+      const early = await deliver(cancel);
+      assert.equal(early.status, 503, early.text);
+      assert.equal((await srv.sql`select count(*)::int as n from stripe_events where id = ${cancel.id}`)[0]!.n, 0, 'not recorded: Stripe retries it');
+      assert.equal((await deliver(signedEvent(WHSEC, 'checkout.session.completed', session, { created: t0 + 1 }))).status, 200);
+      const [mail] = await smtp.waitFor((m) => JSON.stringify(m.to).includes(email));
+      const key = keyIn(mail!.text ?? '')!;
+      assert.equal((await usage(key)).status, 200);
+      // Stripe's retry of the cancellation now ends the key.
+      assert.equal((await deliver(cancel)).status, 200);
       assert.equal((await usage(key)).status, 401);
     });
 

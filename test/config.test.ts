@@ -1,6 +1,5 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import os from 'node:os';
 import path from 'node:path';
 import { ConfigError, loadConfig } from '../src/config.ts';
 
@@ -81,13 +80,11 @@ describe('loadConfig', () => {
     assert.equal(c.logLevel, 'debug');
   });
 
-  test('WORKERS: one process by default; the core count when PostgreSQL and Redis are shared', () => {
+  test('WORKERS: one process unless asked for more', () => {
     assert.equal(loadConfig({}, CWD).workers, 1);
-    assert.equal(loadConfig({ DATABASE_URL: 'postgres://db/x' }, CWD).workers, 1);
-    assert.equal(loadConfig({ REDIS_URL: 'redis://cache' }, CWD).workers, 1);
     const both = { DATABASE_URL: 'postgres://db/x', REDIS_URL: 'redis://cache' };
-    assert.equal(loadConfig(both, CWD).workers, os.availableParallelism());
-    assert.equal(loadConfig({ ...both, WORKERS: '1' }, CWD).workers, 1);
+    assert.equal(loadConfig(both, CWD).workers, 1);
+    assert.equal(loadConfig({ ...both, WORKERS: '3' }, CWD).workers, 3);
   });
 
   test('WORKERS above 1 without shared state is refused, saying why', () => {

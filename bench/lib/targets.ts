@@ -131,7 +131,7 @@ export async function startSluice(opts: SluiceOptions = {}): Promise<Target> {
     LOG_LEVEL: 'warn',
     ANON_MAX_BUNDLE_BYTES: String(100 * 1024 * MiB),
     RATE_LIMIT_ANON_PER_HOUR: '1000000000',
-    // One process, like every baseline (WORKERS would default to the core count with PostgreSQL and Redis).
+    // One process, like every baseline.
     WORKERS: opts.workers ?? '1',
   };
   if (opts.databaseUrl !== undefined) env.DATABASE_URL = opts.databaseUrl;

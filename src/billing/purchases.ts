@@ -92,19 +92,23 @@ interface SubRow {
 export async function applySubscriptionState(
   tx: Sql,
   o: { subscriptionId: string; eventAt: Date; state: 'active' | 'past_due' | 'canceled' | 'paused'; plan?: PlanName | null },
-): Promise<void> {
+): Promise<'applied' | 'ignored' | 'no-purchase'> {
   const [p] = await tx<SubRow[]>`
     select id, api_key_id, status, plan from purchases
     where subscription_id = ${o.subscriptionId} and (state_event_at is null or state_event_at <= ${o.eventAt})
     for update`;
-  if (!p || p.status === 'canceled') return;
+  if (!p) {
+    const [any] = await tx`select 1 from purchases where subscription_id = ${o.subscriptionId}`;
+    return any ? 'ignored' : 'no-purchase';
+  }
+  if (p.status === 'canceled') return 'ignored';
   if (o.plan && o.plan !== p.plan) {
     await tx`update purchases set plan = ${o.plan} where id = ${p.id}`;
     if (p.api_key_id !== null) await tx`update api_keys set plan = ${o.plan} where id = ${p.api_key_id}`;
   }
   const status = o.state === 'paused' ? 'past_due' : o.state;
   await tx`update purchases set status = ${status}, state_event_at = ${o.eventAt} where id = ${p.id}`;
-  if (p.api_key_id === null) return;
+  if (p.api_key_id === null) return 'applied';
   if (o.state === 'active') {
     await tx`update api_keys set expires_at = null where id = ${p.api_key_id}`;
   } else if (o.state === 'past_due') {
@@ -114,6 +118,7 @@ export async function applySubscriptionState(
   } else {
     await tx`update api_keys set expires_at = now() where id = ${p.api_key_id} and (expires_at is null or expires_at > now())`;
   }
+  return 'applied';
 }
 
 /** The customer whose billing portal an address opens: its newest live subscription, else its newest purchase. */

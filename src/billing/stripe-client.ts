@@ -1,12 +1,14 @@
-import Stripe from 'stripe';
+import type Stripe from 'stripe';
 import type { Config } from '../config.ts';
 
 /**
- * The Stripe API client, or null when billing is not configured. STRIPE_API_URL sends every call to
+ * The Stripe API client, or null when billing is not configured (then the library is not even
+ * loaded: it would cost every server ~10 MiB of memory). STRIPE_API_URL sends every call to
  * another origin (the test suite's local double); webhooks are verified by the same library.
  */
-export function createStripeClient(config: Config): Stripe | null {
+export async function createStripeClient(config: Config): Promise<Stripe | null> {
   if (!config.stripeSecretKey) return null;
+  const { default: StripeClient } = await import('stripe');
   const opts: ConstructorParameters<typeof Stripe>[1] = { maxNetworkRetries: 1, timeout: 20_000, telemetry: false };
   if (config.stripeApiUrl) {
     const u = new URL(config.stripeApiUrl);
@@ -14,7 +16,7 @@ export function createStripeClient(config: Config): Stripe | null {
     opts.host = u.hostname;
     opts.port = u.port || (u.protocol === 'http:' ? 80 : 443);
   }
-  return new Stripe(config.stripeSecretKey, opts);
+  return new StripeClient(config.stripeSecretKey, opts);
 }
 
 export type { Stripe };

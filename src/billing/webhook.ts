@@ -4,6 +4,7 @@ import { isPlanName, type PlanName } from '../auth/plans.ts';
 import type { Sealer } from '../auth/sealer.ts';
 import type { Outbox } from '../mail/outbox.ts';
 import { applySubscriptionState, mintForSession } from './purchases.ts';
+import { AppError } from '../errors.ts';
 
 /** The part of a Stripe event this module reads (objects are read defensively across API versions). */
 export interface StripeEventLike {
@@ -77,7 +78,8 @@ async function apply(tx: Sql, event: StripeEventLike, deps: WebhookDeps): Promis
       if (!id) return;
       const state = event.type === 'customer.subscription.deleted' ? 'canceled' : subscriptionState(String(o.status));
       if (state === null) return;
-      await applySubscriptionState(tx, { subscriptionId: id, eventAt, state, plan: planOf(o, deps.planOfPrice) });
+      const r = await applySubscriptionState(tx, { subscriptionId: id, eventAt, state, plan: planOf(o, deps.planOfPrice) });
+      if (r === 'no-purchase' && ours(o.metadata)) throw new AppError('WEBHOOK_TOO_EARLY');
       return;
     }
     case 'invoice.payment_failed':
@@ -85,13 +87,25 @@ async function apply(tx: Sql, event: StripeEventLike, deps: WebhookDeps): Promis
       const parent = (o.parent ?? {}) as { subscription_details?: { subscription?: unknown } | null };
       const id = idOf(parent.subscription_details?.subscription) ?? idOf(o.subscription);
       if (!id) return; // one-time payments have no subscription: nothing to do
-      await applySubscriptionState(tx, { subscriptionId: id, eventAt, state: event.type === 'invoice.paid' ? 'active' : 'past_due' });
+      const r = await applySubscriptionState(tx, { subscriptionId: id, eventAt, state: event.type === 'invoice.paid' ? 'active' : 'past_due' });
+      const details = (parent.subscription_details ?? (o.subscription_details as { metadata?: unknown } | undefined)) as { metadata?: unknown } | undefined;
+      if (r === 'no-purchase' && ours(details?.metadata)) throw new AppError('WEBHOOK_TOO_EARLY');
       return;
     }
     default:
       // Recorded (so a redelivery is cheap) and otherwise ignored.
       return;
   }
+}
+
+/**
+ * A subscription Sluice's checkout created (its metadata carries the plan). An event about one
+ * whose purchase is not recorded yet (its checkout.session.completed failed and awaits Stripe's
+ * retry) must not be swallowed: answering 503 rolls the event back and Stripe delivers it again.
+ * Other subscriptions on the same Stripe account are none of our business.
+ */
+function ours(metadata: unknown): boolean {
+  return typeof (metadata as { plan?: unknown } | null | undefined)?.plan === 'string';
 }
 
 /** Stripe subscription status → key state; null: leave the key as it is (checkout still in progress). */

@@ -108,6 +108,9 @@ async function serve(config: Config): Promise<void> {
   }
   const link = config.workerIndex === null ? undefined : createWorkerLink(process, config.workerIndex);
   const log = link ? createLogger(config.logLevel).child({ worker: link.index }) : createLogger(config.logLevel);
+  // A supervisor that dies while this worker starts must not leave it serving on its own.
+  let orphaned = false;
+  link?.onSupervisorGone(() => (orphaned = true));
   const app = await startApp(config, log, link);
   // A worker leaves systemd to its supervisor.
   const notifier = createNotifier(link ? undefined : config.notifySocket, log);
@@ -134,7 +137,8 @@ async function serve(config: Config): Promise<void> {
   // reload or reopen. Handling the signal keeps its default action (exit) from killing the server.
   process.on('SIGHUP', () => log.info('SIGHUP: nothing to reload; restart to apply configuration'));
   if (link) {
-    link.onSupervisorGone(() => stop('supervisor gone'));
+    if (orphaned) stop('supervisor gone');
+    else link.onSupervisorGone(() => stop('supervisor gone'));
     link.listening(app.port);
   }
 }

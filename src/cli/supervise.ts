@@ -47,6 +47,8 @@ export async function supervise(opts: SuperviseOptions): Promise<number> {
   const restarts: number[] = [];
   let port = opts.port;
   let stopping = false;
+  /** Every worker listened once: from then on a death (even before listening again) is restarted. */
+  let serving = false;
   let exitCode = 0;
   let resolveDone: (code: number) => void = () => {};
   const done = new Promise<number>((r) => (resolveDone = r));
@@ -97,8 +99,8 @@ export async function supervise(opts: SuperviseOptions): Promise<number> {
           if (children.size === 0) resolveDone(exitCode);
           return;
         }
-        if (!listening) return;
-        log.error({ worker: index, code, signal }, 'worker exited unexpectedly; restarting it');
+        if (!serving) return; // a worker failing at first start fails the start (see below)
+        log.error({ worker: index, code, signal, listening }, 'worker exited unexpectedly; restarting it');
         const now = Date.now();
         restarts.push(now);
         while (restarts.length && restarts[0]! < now - 60_000) restarts.shift();
@@ -107,8 +109,9 @@ export async function supervise(opts: SuperviseOptions): Promise<number> {
           stop('SIGTERM', 1);
           return;
         }
+        // A replacement that dies before listening comes back through this handler: counted above.
         setTimeout(() => {
-          if (!stopping) start(index).catch((err: unknown) => log.error({ err, worker: index }, 'worker restart failed'));
+          if (!stopping) start(index).catch((err: unknown) => log.warn({ err, worker: index }, 'worker restart failed'));
         }, RESTART_DELAY_MS);
       });
     });
@@ -132,6 +135,7 @@ export async function supervise(opts: SuperviseOptions): Promise<number> {
     if (port === 0) port = await freePort(opts.host);
     await start(0);
     await Promise.all(Array.from({ length: opts.workers - 1 }, (_, i) => start(i + 1)));
+    serving = true;
     log.info({ workers: opts.workers, port }, 'all workers listening');
     void opts.notifier?.ready(`${opts.workers} workers serving on port ${port}`);
   } catch (err) {

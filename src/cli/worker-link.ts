@@ -13,6 +13,9 @@ export interface WorkerLink {
   onSupervisorGone(fn: () => void): void;
 }
 
+/** Longer than the supervisor's own wait for slow workers (2 s). */
+const GATHER_TIMEOUT_MS = 3000;
+
 export function createWorkerLink(proc: NodeJS.Process, index: number): WorkerLink {
   const post = (msg: WorkerMsg): void => {
     if (proc.connected) proc.send?.(msg, undefined, {}, (err: Error | null) => void err);
@@ -36,16 +39,29 @@ export function createWorkerLink(proc: NodeJS.Process, index: number): WorkerLin
   return {
     index,
     listening: (port) => post({ t: 'listening', port }),
-    gatherMetrics: () =>
-      new Promise((resolve) => {
-        const id = nextId++;
-        waiting.set(id, resolve);
+    gatherMetrics: async () => {
+      // Without the supervisor (gone, or too slow) a scrape still answers, with this worker's figures.
+      const mine = async (): Promise<unknown[]> => [await local()];
+      if (!proc.connected) return mine();
+      const id = nextId++;
+      const all = await new Promise<unknown[] | null>((resolve) => {
+        const timer = setTimeout(() => {
+          waiting.delete(id);
+          resolve(null);
+        }, GATHER_TIMEOUT_MS);
+        waiting.set(id, (parts) => {
+          clearTimeout(timer);
+          resolve(parts);
+        });
         post({ t: 'metrics-ask', id });
-      }),
+      });
+      return all ?? mine();
+    },
     serveMetrics: (fn) => {
       local = fn;
     },
     onSupervisorGone: (fn) => {
+      if (!proc.connected) return fn();
       proc.once('disconnect', fn);
     },
   };

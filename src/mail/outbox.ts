@@ -4,9 +4,13 @@ import type { Sealer } from '../auth/sealer.ts';
 import type { Mail, MailTransport } from './transport.ts';
 
 /** Rows claimed per pass; a pass sends them one after another. */
-const BATCH = 20;
-/** A claimed row is invisible to other workers this long: a crashed sender's mail comes back after it. */
-const LEASE_SECONDS = 300;
+const BATCH = 5;
+/**
+ * A claimed row is invisible to other workers this long: a crashed sender's mail comes back after
+ * it. It must outlast a whole batch of slow sends (nodemailer's connection, greeting and socket
+ * timeouts add up to about a minute per mail at worst), or another process would send it again.
+ */
+const LEASE_SECONDS = 900;
 /** After this long in the outbox a mail that still fails is marked failed (kept for the operator). */
 const GIVE_UP_HOURS = 72;
 const SEAL_CONTEXT = 'mail-outbox';
@@ -74,7 +78,8 @@ export function createOutbox(deps: { sql: Sql; sealer: Sealer; transport: MailTr
           const message = String((err as Error)?.message ?? err).slice(0, 500);
           if (row.give_up) {
             log.error({ err, mailId: row.id, attempts: row.attempts }, 'mail failed for 72 hours; giving up');
-            await sql`update mail_outbox set failed_at = now(), last_error = ${message} where id = ${row.id}`;
+            // Kept for the operator to see, without the body (it may carry an API key).
+            await sql`update mail_outbox set failed_at = now(), last_error = ${message}, body = ''::bytea where id = ${row.id}`;
           } else {
             const delay = retryDelaySeconds(row.attempts);
             log.warn({ err, mailId: row.id, attempts: row.attempts, retryInSeconds: delay }, 'mail not sent; will retry');

@@ -1,7 +1,23 @@
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import nodemailer from 'nodemailer';
+import type nodemailerType from 'nodemailer';
+
+type Transporter = ReturnType<typeof nodemailerType.createTransport>;
+
+/** nodemailer is loaded with the first mail: most servers send few or none, and it is not small. */
+function lazyTransport(options: Parameters<typeof nodemailerType.createTransport>[0]): { get(): Promise<Transporter>; close(): void } {
+  let made: Promise<Transporter> | undefined;
+  let closed = false;
+  return {
+    get: () => (made ??= import('nodemailer').then(({ default: nm }) => nm.createTransport(options))),
+    close() {
+      if (closed) return;
+      closed = true;
+      void made?.then((t) => t.close());
+    },
+  };
+}
 
 export interface Mail {
   readonly to: string;
@@ -23,7 +39,7 @@ export interface MailTransport {
  */
 export function createMailTransport(opts: { smtpUrl: string | undefined; dataDir: string }): MailTransport {
   if (opts.smtpUrl) {
-    const smtp = nodemailer.createTransport({
+    const smtp = lazyTransport({
       url: opts.smtpUrl,
       connectionTimeout: 10_000,
       greetingTimeout: 10_000,
@@ -32,22 +48,35 @@ export function createMailTransport(opts: { smtpUrl: string | undefined; dataDir
     return {
       kind: 'smtp',
       async send(mail) {
-        await smtp.sendMail(mail);
+        await (await smtp.get()).sendMail(mail);
       },
       close: () => smtp.close(),
     };
   }
   const dir = path.join(opts.dataDir, 'outbox');
-  const stream = nodemailer.createTransport({ streamTransport: true, buffer: true, newline: 'unix' });
+  const stream = lazyTransport({ streamTransport: true, buffer: true, newline: 'unix' });
   return {
     kind: 'eml',
     async send(mail) {
-      const info = (await stream.sendMail(mail)) as { message: Buffer };
+      const info = (await (await stream.get()).sendMail(mail)) as { message: Buffer };
       await fsp.mkdir(dir, { recursive: true, mode: 0o700 });
       const name = `${new Date().toISOString().replace(/[:.]/g, '-')}-${randomBytes(4).toString('hex')}`;
       const tmp = path.join(dir, `.${name}.tmp`);
-      await fsp.writeFile(tmp, info.message, { mode: 0o600 });
+      // Durable before the outbox row goes: file fsynced, renamed, directory fsynced.
+      const fh = await fsp.open(tmp, 'wx', 0o600);
+      try {
+        await fh.writeFile(info.message);
+        await fh.sync();
+      } finally {
+        await fh.close();
+      }
       await fsp.rename(tmp, path.join(dir, `${name}.eml`));
+      const d = await fsp.open(dir, 'r');
+      try {
+        await d.sync();
+      } finally {
+        await d.close();
+      }
     },
     close: () => stream.close(),
   };

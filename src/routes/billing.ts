@@ -18,6 +18,14 @@ const FORM_LIMIT = 16 * 1024;
 /** Stripe event payloads are a few kilobytes; anything past this is not one. */
 const WEBHOOK_LIMIT = 1024 * 1024;
 const SESSION_ID_RE = /^cs_[A-Za-z0-9_]{1,250}$/;
+/**
+ * Each purchase or portal form costs a Stripe API call or a lookup and maybe a mail: per client
+ * address at most this many per window (pages spend no API budget, so they get their own).
+ */
+const FORM_POSTS = 20;
+const FORM_WINDOW_MS = 10 * 60 * 1000;
+/** Where the purchase and portal forms' 303s lead: the pages allow them in form-action. */
+const STRIPE_FORM_TARGETS = ['https://checkout.stripe.com', 'https://billing.stripe.com'];
 
 /**
  * Key purchase pages and the Stripe webhook. Web paths, not /api/: they spend no rate-limit budget
@@ -35,7 +43,7 @@ export function billingRoutes(deps: Deps & { billing: Billing }): Route[] {
   const view: View = { asset: (name) => assets.url(name), baseUrl: deps.config.baseUrl };
   const offers = allOffers((plan, option) => billing.priceOf(plan, option) !== undefined);
   const plans = (ctx: Ctx, status = 200, error?: string, email?: string): void =>
-    sendHtml(ctx, status, plansPage(view, { configured: billing.configured, offers, error, email }));
+    sendHtml(ctx, status, plansPage(view, { configured: billing.configured, offers, error, email }), 'no-cache', STRIPE_FORM_TARGETS);
   const redirect = (ctx: Ctx, url: string): void => send(ctx, 303, '', [['Location', url], ['Cache-Control', 'no-store']]);
   /** Errors of page handlers become an HTML page with the error's status. */
   const page = (fn: (ctx: Ctx) => Promise<void>) => async (ctx: Ctx): Promise<void> => {
@@ -53,8 +61,18 @@ export function billingRoutes(deps: Deps & { billing: Billing }): Route[] {
     return new URLSearchParams((await body).toString('utf8'));
   };
 
+  /** Counts one form post of this client; throws RATE_LIMITED past FORM_POSTS (fails open with the store). */
+  const throttle = async (ctx: Ctx): Promise<void> => {
+    const hit = await deps.store.hit(`billing-form:${deps.access.ipOf(ctx)}`, FORM_WINDOW_MS).catch(() => null);
+    if (hit && hit.count > FORM_POSTS) {
+      ctx.replyHeaders.push(['Retry-After', String(Math.max(1, Math.ceil(hit.resetMs / 1000)))]);
+      throw new AppError('RATE_LIMITED', 'Too many requests from your address; try again in a few minutes');
+    }
+  };
+
   const buy = page(async (ctx) => {
     const body = readSmallBody(ctx, FORM_LIMIT);
+    await throttle(ctx);
     const f = await form(ctx, body);
     if (!billing.configured) return plans(ctx, 503);
     const email = (f.get('email') ?? '').trim();
@@ -75,7 +93,8 @@ export function billingRoutes(deps: Deps & { billing: Billing }): Route[] {
       sendJson(ctx, 200, { success: true, received: true });
     } catch (err) {
       const e = toAppError(err);
-      if (e.status >= 500 && e.code !== 'BILLING_NOT_CONFIGURED') log.error({ err, reqId: ctx.id }, 'Stripe webhook failed');
+      if (e.code === 'WEBHOOK_TOO_EARLY') log.warn({ reqId: ctx.id }, 'Stripe event before its purchase: answered 503, Stripe delivers it again');
+      else if (e.status >= 500 && e.code !== 'BILLING_NOT_CONFIGURED') log.error({ err, reqId: ctx.id }, 'Stripe webhook failed');
       else if (e.code === 'WEBHOOK_SIGNATURE_INVALID') log.warn({ reqId: ctx.id }, 'Stripe webhook with a bad signature');
       // A large body is answered at once; the connection closes instead of draining it.
       sendError(ctx, e, e.code === 'PAYLOAD_TOO_LARGE');
@@ -94,6 +113,7 @@ export function billingRoutes(deps: Deps & { billing: Billing }): Route[] {
 
   const portalAsk = page(async (ctx) => {
     const body = readSmallBody(ctx, FORM_LIMIT);
+    await throttle(ctx);
     const f = await form(ctx, body);
     if (!billing.configured) return sendHtml(ctx, 503, portalPage(view, { configured: false, sent: false }));
     const email = (f.get('email') ?? '').trim();
@@ -106,7 +126,7 @@ export function billingRoutes(deps: Deps & { billing: Billing }): Route[] {
 
   const portalOpen = page(async (ctx) => {
     const token = ctx.query.get('token') ?? '';
-    sendHtml(ctx, 200, portalOpenPage(view, PORTAL_TOKEN_RE.test(token) ? token : null), 'no-store');
+    sendHtml(ctx, 200, portalOpenPage(view, PORTAL_TOKEN_RE.test(token) ? token : null), 'no-store', STRIPE_FORM_TARGETS);
   });
 
   const portalGo = page(async (ctx) => {

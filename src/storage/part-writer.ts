@@ -154,6 +154,7 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
         writesInFlight--;
         if (aborted) return closeIfIdle();
         if (err) return fail(err);
+        if (n === 0) return fail(new Error('write made no progress'));
         if (done + n < len) return doWrite(done + n);
         s.written = true;
         toHasher();

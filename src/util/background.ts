@@ -10,6 +10,8 @@ export interface BackgroundTask {
 export interface Background {
   /** Run a tick soon (e.g. right after a mail was queued) instead of waiting for the next one. */
   kick(): void;
+  /** A kick at most once per `ms` (for frequent triggers such as downloads). */
+  kickSoon(ms?: number): void;
   /** Stops ticking and waits for a running tick to finish. */
   close(): Promise<void>;
 }
@@ -54,11 +56,21 @@ export function startBackground(opts: { tasks: readonly BackgroundTask[]; tickMs
   const timer = setInterval(kick, opts.tickMs);
   timer.unref();
   kick();
+  let soon: NodeJS.Timeout | null = null;
   return {
     kick,
+    kickSoon(ms = 1000) {
+      if (soon || closed) return;
+      soon = setTimeout(() => {
+        soon = null;
+        kick();
+      }, ms);
+      soon.unref();
+    },
     async close() {
       closed = true;
       clearInterval(timer);
+      if (soon) clearTimeout(soon);
       await running;
     },
   };

@@ -30,23 +30,32 @@ export function html(strings: TemplateStringsArray, ...values: unknown[]): Safe 
   return safe(out);
 }
 
-export const SECURITY_HEADERS: ReadonlyArray<readonly [string, string]> = [
-  [
-    'Content-Security-Policy',
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; connect-src 'self'; " +
-      "form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
-  ],
-  ['X-Content-Type-Options', 'nosniff'],
-  ['Referrer-Policy', 'no-referrer'],
-  ['X-Frame-Options', 'DENY'],
-];
+/**
+ * The headers of every HTML page. `formTargets`: origins a form on the page may end up at besides
+ * our own; browsers apply form-action to the redirects that follow a submission too (the purchase
+ * and portal forms are answered with a 303 to Stripe).
+ */
+export function securityHeaders(formTargets: readonly string[] = []): ReadonlyArray<readonly [string, string]> {
+  return [
+    [
+      'Content-Security-Policy',
+      "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; connect-src 'self'; " +
+        `form-action ${["'self'", ...formTargets].join(' ')}; base-uri 'none'; frame-ancestors 'none'`,
+    ],
+    ['X-Content-Type-Options', 'nosniff'],
+    ['Referrer-Policy', 'no-referrer'],
+    ['X-Frame-Options', 'DENY'],
+  ];
+}
+
+export const SECURITY_HEADERS = securityHeaders();
 
 /** Ends the request with an HTML page and the security headers. */
-export function sendHtml(ctx: Ctx, status: number, page: Safe, cache = 'no-cache'): void {
+export function sendHtml(ctx: Ctx, status: number, page: Safe, cache = 'no-cache', formTargets: readonly string[] = []): void {
   send(ctx, status, page.__html, [
     ['Content-Type', 'text/html; charset=utf-8'],
     ['Cache-Control', cache],
-    ...SECURITY_HEADERS,
+    ...(formTargets.length > 0 ? securityHeaders(formTargets) : SECURITY_HEADERS),
   ]);
 }
 

@@ -54,7 +54,7 @@ export async function startServer(backend: Backend, extraEnv: Record<string, str
     LOG_LEVEL: 'info',
     // Suites make many requests from one address; the rate-limit tests set their own budget.
     RATE_LIMIT_ANON_PER_HOUR: '1000000',
-    // One process unless a test asks for more (the default with PostgreSQL and Redis is one per core).
+    // One process (the default) unless a test asks for more.
     WORKERS: '1',
     ...extraEnv,
   };
