@@ -10,8 +10,12 @@ export const SLOT_BYTES = 1 << 20;
  * and CRC-32) instead of two round trips to the hash worker, which cost more than the hashing.
  */
 const INLINE_HASH_BYTES = 256 * 1024;
-/** Slots per file: bounds memory per upload to SLOTS × SLOT_BYTES whatever the file size. */
-const SLOTS = 8;
+/**
+ * Slots per file: bounds memory per upload to SLOTS × SLOT_BYTES whatever the file size. Four keep
+ * a write in flight while the next slot fills and one is being hashed; eight moved no faster here
+ * and cost 4 MiB more per upload (32 MiB more with 8 uploads at once).
+ */
+const SLOTS = 4;
 
 export interface PartResult extends Digest {
   readonly size: number;
