@@ -3,6 +3,7 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import postgres from 'postgres';
 import type { Logger } from 'pino';
+import { servePglite } from './pglite-server.ts';
 
 export type Sql = postgres.Sql<Record<string, never>>;
 
@@ -45,10 +46,9 @@ export async function connectDb(opts: {
 }
 
 /**
- * pglite-socket runs one protocol message at a time and switches between connections between
- * messages (outside transactions), so two connections' extended-protocol exchanges can interleave
- * and clobber each other's unnamed portal. Each process therefore uses ONE connection to it, on
- * which postgres.js pipelines every query in order; other processes (the CLI) add one each.
+ * The embedded database is one PGlite session shared by every connection (see pglite-server.ts),
+ * so it runs one query at a time whatever the pool size: each process uses ONE connection, on
+ * which postgres.js pipelines its queries in order; other processes (the CLI) add one each.
  */
 async function connectEmbedded(opts: { dataDir: string; log: Logger; max: number }): Promise<Db> {
   await fsp.mkdir(opts.dataDir, { recursive: true, mode: 0o700 });
@@ -107,11 +107,9 @@ async function hostEmbedded(
   connect: () => Sql,
 ): Promise<Db> {
   const { PGlite } = await import('@electric-sql/pglite');
-  const { PGLiteSocketServer } = await import('@electric-sql/pglite-socket');
   const pg = await PGlite.create(path.join(opts.dataDir, 'pg'));
   fs.rmSync(socketPath, { force: true });
-  const server = new PGLiteSocketServer({ db: pg, path: socketPath, maxConnections: 8 });
-  await server.start();
+  const server = await servePglite(pg, socketPath);
   fs.chmodSync(socketPath, 0o600);
   opts.log.info({ socket: socketPath }, 'embedded PGlite database serving');
   const sql = connect();
@@ -120,7 +118,7 @@ async function hostEmbedded(
     kind: 'embedded',
     close: async () => {
       await sql.end({ timeout: 5 }).catch(() => {});
-      await server.stop().catch(() => {});
+      await server.close().catch(() => {});
       await pg.close().catch(() => {});
       fs.rmSync(socketPath, { force: true });
       fs.rmSync(lockPath, { force: true });
