@@ -18,6 +18,7 @@ export const ERRORS = {
   INVALID_FIELD: [400, 'Invalid form field'],
   TOO_MANY_FILES: [400, 'A bundle holds at most 10000 files'],
   DESCRIPTION_TOO_LONG: [400, 'description must be at most 1000 characters'],
+  INVALID_DESCRIPTION: [400, 'description must not contain NUL characters'],
   INVALID_EMAIL: [400, 'notify_email must be a valid e-mail address of at most 255 characters'],
   INVALID_RANGE: [416, 'Requested range not satisfiable'],
   PAYLOAD_TOO_LARGE: [413, 'Request body too large'],
@@ -27,6 +28,7 @@ export const ERRORS = {
   NOT_OWNER: [404, 'Bundle not found or not owned by this key'],
   BILLING_NOT_CONFIGURED: [503, 'Billing is not configured on this server'],
   WEBHOOK_SIGNATURE_INVALID: [400, 'Invalid Stripe-Signature'],
+  WEBHOOK_MALFORMED: [400, 'Signed event is not a usable Stripe event'],
   PAYMENT_PROVIDER_ERROR: [502, 'The payment provider could not be reached; please retry in a moment'],
   STORAGE_ERROR: [500, 'Storage error; please retry in a moment'],
   // RFC 4918 11.5: the server cannot store what the request needs. Distinct from a transient 500:

@@ -152,6 +152,21 @@ for (const backend of backends()) {
       assert.equal((await srv.sql`select count(*)::int as n from stripe_events`)[0]!.n, 0);
     });
 
+    test('a signed event that is not a usable event is 400 (Stripe stops retrying), not 500, and changes nothing', async () => {
+      const session = paidSession({ mode: 'payment', plan: 'starter', email: 'x@example.com' });
+      const bad = [
+        signedEvent(WHSEC, 'checkout.session.completed', session, { id: 'evt_\u0000nul' }),
+        signedEvent(WHSEC, 'checkout.session.completed', session, { created: 1e20 }),
+        signedEvent(WHSEC, 'checkout.session.completed', { ...session, customer_details: { email: 'a\u0000b@example.com' } }),
+      ];
+      for (const ev of bad) {
+        const r = await deliver(ev);
+        assert.equal(r.status, 400, `${ev.payload.slice(0, 120)} -> ${r.status}`);
+      }
+      assert.equal((await srv.sql`select count(*)::int as n from stripe_events`)[0]!.n, 0);
+      assert.equal((await srv.sql`select count(*)::int as n from api_keys`)[0]!.n, 0);
+    });
+
     test('a webhook body over 1 MiB is refused with 413', async () => {
       const big = JSON.stringify({ id: 'evt_big', pad: 'x'.repeat(1024 * 1024 + 10) });
       const r = await post('/api-keys/webhook', big, { 'content-type': 'application/json', 'stripe-signature': 't=1,v1=00' });

@@ -182,6 +182,11 @@ for (const backend of backends()) {
       assert.equal((await patch(srv, loc, 0, randomBytes(101))).status, 413);
       assert.equal(await offsetOf(srv, loc), 0);
       assert.equal((await call(srv, 'HEAD', '/api/v1/tus/0123456789abcdef0123456789abcdef')).status, 404);
+      // Metadata PostgreSQL cannot store is refused at creation, not a 500.
+      const nul = await call(srv, 'POST', '/api/v1/tus/', {
+        'upload-length': '10', 'upload-metadata': meta({ filename: 'a.bin', description: 'a\u0000b' }),
+      });
+      assert.equal(nul.status, 400);
     });
 
     test('concurrent PATCHes to one upload: the second is refused with 423', async () => {

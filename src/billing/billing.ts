@@ -97,7 +97,16 @@ export function createBilling(deps: {
       } catch (err) {
         throw new AppError('WEBHOOK_SIGNATURE_INVALID', undefined, { cause: err });
       }
-      const fresh = await handleStripeEvent(event, { sql, sealer, outbox, log, baseUrl: config.baseUrl, planOfPrice });
+      if (!wellFormed(event)) throw new AppError('WEBHOOK_MALFORMED');
+      let fresh: boolean;
+      try {
+        fresh = await handleStripeEvent(event, { sql, sealer, outbox, log, baseUrl: config.baseUrl, planOfPrice });
+      } catch (err) {
+        // A signed but malformed event can never succeed: a 400 shows it in Stripe's dashboard
+        // instead of three days of retries. Only the database being away stays a 500.
+        if (malformedInput(err)) throw new AppError('WEBHOOK_MALFORMED', undefined, { cause: err });
+        throw err;
+      }
       if (fresh) deps.mailQueued();
       else log.info({ eventId: event.id, type: event.type }, 'duplicate Stripe event ignored');
     },
@@ -147,4 +156,28 @@ export function createBilling(deps: {
       await sql`delete from stripe_events where received_at < now() - interval '30 days'`;
     },
   };
+}
+
+const plainText = (v: unknown): boolean => typeof v === 'string' && v.length > 0 && v.length <= 255 && !/[\u0000-\u001f]/.test(v);
+
+/** The envelope every handled event needs: ids and type as plain text, a sane time, an object. */
+function wellFormed(e: StripeEventLike): boolean {
+  const x = e as unknown as Record<string, unknown> | null;
+  if (!x || typeof x !== 'object' || Array.isArray(x)) return false;
+  const data = x.data as Record<string, unknown> | null | undefined;
+  const object = data && typeof data === 'object' ? data.object : null;
+  return (
+    plainText(x.id) && plainText(x.type) && Number.isSafeInteger(x.created) && (x.created as number) >= 0 &&
+    (x.created as number) < 1e11 && !!object && typeof object === 'object' && !Array.isArray(object)
+  );
+}
+
+/**
+ * Text inside an event that PostgreSQL refuses (22xxx data exceptions: NUL bytes, bad escapes,
+ * out-of-range values). Anything else, such as a shape our code did not expect, stays a 500: Stripe
+ * keeps retrying, and a fix deployed meanwhile still applies a paid checkout.
+ */
+function malformedInput(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && code.startsWith('22');
 }

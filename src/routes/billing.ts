@@ -96,6 +96,7 @@ export function billingRoutes(deps: Deps & { billing: Billing }): Route[] {
       if (e.code === 'WEBHOOK_TOO_EARLY') log.warn({ reqId: ctx.id }, 'Stripe event before its purchase: answered 503, Stripe delivers it again');
       else if (e.status >= 500 && e.code !== 'BILLING_NOT_CONFIGURED') log.error({ err, reqId: ctx.id }, 'Stripe webhook failed');
       else if (e.code === 'WEBHOOK_SIGNATURE_INVALID') log.warn({ reqId: ctx.id }, 'Stripe webhook with a bad signature');
+      else if (e.code === 'WEBHOOK_MALFORMED') log.error({ err: e.cause ?? err, reqId: ctx.id }, 'signed Stripe event refused as malformed (400: Stripe stops retrying it)');
       // A large body is answered at once; the connection closes instead of draining it.
       sendError(ctx, e, e.code === 'PAYLOAD_TOO_LARGE');
     }

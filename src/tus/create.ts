@@ -6,7 +6,7 @@ import type { Deps, Uploader } from '../routes/deps.ts';
 import { findBundleByTokenHash } from '../db/bundles.ts';
 import { hashSecret, secretMatches, UPLOAD_TOKEN_RE } from '../auth/tokens.ts';
 import { newStorageKey } from '../storage/disk.ts';
-import { cleanFileName, cleanMimeType, isEmail } from '../util/names.ts';
+import { cleanFileName, cleanMimeType, isEmail, descriptionProblem } from '../util/names.ts';
 import { AppError } from '../errors.ts';
 import { tapBody } from './patch.ts';
 import { appendBody, hasBody } from './body.ts';
@@ -80,7 +80,8 @@ export async function createUpload(ctx: Ctx, deps: Deps, dir: string): Promise<v
         throw new TusError(413, 'SIZE_EXCEEDED', 'Upload-Length exceeds the bundle size limit');
       }
       const description = optional(meta.description);
-      if (description !== null && [...description].length > 1000) throw new AppError('DESCRIPTION_TOO_LONG');
+      const problem = descriptionProblem(description);
+      if (problem) throw new AppError(problem);
       const notifyEmail = optional(meta.notify_email);
       if (notifyEmail !== null && !isEmail(notifyEmail)) throw new AppError('INVALID_EMAIL');
       const password = optional(meta.access_password);

@@ -29,5 +29,15 @@ export function cleanMimeType(declared: string | undefined, name: string): strin
 }
 
 /** Lenient but bounded check of a notification address. */
+/**
+ * A bundle description as stored: at most 1000 characters and no NUL, which PostgreSQL text cannot
+ * hold (it was a 500). Returns the error code for anything else.
+ */
+export function descriptionProblem(d: string | null): 'DESCRIPTION_TOO_LONG' | 'INVALID_DESCRIPTION' | null {
+  if (d === null) return null;
+  if (d.includes('\0')) return 'INVALID_DESCRIPTION';
+  return [...d].length > 1000 ? 'DESCRIPTION_TOO_LONG' : null;
+}
+
 export const isEmail = (s: string): boolean =>
-  s.length <= 255 && /^[^\s@<>()[\]\\,;:"]+@[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)+$/i.test(s);
+  s.length <= 255 && /^[^\s\u0000-\u001f\u007f@<>()[\]\\,;:"]+@[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)+$/i.test(s);
