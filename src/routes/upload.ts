@@ -8,7 +8,7 @@ import { appendFiles, findBundleByTokenHash, insertBundle, MAX_FILES_PER_BUNDLE,
 import { hashSecret, newUploadToken, secretMatches, UPLOAD_TOKEN_RE } from '../auth/tokens.ts';
 import { newStorageKey } from '../storage/disk.ts';
 import { isoUtc, DAY_MS } from '../util/time.ts';
-import { isEmail } from '../util/names.ts';
+import { isEmail, descriptionProblem } from '../util/names.ts';
 import { fileJson, type Deps } from './deps.ts';
 
 export function uploadRoutes(deps: Deps): Route[] {
@@ -43,7 +43,8 @@ async function createBundle(ctx: Ctx, deps: Deps): Promise<void> {
   try {
     const f = result.fields;
     const description = optional(f.description);
-    if (description !== null && [...description].length > 1000) throw new AppError('DESCRIPTION_TOO_LONG');
+    const problem = descriptionProblem(description);
+    if (problem) throw new AppError(problem);
     const notifyEmail = optional(f.notify_email);
     if (notifyEmail !== null && !isEmail(notifyEmail)) throw new AppError('INVALID_EMAIL');
     if (result.files.length === 0) throw new AppError('NO_FILES');
