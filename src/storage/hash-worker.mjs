@@ -10,6 +10,11 @@ import { crc32 } from 'node:zlib';
 const streams = new Map();
 const FILE_PIECE = 1 << 20;
 /**
+ * Read buffers, reused: a tus upload hashes ahead after every PATCH, and a fresh 1 MiB buffer each
+ * time piled up as garbage this thread seldom collects (it allocates little else).
+ */
+const pieces = [];
+/**
  * Files hashed ahead while they grow (tus parts), by key: { hash, crc, pos, chain }. Bytes below a
  * part's durable offset never change, so a state is a valid prefix whatever happened since; an
  * evicted or missing state only means reading from 0 again.
@@ -20,8 +25,8 @@ const MAX_FOLLOWED = 256;
 /** Hashes `path` from `st.pos` up to `upto` bytes (to its end when null), 1 MiB at a time. */
 async function advance(st, path, upto) {
   const fh = await open(path, 'r');
+  const buf = pieces.pop() ?? Buffer.allocUnsafeSlow(FILE_PIECE);
   try {
-    const buf = Buffer.allocUnsafe(FILE_PIECE);
     while (upto === null || st.pos < upto) {
       const want = upto === null ? FILE_PIECE : Math.min(FILE_PIECE, upto - st.pos);
       const { bytesRead } = await fh.read(buf, 0, want, st.pos);
@@ -32,6 +37,7 @@ async function advance(st, path, upto) {
       st.pos += bytesRead;
     }
   } finally {
+    if (pieces.length < 4) pieces.push(buf);
     await fh.close();
   }
 }

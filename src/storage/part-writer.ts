@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import { createHash } from 'node:crypto';
 import { crc32 } from 'node:zlib';
 import type { Digest, Hasher, HashStream } from './hasher.ts';
+import { spareBuffers } from './spare-buffers.ts';
 
 /** Disk writes are coalesced into slots of this size (busboy hands out ~30 KB pieces). */
 export const SLOT_BYTES = 1 << 20;
@@ -16,6 +17,17 @@ const INLINE_HASH_BYTES = 256 * 1024;
  * and cost 4 MiB more per upload (32 MiB more with 8 uploads at once).
  */
 const SLOTS = 4;
+/** Two of uWS's largest chunks (512 KiB): see PartWriter.write. */
+const ROOM_BYTES = 1 << 20;
+/**
+ * Every file starts in a slot this small, swapped for a full one once the file outgrows it: most
+ * uploads by count are small, and a fresh 1 MiB buffer per 1 KiB file kept the GC busy.
+ */
+const FIRST_SLOT_BYTES = 64 * 1024;
+/** Buffers of finished writers, reused by the next files. */
+const firstSlots = spareBuffers(FIRST_SLOT_BYTES, 64);
+const fullSlots = spareBuffers(SLOT_BYTES, 4);
+const giveBack = (buf: Buffer): void => (buf.length === SLOT_BYTES ? fullSlots : firstSlots).give(buf);
 
 export interface PartResult extends Digest {
   readonly size: number;
@@ -23,9 +35,15 @@ export interface PartResult extends Digest {
 
 export interface PartWriter {
   readonly path: string;
-  /** Queues bytes (the chunk is referenced until copied, never modified). False: wait for onDrain. */
+  /**
+   * Copies bytes into the write ring; what does not fit is referenced until copied, never modified.
+   * False: the ring has less than ROOM_BYTES left (or holds a chunk); send no more until onDrain. The
+   * headroom lets the rest of a socket chunk and one more after a pause land without being held.
+   */
   write(chunk: Uint8Array): boolean;
   onDrain(fn: () => void): void;
+  /** True while the writer still references a chunk given to write() (not yet copied). */
+  holding(): boolean;
   /** Flushes, fsyncs and closes; resolves with size and hashes. */
   finish(): Promise<PartResult>;
   /** Stops writing and removes the part; safe to call at any time, more than once. */
@@ -41,25 +59,40 @@ interface Slot {
 
 /**
  * Streams one file into `path` (created exclusively, mode 0600). Incoming chunks are copied into
- * a ring of 1 MiB buffers (plain ArrayBuffers: copies into shared memory are 10× slower when
+ * a ring of 1 MiB buffers (the first one 64 KiB) (plain ArrayBuffers: copies into shared memory are 10× slower when
  * unaligned); each full buffer is written with one positioned write, then transferred to the hash
  * worker in file order, and comes back to the ring when hashed.
  */
 export function createPartWriter(path: string, hasher: Hasher, onError: (err: Error) => void): PartWriter {
-  // Buffers are allocated as the file needs them (a small file uses one) and dropped when the
+  // Buffers are taken as the file needs them (a small file uses one small one) and given up when the
   // writer finishes or aborts, so a request with many files holds at most one ring at a time.
   const slots: Slot[] = [];
   const free: number[] = [];
   const takeSlot = (): number | undefined => {
-    if (free.length > 0) return free.shift();
+    if (free.length > 0) {
+      const i = free.shift()!;
+      const s = slots[i]!;
+      // Reused means the file outgrew the small first slot: a full one takes its place.
+      if (s.view!.length < SLOT_BYTES) {
+        giveBack(s.view!);
+        s.view = fullSlots.take();
+      }
+      return i;
+    }
     if (slots.length < SLOTS) {
-      slots.push({ view: Buffer.allocUnsafeSlow(SLOT_BYTES), len: 0, written: false });
+      slots.push({ view: (slots.length === 0 ? firstSlots : fullSlots).take(), len: 0, written: false });
       return slots.length - 1;
     }
     return undefined;
   };
   const idle = (): boolean => free.length === slots.length;
-  const release = (): void => {
+  const room = (slot: number): number => slots[slot]!.view!.length;
+  /** Accepts more without holding a reference: nothing queued and ROOM_BYTES of ring left. */
+  const roomy = (): boolean =>
+    overflow.length === 0 && (cur >= 0 ? room(cur) - fill : 0) + (free.length + SLOTS - slots.length) * SLOT_BYTES >= ROOM_BYTES;
+  /** Drops the ring; `reuse` only when idle (no write or hash holds a buffer). */
+  const release = (reuse: boolean): void => {
+    if (reuse) for (const s of slots) if (s.view) giveBack(s.view);
     slots.length = 0;
     free.length = 0;
   };
@@ -90,7 +123,7 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
     s.view = view;
     free.push(slot);
     pump();
-    if (overflow.length === 0 && drainFn) {
+    if (drainFn && roomy()) {
       const fn = drainFn;
       drainFn = null;
       fn();
@@ -98,18 +131,26 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
     idleFn?.();
   }
 
+  // The part is created with its first write. While the file is still arriving it is opened with
   // O_DSYNC: each positioned write returns once its bytes are on disk, so writeback overlaps the
   // upload instead of one long fsync after the last byte (~1.3x faster end to end here; periodic
   // fdatasync was slower, it stalls concurrent writes to the inode). The final fsync stays for
-  // the metadata and costs little.
-  const flags = fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_DSYNC;
-  fs.open(path, flags, 0o600, (err, opened) => {
-    if (err) return fail(err);
-    // Aborted before the open landed: abort's unlink found nothing, so remove it here.
-    if (aborted) return fs.close(opened, () => fs.unlink(path, () => {}));
-    fd = opened;
-    for (const fn of waitingForFd.splice(0)) fn();
-  });
+  // the metadata and costs little. A file whose first write is also its last (all of it fits the
+  // first slot) skips O_DSYNC: its one fsync is enough, and each sync is a journal commit.
+  let opening = false;
+  let finishing = false;
+  function ensureOpen(): void {
+    if (opening) return;
+    opening = true;
+    const flags = fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | (finishing ? 0 : fs.constants.O_DSYNC);
+    fs.open(path, flags, 0o600, (err, opened) => {
+      if (err) return fail(err);
+      // Aborted before the open landed: abort's unlink found nothing, so remove it here.
+      if (aborted) return fs.close(opened, () => fs.unlink(path, () => {}));
+      fd = opened;
+      for (const fn of waitingForFd.splice(0)) fn();
+    });
+  }
 
   function closeIfIdle(): void {
     if (fd >= 0 && writesInFlight === 0) {
@@ -165,7 +206,10 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
       });
     };
     if (fd >= 0) doWrite();
-    else waitingForFd.push(() => doWrite());
+    else {
+      waitingForFd.push(() => doWrite());
+      ensureOpen();
+    }
   }
 
   function pump(): void {
@@ -177,12 +221,12 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
         fill = 0;
       }
       const chunk = overflow[0]!;
-      const n = Math.min(chunk.length, SLOT_BYTES - fill);
+      const n = Math.min(chunk.length, room(cur) - fill);
       slots[cur]!.view!.set(n === chunk.length ? chunk : chunk.subarray(0, n), fill);
       fill += n;
       if (n === chunk.length) overflow.shift();
       else overflow[0] = chunk.subarray(n);
-      if (fill === SLOT_BYTES) {
+      if (fill === room(cur)) {
         submit(cur, fill);
         cur = -1;
       }
@@ -196,18 +240,21 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
       bytes += chunk.length;
       overflow.push(chunk);
       pump();
-      return overflow.length === 0 && (cur >= 0 || free.length > 0 || slots.length < SLOTS);
+      return roomy();
     },
     onDrain(fn) {
       drainFn = fn;
     },
+    holding: () => overflow.length > 0,
     finish() {
+      finishing = true;
       return new Promise<PartResult>((resolve, reject) => {
         const complete = (): void => {
           if (failed) return reject(failed);
           if (overflow.length > 0) return; // the next ack pumps and calls us again
-          // Nothing went to the hash worker yet and what is left fits: hash it here.
-          if (stream === null && bytes <= INLINE_HASH_BYTES) inline = true;
+          // The whole file still sits in its first slot (nothing submitted, so nothing hashed): hash it
+          // here. Once a slot went out, every slot goes to the worker, in order.
+          if (stream === null && position === 0 && bytes <= INLINE_HASH_BYTES) inline = true;
           if (cur >= 0) {
             submit(cur, fill);
             cur = -1;
@@ -215,7 +262,7 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
           }
           if (!idle()) return;
           idleFn = null;
-          release();
+          release(true);
           const close = (): void => {
             // The fsync counts as a write in flight, so an abort meanwhile leaves the fd to us.
             writesInFlight++;
@@ -240,7 +287,10 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
             });
           };
           if (fd >= 0) close();
-          else waitingForFd.push(close);
+          else {
+            waitingForFd.push(close);
+            ensureOpen(); // an empty file: created here
+          }
         };
         idleFn = complete;
         complete();
@@ -251,7 +301,7 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
       aborted = true;
       stream?.discard();
       overflow.length = 0;
-      release();
+      release(false); // writes in flight still read their buffers
       fs.unlink(path, () => {});
       // Writes in flight finish against the unlinked inode; the last one closes the fd.
       closeIfIdle();

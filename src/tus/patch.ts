@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import { createHash, type Hash } from 'node:crypto';
 import type { Ctx } from '../http/context.ts';
 import { TusError } from './protocol.ts';
+import { spareBuffers } from '../storage/spare-buffers.ts';
 
 /** Disk writes are coalesced into slots of this size; at most SLOTS are held per request. */
 const SLOT_BYTES = 1 << 20;
@@ -11,6 +12,12 @@ const SLOTS = 8;
  * would leave the device idle between them (the multipart path keeps several in flight too).
  */
 const WRITES = 4;
+/**
+ * Slot buffers of finished PATCHes, reused by the next: each 64 MiB PATCH of a large upload would
+ * otherwise leave 8 MiB of garbage behind, which kept the peak RSS of a 4 GiB tus upload ~20 MiB
+ * above the multipart path's.
+ */
+const spares = spareBuffers(SLOT_BYTES, SLOTS);
 
 export interface BodyTap {
   /**
@@ -40,18 +47,20 @@ export interface PatchResult {
 export function tapBody(ctx: Ctx): BodyTap {
   const res = ctx.res;
   const early: Array<{ buf: Buffer; last: boolean }> = [];
+  /** Takes one body chunk; it must not keep `chunk` (it may be uWS's memory) past its return. */
   let sink: ((chunk: Buffer, last: boolean) => void) | null = null;
   let ended = false;
   let onEnd: (() => void) | null = null;
   res.pause();
   res.onData((ab, isLast) => {
     if (ended) return;
-    // uWS reuses the memory behind `ab` once we return: copy.
+    if (isLast) ended = true;
+    // uWS reuses the memory behind `ab` once we return. The sink copies every byte into its write
+    // slots before returning, so it can read uWS's memory directly; only early bytes need a copy.
+    if (sink) return sink(Buffer.from(ab), isLast);
     const copy = Buffer.allocUnsafe(ab.byteLength);
     copy.set(new Uint8Array(ab));
-    if (isLast) ended = true;
-    if (sink) sink(copy, isLast);
-    else early.push({ buf: copy, last: isLast });
+    early.push({ buf: copy, last: isLast });
   });
   ctx.onAbort(() => onEnd?.());
 
@@ -85,6 +94,10 @@ export function tapBody(ctx: Ctx): BodyTap {
           if (!failure && queue.length > 0) return;
           if (failure || sawLast || ctx.aborted) {
             finished = true;
+            // No write is in flight any more: every buffer can serve the next PATCH.
+            for (const b of [...free, ...queue.map((q) => q.buf)]) spares.give(b);
+            free.length = 0;
+            queue.length = 0;
             resolve({ written, complete: sawLast && !failure, digest: hash ? hash.digest() : null, error: failure });
           }
         };
@@ -124,7 +137,7 @@ export function tapBody(ctx: Ctx): BodyTap {
           const b = free.pop();
           if (b) return b;
           slots++;
-          return Buffer.allocUnsafe(SLOT_BYTES);
+          return spares.take();
         };
         sink = (chunk, last) => {
           if (finished || failure) return;
