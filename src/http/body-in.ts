@@ -12,6 +12,7 @@ export function readSmallBody(ctx: Ctx, limit: number): Promise<Buffer> {
     let over = false;
     ctx.onAbort(() => reject(new AppError('INVALID_FIELD', 'client aborted')));
     ctx.res.onData((ab, isLast) => {
+      if (isLast) ctx.bodyPending = false;
       if (over) return;
       size += ab.byteLength;
       if (size > limit) {

@@ -29,6 +29,11 @@ export interface Ctx {
   status: number;
   /** Body bytes of a response handed to uWS in full (for metrics); 0 until then. */
   bytesOut: number;
+  /**
+   * True while request body bytes may still arrive: the request announced a body and no onData
+   * handler has seen its last chunk yet (each handler clears it). See `send` for why it matters.
+   */
+  bodyPending: boolean;
 }
 
 const REQUEST_ID_RE = /^[A-Za-z0-9._-]{1,64}$/;
@@ -87,6 +92,7 @@ export function createCtx(res: HttpResponse, req: HttpRequest, paramCount: numbe
     id,
     status: 0,
     bytesOut: 0,
+    bodyPending: announcesBody(headers),
   };
   res.onAborted(() => {
     ctx.aborted = true;
@@ -101,6 +107,13 @@ export function createCtx(res: HttpResponse, req: HttpRequest, paramCount: numbe
     }
   });
   return ctx;
+}
+
+/** Whether the request carries a body: a non-zero Content-Length or any Transfer-Encoding. */
+function announcesBody(headers: Record<string, string>): boolean {
+  if (headers['transfer-encoding'] !== undefined) return true;
+  const length = headers['content-length'];
+  return length !== undefined && !/^0*$/.test(length.trim());
 }
 
 function decodeParam(raw: string): string {

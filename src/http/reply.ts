@@ -21,7 +21,16 @@ export function writeHead(ctx: Ctx, status: number, headers: Iterable<readonly [
   for (const [k, v] of headers) res.writeHeader(k, v);
 }
 
-/** Ends the response once, corked; a no-op after abort or a previous end. */
+/**
+ * Ends the response once, corked; a no-op after abort or a previous end.
+ *
+ * `closeConnection` asks the client to close (e.g. after refusing an upload mid-body). While
+ * request body bytes are still arriving, uWS's own close would drop them unread, and the kernel
+ * answers unread bytes with an RST that can destroy our reply in the client before it is read:
+ * Node's http client then reports EPIPE instead of the 400 (7 in 30 uploads over the cap here).
+ * So the connection stays open with `Connection: close` sent: uWS reads and drops the rest of the
+ * body (it never parses it as a request), and the client, which now has the reply, closes.
+ */
 export function send(
   ctx: Ctx,
   status: number,
@@ -31,14 +40,18 @@ export function send(
 ): void {
   if (ctx.done) return;
   ctx.done = true;
+  const linger = closeConnection && ctx.bodyPending;
   ctx.res.cork(() => {
     writeHead(ctx, status, headers);
+    if (linger) ctx.res.writeHeader('Connection', 'close');
+    // The rest of the body must be read (and dropped) for the connection to move on: unpause.
+    if (ctx.bodyPending) ctx.res.resume();
     // HEAD gets the headers a GET would, never the bytes: a body would corrupt a kept-alive connection.
     const length = typeof body === 'string' ? Buffer.byteLength(body) : body.length;
     if (ctx.method === 'head') endHead(ctx, length);
     else {
       ctx.bytesOut = length;
-      ctx.res.end(body, closeConnection);
+      ctx.res.end(body, closeConnection && !linger);
     }
   });
 }

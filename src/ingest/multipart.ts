@@ -73,6 +73,7 @@ export function ingestMultipart(ctx: Ctx, disk: Disk): Ingest {
 
   res.pause();
   res.onData((ab, isLast) => {
+    if (isLast) ctx.bodyPending = false;
     if (finished) return;
     if (isLast) bodyDone = true;
     // uWS reuses the memory behind `ab` once we return: copy.

@@ -53,6 +53,7 @@ export function tapBody(ctx: Ctx): BodyTap {
   let onEnd: (() => void) | null = null;
   res.pause();
   res.onData((ab, isLast) => {
+    if (isLast) ctx.bodyPending = false;
     if (ended) return;
     if (isLast) ended = true;
     // uWS reuses the memory behind `ab` once we return. The sink copies every byte into its write
