@@ -15,6 +15,8 @@ import { createMemoryRateStore, createRedisRateStore, type RateStore } from './s
 import type { Deps } from './routes/deps.ts';
 import { uploadRoutes } from './routes/upload.ts';
 import { bundleRoutes } from './routes/bundle.ts';
+import { createBundleCache } from './state/bundle-cache.ts';
+import { findActiveBundleWithFiles } from './db/bundles.ts';
 import { downloadRoutes } from './routes/download.ts';
 import { healthRoutes } from './routes/health.ts';
 import { myRoutes } from './routes/my.ts';
@@ -45,6 +47,14 @@ export interface RunningApp {
    */
   close(graceMs?: number): Promise<void>;
 }
+
+/**
+ * Bundle info may be served this long from memory without a change announcement: the bound on
+ * staleness if an announcement is ever lost. Normally a change drops the copy at once.
+ */
+const BUNDLE_CACHE_TTL_MS = 2_000;
+/** Bundles plus listed files held at most (~200 bytes a file): about 10 MiB. */
+const BUNDLE_CACHE_WEIGHT = 50_000;
 
 /** Wires every dependency, migrates, sweeps crash leftovers, then listens. */
 export async function startApp(config: Config, log: Logger, link?: WorkerLink): Promise<RunningApp> {
@@ -85,6 +95,12 @@ export async function startApp(config: Config, log: Logger, link?: WorkerLink): 
       mailQueued: () => background?.kick(),
     });
     const access = createAccess({ config, sql: db.sql, store: rateStore, signer, log });
+    const loadBundle = (code: string) => findActiveBundleWithFiles(db.sql, code);
+    const cached = createBundleCache({ load: loadBundle, ttlMs: BUNDLE_CACHE_TTL_MS, maxWeight: BUNDLE_CACHE_WEIGHT });
+    // Without a change feed a cached bundle could outlive its deletion: read through instead.
+    const bundles = (await db.watchBundles((id) => cached.invalidate(id)))
+      ? cached
+      : createBundleCache({ load: loadBundle, ttlMs: 0, maxWeight: 0 });
     const deps: Deps = {
       config,
       log,
@@ -96,6 +112,7 @@ export async function startApp(config: Config, log: Logger, link?: WorkerLink): 
       passwords: createPasswords(),
       binding,
       dbKind: db.kind,
+      bundles,
       metrics,
       downloads,
     };

@@ -10,8 +10,19 @@ export type Sql = postgres.Sql<Record<string, never>>;
 export interface Db {
   readonly sql: Sql;
   readonly kind: 'postgres' | 'embedded';
+  /**
+   * Subscribes to the announcements of bundle changes (sql/0006_bundle_changes.sql): `onChange`
+   * gets the bundle id, or null when announcements may have been missed (the listening connection
+   * was re-established). Resolves false where no announcement can reach this process (a process
+   * that connects to another one's embedded database): callers must then not cache bundles.
+   */
+  watchBundles(onChange: (bundleId: number | null) => void): Promise<boolean>;
   close(): Promise<void>;
 }
+
+export const BUNDLE_CHANNEL = 'sluice_bundle';
+
+const bundleId = (payload: string): number | null => (/^\d+$/.test(payload) ? Number(payload) : null);
 
 // int8 columns (sizes, ids, counts) as JS numbers: every value we store stays below 2^53.
 const types = {
@@ -40,7 +51,17 @@ export async function connectDb(opts: {
   if (opts.databaseUrl) {
     const sql = postgres(opts.databaseUrl, { ...baseOptions, max: opts.max }) as unknown as Sql;
     await sql`select 1`;
-    return { sql, kind: 'postgres', close: () => sql.end({ timeout: 5 }) };
+    return {
+      sql,
+      kind: 'postgres',
+      // postgres.js keeps one extra connection for LISTEN and re-listens after a reconnect; each
+      // (re)listen reports null, since announcements made while it was down are lost.
+      watchBundles: async (onChange) => {
+        await sql.listen(BUNDLE_CHANNEL, (payload) => onChange(bundleId(payload)), () => onChange(null));
+        return true;
+      },
+      close: () => sql.end({ timeout: 5 }),
+    };
   }
   return connectEmbedded(opts);
 }
@@ -62,7 +83,8 @@ async function connectEmbedded(opts: { dataDir: string; log: Logger; max: number
       const sql = connect();
       try {
         await sql`select 1`;
-        return { sql, kind: 'embedded', close: () => sql.end({ timeout: 5 }) };
+        // The host process hears the single session's announcements; a guest does not.
+        return { sql, kind: 'embedded', watchBundles: async () => false, close: () => sql.end({ timeout: 5 }) };
       } catch {
         await sql.end({ timeout: 1 }).catch(() => {});
       }
@@ -108,14 +130,27 @@ async function hostEmbedded(
 ): Promise<Db> {
   const { PGlite } = await import('@electric-sql/pglite');
   const pg = await PGlite.create(path.join(opts.dataDir, 'pg'));
+  // The session listens once, for good: announcements then appear in the output of whichever
+  // connection commits a change, and the socket server hands them to the watchers.
+  await pg.exec(`listen ${BUNDLE_CHANNEL}`);
+  const watchers = new Set<(bundleId: number | null) => void>();
   fs.rmSync(socketPath, { force: true });
-  const server = await servePglite(pg, socketPath);
+  const server = await servePglite(pg, socketPath, {
+    onNotification: (channel, payload) => {
+      if (channel !== BUNDLE_CHANNEL) return;
+      for (const w of watchers) w(bundleId(payload));
+    },
+  });
   fs.chmodSync(socketPath, 0o600);
   opts.log.info({ socket: socketPath }, 'embedded PGlite database serving');
   const sql = connect();
   return {
     sql,
     kind: 'embedded',
+    watchBundles: async (onChange) => {
+      watchers.add(onChange);
+      return true;
+    },
     close: async () => {
       await sql.end({ timeout: 5 }).catch(() => {});
       await server.close().catch(() => {});

@@ -44,7 +44,17 @@ const SYNC = Buffer.from([0x53, 0, 0, 0, 4]);
 /** Execute on a portal nobody creates: the error makes the Sync after it roll back, not commit. */
 const FAIL = message('E', Buffer.concat([Buffer.from('sluice: abandoned\0'), Buffer.alloc(4)]));
 
-export async function servePglite(pg: PGlite, socketPath: string): Promise<PgliteServer> {
+export interface PgliteServerOptions {
+  /**
+   * Called with every NotificationResponse the session produces. PGlite is one session, so a
+   * NOTIFY reaches the host only through the output of whichever connection committed it; this
+   * is how the host hears of changes made over the socket (the CLI, an operator's psql). The
+   * host must have run LISTEN on the session for PostgreSQL to produce them.
+   */
+  readonly onNotification?: (channel: string, payload: string) => void;
+}
+
+export async function servePglite(pg: PGlite, socketPath: string, opts: PgliteServerOptions = {}): Promise<PgliteServer> {
   const conns = new Set<Conn>();
   /** Connections with batches waiting, in arrival order. */
   const waiting: Conn[] = [];
@@ -52,8 +62,18 @@ export async function servePglite(pg: PGlite, socketPath: string): Promise<Pglit
   let owner: Conn | null = null;
   let running = false;
 
-  const run = (bytes: Buffer, out: ((chunk: Uint8Array) => void) | null): Promise<void> =>
-    pg.runExclusive(() => pg.execProtocolRawStream(new Uint8Array(bytes), { onRawData: (d) => out?.(d) }));
+  const notified = opts.onNotification;
+  const run = (bytes: Buffer, out: ((chunk: Uint8Array) => void) | null): Promise<void> => {
+    const scan = notified ? notificationScanner(notified) : null;
+    return pg.runExclusive(() =>
+      pg.execProtocolRawStream(new Uint8Array(bytes), {
+        onRawData: (d) => {
+          scan?.(d);
+          out?.(d);
+        },
+      }),
+    );
+  };
 
   async function pump(): Promise<void> {
     if (running) return;
@@ -201,6 +221,48 @@ export async function servePglite(pg: PGlite, socketPath: string): Promise<Pglit
         for (const c of conns) c.sock.destroy();
         server.close(() => resolve());
       }),
+  };
+}
+
+/**
+ * Follows backend messages across output chunks (a run's output starts and ends on message
+ * boundaries) and reports each NotificationResponse ('A': pid, channel, payload). Other messages
+ * are skipped by their length without being copied.
+ */
+function notificationScanner(emit: (channel: string, payload: string) => void): (chunk: Uint8Array) => void {
+  const head = Buffer.alloc(5);
+  let headFill = 0;
+  let bodyLeft = 0;
+  let body: Buffer[] | null = null;
+  return (chunk) => {
+    let i = 0;
+    while (i < chunk.length) {
+      if (bodyLeft > 0) {
+        const n = Math.min(bodyLeft, chunk.length - i);
+        body?.push(Buffer.from(chunk.subarray(i, i + n)));
+        i += n;
+        bodyLeft -= n;
+      } else {
+        head[headFill++] = chunk[i++]!;
+        if (headFill < 5) continue;
+        headFill = 0;
+        bodyLeft = head.readInt32BE(1) - 4;
+        body = head[0] === 0x41 ? [] : null;
+      }
+      if (bodyLeft === 0 && body) {
+        const b = Buffer.concat(body);
+        body = null;
+        const channelEnd = b.indexOf(0, 4);
+        const payloadEnd = b.indexOf(0, channelEnd + 1);
+        if (channelEnd > 0 && payloadEnd > channelEnd) {
+          try {
+            emit(b.toString('utf8', 4, channelEnd), b.toString('utf8', channelEnd + 1, payloadEnd));
+          } catch {
+            // a listener's failure must not break the query whose output carried the announcement
+          }
+        }
+      }
+    }
   };
 }
 

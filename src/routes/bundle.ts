@@ -2,7 +2,7 @@ import type { Ctx } from '../http/context.ts';
 import { sendJson } from '../http/reply.ts';
 import type { Route } from '../http/server.ts';
 import { AppError } from '../errors.ts';
-import { deleteBundle, deleteFile, findActiveBundleWithFiles, findBundle } from '../db/bundles.ts';
+import { deleteBundle, deleteFile, findBundle } from '../db/bundles.ts';
 import { secretMatches, SHORT_CODE_RE, UPLOAD_TOKEN_RE } from '../auth/tokens.ts';
 import { sqlUtc } from '../util/time.ts';
 import { parseFileId } from './download.ts';
@@ -24,7 +24,7 @@ function shortCode(ctx: Ctx): string {
 }
 
 async function bundleInfo(ctx: Ctx, deps: Deps): Promise<void> {
-  const bundle = await findActiveBundleWithFiles(deps.sql, shortCode(ctx));
+  const bundle = await deps.bundles.get(shortCode(ctx));
   if (!bundle) throw new AppError('BUNDLE_NOT_FOUND');
   // A locked bundle lists no files: the owner's key or an access token unlocks it.
   const caller = await deps.access.callerOf(ctx);
@@ -44,7 +44,9 @@ async function bundleInfo(ctx: Ctx, deps: Deps): Promise<void> {
 }
 
 async function bundleStatus(ctx: Ctx, deps: Deps): Promise<void> {
-  const bundle = await findBundle(deps.sql, shortCode(ctx));
+  const code = shortCode(ctx);
+  // An active bundle is in the info cache; only an expired or unknown code needs findBundle.
+  const bundle = (await deps.bundles.get(code)) ?? (await findBundle(deps.sql, code));
   if (!bundle) throw new AppError('BUNDLE_NOT_FOUND');
   sendJson(ctx, 200, {
     success: true,
@@ -67,6 +69,7 @@ async function removeBundle(ctx: Ctx, deps: Deps): Promise<void> {
     throw new AppError('INVALID_UPLOAD_TOKEN');
   }
   const keys = await deleteBundle(deps.sql, bundle.id);
+  deps.bundles.invalidate(bundle.id);
   await removeStored(deps, keys);
   sendJson(ctx, 200, { success: true });
 }
@@ -79,8 +82,8 @@ async function removeFile(ctx: Ctx, deps: Deps): Promise<void> {
   const bearer = /^bearer\s+(\S+)\s*$/i.exec(ctx.headers.authorization ?? '')?.[1];
   const token = (bearer !== undefined && UPLOAD_TOKEN_RE.test(bearer) ? bearer : null) ?? ctx.query.get('upload_token') ?? bearer ?? '';
   if (token === '') throw new AppError('UPLOAD_TOKEN_REQUIRED');
-  const [row] = await deps.sql<{ upload_token_hash: Uint8Array; is_expired: boolean }[]>`
-    select b.upload_token_hash, (b.expires_at is not null and b.expires_at <= now()) as is_expired
+  const [row] = await deps.sql<{ bundle_id: number; upload_token_hash: Uint8Array; is_expired: boolean }[]>`
+    select f.bundle_id, b.upload_token_hash, (b.expires_at is not null and b.expires_at <= now()) as is_expired
     from files f join bundles b on b.id = f.bundle_id where f.id = ${id}`;
   if (!row) throw new AppError('FILE_NOT_FOUND');
   if (!UPLOAD_TOKEN_RE.test(token) || !secretMatches(token, row.upload_token_hash)) {
@@ -88,6 +91,7 @@ async function removeFile(ctx: Ctx, deps: Deps): Promise<void> {
   }
   if (row.is_expired) throw new AppError('BUNDLE_EXPIRED');
   const key = await deleteFile(deps.sql, id);
+  deps.bundles.invalidate(row.bundle_id);
   if (key === undefined) throw new AppError('FILE_NOT_FOUND');
   await removeStored(deps, [key]);
   sendJson(ctx, 200, { success: true, deleted_file_id: id });

@@ -10,6 +10,7 @@ import type { Signer } from '../auth/signing.ts';
 import type { RateStore } from '../state/rate-store.ts';
 import type { Metrics } from '../metrics.ts';
 import type { DownloadNotifier } from '../notify/downloads.ts';
+import type { BundleCache } from '../state/bundle-cache.ts';
 
 /** Limits that apply to one uploader: anonymous, or the plan of a Bearer key. */
 export interface Uploader {
@@ -68,6 +69,8 @@ export interface Deps {
   readonly store: RateStore;
   readonly binding: UwsBinding;
   readonly dbKind: 'postgres' | 'embedded';
+  /** Active bundles with their files, by short code (bundle info, status, share page). */
+  readonly bundles: BundleCache;
   /** Absent in tests that build route tables without a server. */
   readonly metrics?: Metrics;
   /** notify_email: finished downloads are recorded here. Absent in tests that build route tables. */

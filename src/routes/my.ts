@@ -97,6 +97,7 @@ async function deleteMine(ctx: Ctx, deps: Deps): Promise<void> {
   const [b] = await deps.sql<{ id: number }[]>`select id from bundles where short_code = ${code} and api_key_id = ${key.id}`;
   if (!b) throw new AppError('NOT_OWNER');
   const keys = await deleteBundle(deps.sql, b.id);
+  deps.bundles.invalidate(b.id);
   await Promise.all(keys.map((k) => deps.disk.remove(k).catch((err: unknown) => deps.log.warn({ err }, 'file not removed'))));
   sendJson(ctx, 200, { success: true, deleted_short_code: code });
 }

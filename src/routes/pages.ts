@@ -1,6 +1,6 @@
 import type { Ctx } from '../http/context.ts';
 import type { Route } from '../http/server.ts';
-import { findActiveBundleWithFiles, findBundleByTokenHash, listFiles } from '../db/bundles.ts';
+import { findBundleByTokenHash, listFiles } from '../db/bundles.ts';
 import { hashSecret, secretMatches, SHORT_CODE_RE, UPLOAD_TOKEN_RE } from '../auth/tokens.ts';
 import { loadAssets } from '../web/assets.ts';
 import { sendHtml } from '../web/html.ts';
@@ -35,7 +35,7 @@ export function pageRoutes(deps: Deps): Route[] {
 async function sharePageOf(ctx: Ctx, deps: Deps, view: View, notFound: (ctx: Ctx) => void): Promise<void> {
   const code = ctx.params[0] ?? '';
   if (!SHORT_CODE_RE.test(code)) return notFound(ctx);
-  const bundle = await findActiveBundleWithFiles(deps.sql, code);
+  const bundle = await deps.bundles.get(code);
   if (!bundle) return notFound(ctx);
   // The password gate every content path asks; a browser can only pass it with ?t=<access token>.
   const caller = await deps.access.callerOf(ctx);

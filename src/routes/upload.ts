@@ -128,6 +128,7 @@ async function appendToBundle(ctx: Ctx, deps: Deps, inflightByBundle: Map<number
     const newFiles = await commitParts(deps, result.files, committed);
     if (ctx.aborted) throw new AppError('MALFORMED_MULTIPART', 'client went away');
     const rows: FileRow[] = await appendFiles(deps.sql, id, newFiles);
+    deps.bundles.invalidate(id);
     sendJson(ctx, 200, {
       success: true,
       short_code: bundle.short_code,
