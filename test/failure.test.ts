@@ -100,6 +100,7 @@ describe('PostgreSQL restarted under traffic', { skip: pgSkip ?? false }, () => 
     const code = first.json.short_code as string;
     const info = `${srv.url}/api/v1/bundle/${code}`;
     assert.equal((await timed(info)).status, 200);
+    const download = `${srv.url}${(first.json.files as Array<{ download_url: string }>)[0]!.download_url}`;
 
     // Traffic keeps flowing while the database stops and starts.
     const seen: Array<Timed & { kind: string }> = [];
@@ -118,10 +119,12 @@ describe('PostgreSQL restarted under traffic', { skip: pgSkip ?? false }, () => 
     await pg.stop();
 
     // Down: every database-backed request answers 500 in the interface's shape, fast; readiness says so.
+    // (Bundle info may still come from the in-process cache for up to its TTL: nothing can change a
+    // bundle while the database is down. A download always asks the database.)
     for (let i = 0; i < 3; i++) {
-      const r = await timed(info);
+      const r = await timed(download);
       assertJsonError(r, 500, 'DATABASE_ERROR');
-      assert.ok(r.ms < 2000, `bundle info took ${Math.round(r.ms)} ms while the database was down`);
+      assert.ok(r.ms < 2000, `a download took ${Math.round(r.ms)} ms while the database was down`);
       const u = await timed(`${srv.url}/api/v1/upload`, { method: 'POST', ...uploadBody('down.txt', randomBytes(200_000)) });
       assertJsonError(u, 500, 'DATABASE_ERROR');
       assert.ok(u.ms < 2000, `upload took ${Math.round(u.ms)} ms while the database was down`);

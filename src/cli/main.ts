@@ -1,6 +1,6 @@
 import { loadConfig, ConfigError, type Config } from '../config.ts';
 import { createLogger } from '../log.ts';
-import { startApp } from '../app.ts';
+import { startApp, type RunningApp } from '../app.ts';
 import { connectDb } from '../db/client.ts';
 import { migrate } from '../db/migrate.ts';
 import { createHasher } from '../storage/hasher.ts';
@@ -111,16 +111,22 @@ async function serve(config: Config): Promise<void> {
   // A supervisor that dies while this worker starts must not leave it serving on its own.
   let orphaned = false;
   link?.onSupervisorGone(() => (orphaned = true));
-  const app = await startApp(config, log, link);
-  // A worker leaves systemd to its supervisor.
-  const notifier = createNotifier(link ? undefined : config.notifySocket, log);
-  void notifier.ready(`serving on port ${app.port}`);
+  // Stop signals are caught from the start: before, their default action killed a server that was
+  // still starting (or had just logged that it listens) with no cleanup. One that arrives while
+  // starting is acted on as soon as the app is up.
+  let app: RunningApp | null = null;
+  let pendingStop: string | null = null;
   let stopping = false;
+  let notifier: ReturnType<typeof createNotifier> | null = null;
   const stop = (signal: string): void => {
     if (stopping) return;
+    if (!app) {
+      pendingStop ??= signal;
+      return;
+    }
     stopping = true;
     log.info({ signal, graceSeconds: config.shutdownGraceMs / 1000 }, 'shutting down');
-    void notifier.stopping();
+    void notifier?.stopping();
     app.close().then(
       () => process.exit(0),
       (err: unknown) => {
@@ -129,10 +135,15 @@ async function serve(config: Config): Promise<void> {
       },
     );
   };
-  // A stray rejection (a driver hiccup) is logged, never allowed to take every transfer down.
-  process.on('unhandledRejection', (err) => log.error({ err }, 'unhandled rejection'));
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
+  app = await startApp(config, log, link);
+  // A worker leaves systemd to its supervisor.
+  notifier = createNotifier(link ? undefined : config.notifySocket, log);
+  void notifier.ready(`serving on port ${app.port}`);
+  if (pendingStop) stop(pendingStop);
+  // A stray rejection (a driver hiccup) is logged, never allowed to take every transfer down.
+  process.on('unhandledRejection', (err) => log.error({ err }, 'unhandled rejection'));
   // Configuration is read once at start, and logs go to stderr (the journal): there is nothing to
   // reload or reopen. Handling the signal keeps its default action (exit) from killing the server.
   process.on('SIGHUP', () => log.info('SIGHUP: nothing to reload; restart to apply configuration'));
