@@ -98,9 +98,11 @@ export async function startApp(config: Config, log: Logger, link?: WorkerLink): 
     const loadBundle = (code: string) => findActiveBundleWithFiles(db.sql, code);
     const cached = createBundleCache({ load: loadBundle, ttlMs: BUNDLE_CACHE_TTL_MS, maxWeight: BUNDLE_CACHE_WEIGHT });
     // Without a change feed a cached bundle could outlive its deletion: read through instead.
-    const bundles = (await db.watchBundles((id) => cached.invalidate(id)))
-      ? cached
-      : createBundleCache({ load: loadBundle, ttlMs: 0, maxWeight: 0 });
+    const watching = await db.watchBundles((id) => cached.invalidate(id)).catch((err: unknown) => {
+      log.warn({ err }, 'no bundle change feed (LISTEN failed): bundle info is read from the database every time');
+      return false;
+    });
+    const bundles = watching ? cached : createBundleCache({ load: loadBundle, ttlMs: 0, maxWeight: 0 });
     const deps: Deps = {
       config,
       log,
