@@ -24,12 +24,16 @@ export function writeHead(ctx: Ctx, status: number, headers: Iterable<readonly [
 /**
  * Ends the response once, corked; a no-op after abort or a previous end.
  *
- * `closeConnection` asks the client to close (e.g. after refusing an upload mid-body). While
- * request body bytes are still arriving, uWS's own close would drop them unread, and the kernel
- * answers unread bytes with an RST that can destroy our reply in the client before it is read:
- * Node's http client then reports EPIPE instead of the 400 (7 in 30 uploads over the cap here).
- * So the connection stays open with `Connection: close` sent: uWS reads and drops the rest of the
- * body (it never parses it as a request), and the client, which now has the reply, closes.
+ * A reply sent while request body bytes are still arriving (a refused upload, a tus PATCH answered
+ * before its body) pauses the socket, says `Connection: close` and leaves the closing to the client
+ * or, failing that, to uWS's idle timeout (about 10 s, re-armed by the end of the response). The
+ * two alternatives are both worse:
+ * - uWS's own close at once: the unread bytes make the kernel answer with an RST, which can
+ *   destroy the reply in the client before it is read (Node's http client reported EPIPE instead
+ *   of the 400 in 7 of 30 uploads over the cap);
+ * - reading on and dropping the body: unbounded (a chunked body never ends), and once its last
+ *   chunk arrives after the response, uWS 20.30 switches the idle timeout off for good.
+ * A request that itself said `Connection: close` is still closed at once by uWS.
  */
 export function send(
   ctx: Ctx,
@@ -40,18 +44,19 @@ export function send(
 ): void {
   if (ctx.done) return;
   ctx.done = true;
-  const linger = closeConnection && ctx.bodyPending;
+  const early = ctx.bodyPending;
   ctx.res.cork(() => {
     writeHead(ctx, status, headers);
-    if (linger) ctx.res.writeHeader('Connection', 'close');
-    // The rest of the body must be read (and dropped) for the connection to move on: unpause.
-    if (ctx.bodyPending) ctx.res.resume();
+    if (early) {
+      ctx.res.pause();
+      ctx.res.writeHeader('Connection', 'close');
+    }
     // HEAD gets the headers a GET would, never the bytes: a body would corrupt a kept-alive connection.
     const length = typeof body === 'string' ? Buffer.byteLength(body) : body.length;
     if (ctx.method === 'head') endHead(ctx, length);
     else {
       ctx.bytesOut = length;
-      ctx.res.end(body, closeConnection && !linger);
+      ctx.res.end(body, closeConnection && !early);
     }
   });
 }

@@ -137,11 +137,9 @@ export function ingestMultipart(ctx: Ctx, disk: Disk): Ingest {
     bb?.removeAllListeners();
     bb?.on('error', () => {});
     bb?.destroy();
-    // A paused socket leaves the client's bytes unread in the kernel, and closing it then sends an RST
-    // that can overtake our error reply (seen once in CI for the over-the-cap 400). Read on (and
-    // drop) until the reply closes the connection.
+    // Nothing more is read: the reply pauses the socket and leaves the closing to the client (see send).
     stalls.clear();
-    if (!ctx.aborted && !ctx.done) res.resume();
+    if (!ctx.aborted && !ctx.done) res.pause();
     rejectFn(err);
   }
 
