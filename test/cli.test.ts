@@ -5,7 +5,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { request } from 'undici';
-import { backends, runCli, startServer, storedPaths, type TestServer } from './helpers/server.ts';
+import { spawn } from 'node:child_process';
+import { ROOT, backends, runCli, startServer, storedPaths, type TestServer } from './helpers/server.ts';
 import { multipart } from './helpers/multipart.ts';
 
 interface Upload {
@@ -198,5 +199,30 @@ describe('configuration errors', () => {
     const errs = lines(r.stderr);
     assert.equal(errs.length, 2, JSON.stringify(errs));
     assert.ok(errs.some((l) => l.includes('PORT')) && errs.some((l) => l.includes('LOG_LEVEL')), JSON.stringify(errs));
+  });
+});
+
+describe('a stop signal while the server starts', () => {
+  test('is acted on once it is up: a clean shutdown, exit 0, no READY-then-serve', { timeout: 60_000 }, async () => {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'sl-sig-'));
+    try {
+      const proc = spawn(process.execPath, [path.join(ROOT, 'bin/sluice.js'), 'serve'], {
+        cwd: ROOT,
+        env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/root', DATA_DIR: dataDir, PORT: '0', LOG_LEVEL: 'info' },
+      });
+      let log = '';
+      proc.stderr.on('data', (c) => (log += c));
+      proc.stdout.on('data', (c) => (log += c));
+      const exit = new Promise<{ code: number | null; signal: string | null }>((r) => proc.on('exit', (code, signal) => r({ code, signal })));
+      // The first line comes from inside start-up (the uWS binding), before migrations and listening.
+      for (let i = 0; i < 400 && !log.includes('binding loaded'); i++) await new Promise((r) => setTimeout(r, 25));
+      assert.ok(log.includes('binding loaded'), log);
+      proc.kill('SIGTERM');
+      assert.deepEqual(await exit, { code: 0, signal: null }, log);
+      assert.match(log, /stop requested while starting/);
+      assert.match(log, /shutting down/);
+    } finally {
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 });

@@ -121,7 +121,10 @@ async function serve(config: Config): Promise<void> {
   const stop = (signal: string): void => {
     if (stopping) return;
     if (!app) {
-      pendingStop ??= signal;
+      // A second signal while starting (a start-up stuck on the database, say) stops at once.
+      if (pendingStop) process.exit(1);
+      pendingStop = signal;
+      log.info({ signal }, 'stop requested while starting: stopping once started');
       return;
     }
     stopping = true;
@@ -137,16 +140,16 @@ async function serve(config: Config): Promise<void> {
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
-  app = await startApp(config, log, link);
-  // A worker leaves systemd to its supervisor.
-  notifier = createNotifier(link ? undefined : config.notifySocket, log);
-  void notifier.ready(`serving on port ${app.port}`);
-  if (pendingStop) stop(pendingStop);
   // A stray rejection (a driver hiccup) is logged, never allowed to take every transfer down.
   process.on('unhandledRejection', (err) => log.error({ err }, 'unhandled rejection'));
   // Configuration is read once at start, and logs go to stderr (the journal): there is nothing to
   // reload or reopen. Handling the signal keeps its default action (exit) from killing the server.
   process.on('SIGHUP', () => log.info('SIGHUP: nothing to reload; restart to apply configuration'));
+  app = await startApp(config, log, link);
+  // A worker leaves systemd to its supervisor.
+  notifier = createNotifier(link ? undefined : config.notifySocket, log);
+  if (pendingStop) return stop(pendingStop);
+  void notifier.ready(`serving on port ${app.port}`);
   if (link) {
     if (orphaned) stop('supervisor gone');
     else link.onSupervisorGone(() => stop('supervisor gone'));
