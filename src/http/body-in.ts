@@ -1,4 +1,4 @@
-import type { Ctx } from './context.ts';
+import { onBody, type Ctx } from './context.ts';
 import { AppError } from '../errors.ts';
 
 /**
@@ -11,8 +11,7 @@ export function readSmallBody(ctx: Ctx, limit: number): Promise<Buffer> {
     let size = 0;
     let over = false;
     ctx.onAbort(() => reject(new AppError('INVALID_FIELD', 'client aborted')));
-    ctx.res.onData((ab, isLast) => {
-      if (isLast) ctx.bodyPending = false;
+    onBody(ctx, (ab, isLast) => {
       if (over) return;
       size += ab.byteLength;
       if (size > limit) {

@@ -30,8 +30,8 @@ export interface Ctx {
   /** Body bytes of a response handed to uWS in full (for metrics); 0 until then. */
   bytesOut: number;
   /**
-   * True while request body bytes may still arrive: the request announced a body and no onData
-   * handler has seen its last chunk yet (each handler clears it). See `send` for why it matters.
+   * True while request body bytes may still arrive: the request announced a body and its last
+   * chunk has not reached `onBody`. See `send` for why it matters.
    */
   bodyPending: boolean;
 }
@@ -107,6 +107,17 @@ export function createCtx(res: HttpResponse, req: HttpRequest, paramCount: numbe
     }
   });
   return ctx;
+}
+
+/**
+ * Registers the request's body handler (uWS onData) and keeps `ctx.bodyPending` true until the
+ * last chunk. Every body reader goes through here, so none can forget the bookkeeping.
+ */
+export function onBody(ctx: Ctx, handler: (chunk: ArrayBuffer, isLast: boolean) => void): void {
+  ctx.res.onData((ab, isLast) => {
+    if (isLast) ctx.bodyPending = false;
+    handler(ab, isLast);
+  });
 }
 
 /** Whether the request carries a body: a non-zero Content-Length or any Transfer-Encoding. */

@@ -1,7 +1,7 @@
 import type { Readable } from 'node:stream';
 import busboy from 'busboy';
 import { spareBuffers } from '../storage/spare-buffers.ts';
-import type { Ctx } from '../http/context.ts';
+import { onBody, type Ctx } from '../http/context.ts';
 import type { Disk } from '../storage/disk.ts';
 import type { PartResult, PartWriter } from '../storage/part-writer.ts';
 import { AppError, storageError } from '../errors.ts';
@@ -72,8 +72,7 @@ export function ingestMultipart(ctx: Ctx, disk: Disk): Ingest {
   const kept = new Set<Readable>();
 
   res.pause();
-  res.onData((ab, isLast) => {
-    if (isLast) ctx.bodyPending = false;
+  onBody(ctx, (ab, isLast) => {
     if (finished) return;
     if (isLast) bodyDone = true;
     // uWS reuses the memory behind `ab` once we return: copy.

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import { createHash, type Hash } from 'node:crypto';
-import type { Ctx } from '../http/context.ts';
+import { onBody, type Ctx } from '../http/context.ts';
 import { TusError } from './protocol.ts';
 import { spareBuffers } from '../storage/spare-buffers.ts';
 
@@ -52,8 +52,7 @@ export function tapBody(ctx: Ctx): BodyTap {
   let ended = false;
   let onEnd: (() => void) | null = null;
   res.pause();
-  res.onData((ab, isLast) => {
-    if (isLast) ctx.bodyPending = false;
+  onBody(ctx, (ab, isLast) => {
     if (ended) return;
     if (isLast) ended = true;
     // uWS reuses the memory behind `ab` once we return. The sink copies every byte into its write
