@@ -4,6 +4,7 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { createPartWriter, type PartWriter } from './part-writer.ts';
 import type { FileDigest, Hasher } from './hasher.ts';
+import { probeDirect } from './direct-io.ts';
 
 /** Storage keys are 32 lowercase hex characters the server made; nothing else becomes a path. */
 const KEY_RE = /^[0-9a-f]{32}$/;
@@ -39,6 +40,7 @@ export async function createDisk(dataDir: string, hasher: Hasher): Promise<Disk>
   const tmpDir = path.join(dataDir, 'tmp');
   await fsp.mkdir(filesDir, { recursive: true, mode: 0o700 });
   await fsp.mkdir(tmpDir, { recursive: true, mode: 0o700 });
+  await probeDirect(tmpDir);
   const knownDirs = new Set<string>();
 
   const filePath = (key: string): string => {

@@ -3,6 +3,7 @@ import { createHash } from 'node:crypto';
 import { crc32 } from 'node:zlib';
 import type { Digest, Hasher, HashStream } from './hasher.ts';
 import { spareBuffers } from './spare-buffers.ts';
+import { alignUp, direct, giveStaging, withStaging } from './direct-io.ts';
 
 /** Disk writes are coalesced into slots of this size (busboy hands out ~30 KB pieces). */
 export const SLOT_BYTES = 1 << 20;
@@ -24,6 +25,19 @@ const ROOM_BYTES = 1 << 20;
  * uploads by count are small, and a fresh 1 MiB buffer per 1 KiB file kept the GC busy.
  */
 const FIRST_SLOT_BYTES = 64 * 1024;
+/**
+ * Durability while the file arrives. A file larger than its first slot is opened with O_DIRECT
+ * (see direct-io.ts): each write goes straight to the disk, and the final fsync commits the
+ * metadata and flushes the device cache. Where O_DIRECT is refused, and for a file written in one
+ * piece, writes go through the page cache, with an fdatasync started whenever SYNC_EVERY more bytes
+ * are written (one at a time) and writes held back while MAX_UNSYNCED are not yet synced: writeback
+ * overlaps the upload, the final fsync has little left, and the dirty cache per upload stays
+ * bounded. Measured here (1 GiB from memory, 3 writes in flight): page cache with these syncs
+ * 0.9–1.15 GB/s, O_DSYNC writes 0.55–0.72, one fsync at the end 0.7–0.84; O_DIRECT ran at the disk's
+ * speed of the moment (0.36–0.92) with 0.1 s of kernel CPU per GB instead of 2.2.
+ */
+const SYNC_EVERY = 16 << 20;
+const MAX_UNSYNCED = 64 << 20;
 /** Buffers of finished writers, reused by the next files. */
 const firstSlots = spareBuffers(FIRST_SLOT_BYTES, 64);
 const fullSlots = spareBuffers(SLOT_BYTES, 4);
@@ -131,24 +145,54 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
     idleFn?.();
   }
 
-  // The part is created with its first write. While the file is still arriving it is opened with
-  // O_DSYNC: each positioned write returns once its bytes are on disk, so writeback overlaps the
-  // upload instead of one long fsync after the last byte (~1.3x faster end to end here; periodic
-  // fdatasync was slower, it stalls concurrent writes to the inode). The final fsync stays for
-  // the metadata and costs little. A file whose first write is also its last (all of it fits the
-  // first slot) skips O_DSYNC: its one fsync is enough, and each sync is a journal commit.
+  // The part is created with its first write. A file that fits its first slot is written once,
+  // through the page cache, and fsynced once.
   let opening = false;
   let finishing = false;
+  /** Writes go through staging buffers with O_DIRECT; a tail shorter than a block is padded. */
+  let isDirect = false;
+  /** The size to cut the file back to after a padded tail. */
+  let truncateTo = -1;
   function ensureOpen(): void {
     if (opening) return;
     opening = true;
-    const flags = fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | (finishing ? 0 : fs.constants.O_DSYNC);
-    fs.open(path, flags, 0o600, (err, opened) => {
+    const tryDirect = direct.supported && !finishing;
+    const flags = fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL;
+    fs.open(path, flags | (tryDirect ? fs.constants.O_DIRECT : 0), 0o600, (err, opened) => {
+      if (err && tryDirect && err.code === 'EINVAL') {
+        direct.supported = false; // this filesystem has no O_DIRECT
+        opening = false;
+        return ensureOpen();
+      }
       if (err) return fail(err);
       // Aborted before the open landed: abort's unlink found nothing, so remove it here.
       if (aborted) return fs.close(opened, () => fs.unlink(path, () => {}));
       fd = opened;
+      isDirect = tryDirect;
       for (const fn of waitingForFd.splice(0)) fn();
+    });
+  }
+
+  /** Bytes handed to write(2), bytes it returned for, and bytes a finished fdatasync covered. */
+  let issued = 0;
+  let completed = 0;
+  let synced = 0;
+  let syncing = false;
+  const waitingForSync: Array<() => void> = [];
+  function syncIfDue(): void {
+    if (syncing || aborted || failed || completed - synced < (waitingForSync.length > 0 ? 1 : SYNC_EVERY)) return;
+    syncing = true;
+    const upto = completed;
+    writesInFlight++; // an abort meanwhile leaves the fd to us
+    fs.fdatasync(fd, (err) => {
+      writesInFlight--;
+      syncing = false;
+      if (aborted) return closeIfIdle();
+      if (err) return fail(err);
+      synced = upto;
+      for (const fn of waitingForSync.splice(0)) fn();
+      syncIfDue();
+      idleFn?.();
     });
   }
 
@@ -200,14 +244,56 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
         if (aborted) return closeIfIdle();
         if (err) return fail(err);
         if (n === 0) return fail(new Error('write made no progress'));
+        completed += n;
         if (done + n < len) return doWrite(done + n);
-        s.written = true;
-        toHasher();
+        finished();
       });
     };
-    if (fd >= 0) doWrite();
+    const finished = (): void => {
+      s.written = true;
+      syncIfDue();
+      toHasher();
+    };
+    /** Copies the slot into a staging buffer and writes it with O_DIRECT, padded to a whole block. */
+    const directWrite = (): void =>
+      withStaging((stage) => {
+        if (aborted || failed) return giveStaging(stage);
+        const padded = alignUp(len);
+        stage.set(s.view!.subarray(0, len));
+        if (padded > len) {
+          stage.fill(0, len, padded);
+          truncateTo = at + len;
+        }
+        const go = (from: number): void => {
+          writesInFlight++;
+          fs.write(fd, stage, from, padded - from, at + from, (err, n) => {
+            writesInFlight--;
+            if (aborted || failed || err || n === 0 || from + n === padded) giveStaging(stage);
+            if (aborted) return closeIfIdle();
+            if (failed) return;
+            // (createDisk probes O_DIRECT once; should a write still refuse it, later files skip it.)
+            if (err?.code === 'EINVAL') direct.supported = false;
+            if (err) return fail(err);
+            if (n === 0) return fail(new Error('write made no progress'));
+            if (from + n < padded) return go(from + n);
+            finished();
+          });
+        };
+        go(0);
+      });
+    const start = (): void => {
+      if (isDirect) return directWrite();
+      if (issued + len - synced > MAX_UNSYNCED) {
+        waitingForSync.push(start);
+        syncIfDue();
+        return;
+      }
+      issued += len;
+      doWrite();
+    };
+    if (fd >= 0) start();
     else {
-      waitingForFd.push(() => doWrite());
+      waitingForFd.push(start);
       ensureOpen();
     }
   }
@@ -260,12 +346,29 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
             cur = -1;
             return;
           }
-          if (!idle()) return;
+          if (!idle() || syncing) return;
           idleFn = null;
           release(true);
           const close = (): void => {
             // The fsync counts as a write in flight, so an abort meanwhile leaves the fd to us.
             writesInFlight++;
+            if (truncateTo >= 0) {
+              // Cut the padded last block back to the file's size; the fsync below covers it.
+              const size = truncateTo;
+              truncateTo = -1;
+              return fs.ftruncate(fd, size, (err) => {
+                writesInFlight--;
+                if (aborted) {
+                  closeIfIdle();
+                  return reject(new Error('part aborted'));
+                }
+                if (err) {
+                  closeIfIdle();
+                  return reject(err);
+                }
+                close();
+              });
+            }
             fs.fsync(fd, (err) => {
               writesInFlight--;
               if (aborted) {

@@ -1,0 +1,67 @@
+/**
+ * Staging buffers for O_DIRECT writes. Direct I/O skips the page cache: on this machine a buffered
+ * write of 1 GB costs 1.1–2.2 s of kernel CPU (allocating and filling cache pages), a direct one
+ * 0.1 s, at the same disk throughput. Direct I/O needs the buffer's address, the file offset and the
+ * length aligned to the device's logical block; Node buffers are not page-aligned, WebAssembly
+ * memory is. A slot's bytes are copied here just before their write (~50 µs per MiB), so the slot
+ * itself stays an ordinary transferable buffer for the hash worker.
+ *
+ * One small pool serves the whole process: libuv runs at most 4 file operations at once, so more
+ * staging buffers than that would only hold memory. A write waits in line for a free one.
+ */
+import fs from 'node:fs';
+import fsp from 'node:fs/promises';
+import path from 'node:path';
+
+export const DIRECT_ALIGN = 4096;
+export const STAGING_BYTES = 1 << 20;
+const STAGING_COUNT = 6;
+
+let free: Buffer[] | null = null;
+const waiting: Array<(buf: Buffer) => void> = [];
+
+/** Calls `fn` with a staging buffer, now or once one is given back; `fn` must give it back. */
+export function withStaging(fn: (buf: Buffer) => void): void {
+  if (free === null) {
+    // Never grown, so the views stay valid (growing a Memory detaches its old buffer).
+    const pages = (STAGING_BYTES * STAGING_COUNT) / 65536;
+    const memory = new WebAssembly.Memory({ initial: pages, maximum: pages });
+    free = Array.from({ length: STAGING_COUNT }, (_, i) => Buffer.from(memory.buffer, i * STAGING_BYTES, STAGING_BYTES));
+  }
+  const buf = free.pop();
+  if (buf) fn(buf);
+  else waiting.push(fn);
+}
+
+export function giveStaging(buf: Buffer): void {
+  const next = waiting.shift();
+  if (next) next(buf);
+  else free!.push(buf);
+}
+
+export const alignUp = (n: number): number => Math.ceil(n / DIRECT_ALIGN) * DIRECT_ALIGN;
+
+/**
+ * Cleared for the process when the filesystem refuses O_DIRECT (at open or on a write): files are
+ * then written through the page cache, synced as they grow.
+ */
+export const direct = { supported: true };
+
+/** Writes one aligned block with O_DIRECT into `dir` and removes it; any refusal turns direct I/O off. */
+export async function probeDirect(dir: string): Promise<boolean> {
+  if (!direct.supported) return false;
+  const file = path.join(dir, `${process.pid}-direct-probe`);
+  const stage = await new Promise<Buffer>((resolve) => withStaging(resolve));
+  let fh: fsp.FileHandle | undefined;
+  try {
+    fh = await fsp.open(file, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_TRUNC | fs.constants.O_DIRECT, 0o600);
+    await fh.write(stage.fill(0, 0, DIRECT_ALIGN), 0, DIRECT_ALIGN, 0);
+  } catch {
+    direct.supported = false;
+  } finally {
+    giveStaging(stage);
+    await fh?.close();
+    await fsp.rm(file, { force: true });
+  }
+  return direct.supported;
+}
