@@ -8,6 +8,11 @@ import {
 import { CONTENT_LENGTH_LIMIT, uploadMultipart, type UploadResult } from './lib/http-client.ts';
 import { closeAll, describeFailure, selectServers, startTarget, type Target } from './lib/targets.ts';
 import { asUploadReply, cleanupUploads } from './lib/sluice-api.ts';
+import { durableWriteMs } from './lib/disk-ceiling.ts';
+
+/** The disk's durable write speed for the same bytes, sampled in the rotation (BENCH_DISK=0 skips it). */
+const DISK = 'disk (durable write)';
+const WITH_DISK = process.env.BENCH_DISK !== '0';
 
 interface Run {
   ms: number;
@@ -103,7 +108,13 @@ async function main(): Promise<void> {
     for (const streams of [1, conc]) {
       const parts = splitSize(size, streams);
       const cases = targets.map((t): CaseResult => ({ server: t.name, size, streams, encoding: '', runs: [], errors: [] }));
+      const disk: CaseResult = { server: DISK, size, streams, encoding: 'none', runs: [], errors: [] };
       for (let r = 0; r < runs; r++) {
+        if (WITH_DISK) {
+          const ms = await durableWriteMs(parts);
+          disk.runs.push({ ms, mbps: mbps(size, ms), peakRssMiB: NaN, cpuPerGB: NaN, chunked: false });
+          console.log(`  ${formatSize(size)} ${streams === 1 ? 'single' : `x${streams}`} run ${r + 1} disk: ${fixed(mbps(size, ms))} MB/s`);
+        }
         // rotate the order each run so no server always goes first after a disk flush
         for (let k = 0; k < targets.length; k++) {
           const i = (k + r) % targets.length;
@@ -123,6 +134,11 @@ async function main(): Promise<void> {
           c.peakRssMiB = Math.max(...c.runs.map((x) => x.peakRssMiB));
         c.cpuPerGB = median(c.runs.map((x) => x.cpuPerGB));
         }
+      }
+      if (disk.runs.length > 0) {
+        disk.mbps = median(disk.runs.map((x) => x.mbps));
+        disk.wallMs = median(disk.runs.map((x) => x.ms));
+        cases.push(disk);
       }
       results.push(...cases);
     }
@@ -144,11 +160,13 @@ async function main(): Promise<void> {
     c.server === 'sluice' ? ratio(c.mbps, find('express-multer-fsync', c)) : '',
     c.server === 'sluice' ? ratio(c.mbps, find('nginx', c)) : '',
     c.server === 'sluice' ? ratio(c.mbps, find('node-busboy', c)) : '',
+    c.server === 'sluice' ? ratio(c.mbps, find(DISK, c)) : '',
     c.errors.length > 0 ? `${c.errors.length} failed` : '',
   ]);
   console.log(`\nmedians of ${runs} run(s); MB/s = 10^6 bytes/s over the whole body; RSS = server peak (max of runs)`);
+  console.log(`${DISK}: the same bytes from memory to disk with O_DIRECT and fsync, no network: a durable server's ceiling`);
   printTable(
-    ['server', 'total', 'streams', 'body', 'MB/s', 'wall s', 'peak RSS MiB', 'srv CPU s/GB', 'vs express-multer', 'vs multer+fsync', 'vs nginx', 'vs node-busboy', 'errors'],
+    ['server', 'total', 'streams', 'body', 'MB/s', 'wall s', 'peak RSS MiB', 'srv CPU s/GB', 'vs express-multer', 'vs multer+fsync', 'vs nginx', 'vs node-busboy', 'vs disk', 'errors'],
     rows,
   );
   const file = writeResults('upload', { scenario: 'upload', environment: env, runs, concurrency: conc, results });

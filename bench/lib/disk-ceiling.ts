@@ -1,0 +1,61 @@
+// The disk's own durable write speed, measured in the same run as the servers: the same byte counts
+// written from memory (no network, no parsing, no hashing) with O_DIRECT, four 1 MiB writes in
+// flight per file, then fsync. A durable upload can go no faster than this; page-cache-only peers
+// can, until the kernel writes their bytes back. This disk's speed swings within a minute, so it is
+// sampled in the rotation with the servers.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { mkdtemp, rm } from 'node:fs/promises';
+
+const PIECE = 1 << 20;
+const IN_FLIGHT = 4;
+
+let memory: Buffer | null = null;
+function buffers(streams: number): Buffer[] {
+  const need = streams * IN_FLIGHT * PIECE;
+  if (!memory || memory.length < need) {
+    const pages = need / 65536;
+    memory = Buffer.from(new WebAssembly.Memory({ initial: pages, maximum: pages }).buffer); // page-aligned
+    memory.fill(0x5a);
+  }
+  return Array.from({ length: streams * IN_FLIGHT }, (_, i) => memory!.subarray(i * PIECE, (i + 1) * PIECE));
+}
+
+const op = <T>(fn: (cb: (err: NodeJS.ErrnoException | null, v: T) => void) => void): Promise<T> =>
+  new Promise((resolve, reject) => fn((err, v) => (err ? reject(err) : resolve(v))));
+
+async function writeOne(file: string, size: number, bufs: Buffer[]): Promise<void> {
+  const padded = Math.ceil(size / 4096) * 4096;
+  const fd = await op<number>((cb) => fs.open(file, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_DIRECT, 0o600, cb));
+  let next = 0;
+  await Promise.all(
+    bufs.map(async (buf) => {
+      while (next < padded) {
+        const at = next;
+        const n = Math.min(PIECE, padded - at);
+        next += n;
+        await op<number>((cb) => fs.write(fd, buf, 0, n, at, cb));
+      }
+    }),
+  );
+  await op<void>((cb) => fs.ftruncate(fd, size, (err) => cb(err, undefined)));
+  await op<void>((cb) => fs.fsync(fd, (err) => cb(err, undefined)));
+  await op<void>((cb) => fs.close(fd, (err) => cb(err, undefined)));
+}
+
+/** Milliseconds to write `sizes` (one file each, all at once) durably into a fresh directory. */
+export async function durableWriteMs(sizes: readonly number[]): Promise<number> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'sluice-bench-disk-'));
+  const bufs = buffers(sizes.length);
+  try {
+    const started = performance.now();
+    await Promise.all(sizes.map((size, i) => writeOne(path.join(dir, `f${i}`), size, bufs.slice(i * IN_FLIGHT, (i + 1) * IN_FLIGHT))));
+    const dirFd = fs.openSync(dir, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY);
+    fs.fsyncSync(dirFd);
+    fs.closeSync(dirFd);
+    return performance.now() - started;
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
