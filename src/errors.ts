@@ -31,9 +31,9 @@ export const ERRORS = {
   WEBHOOK_MALFORMED: [400, 'Signed event is not a usable Stripe event'],
   PAYMENT_PROVIDER_ERROR: [502, 'The payment provider could not be reached; please retry in a moment'],
   STORAGE_ERROR: [500, 'Storage error; please retry in a moment'],
-  // RFC 4918 11.5: the server cannot store what the request needs. Distinct from a transient 500:
-  // retrying at once will not help until an operator frees space.
-  INSUFFICIENT_STORAGE: [507, 'The server is out of storage space; please try again later'],
+  // A storage error as the interface defines it (500), with its own code and message: retrying at
+  // once will not help until an operator frees space.
+  INSUFFICIENT_STORAGE: [500, 'The server is out of storage space; please try again later'],
   DATABASE_ERROR: [500, 'Database error; please retry in a moment'],
   INTERNAL: [500, 'Internal server error'],
   UNAVAILABLE: [503, 'Server is shutting down'],
@@ -57,7 +57,7 @@ const FS_SYSCALLS = new Set([
   'lstat', 'readdir', 'rm', 'scandir', 'copyfile', 'ftruncate', 'utime', 'futime',
 ]);
 
-/** A failed disk operation: a full disk or exhausted quota is 507, anything else STORAGE_ERROR. */
+/** A failed disk operation: a full disk or exhausted quota is INSUFFICIENT_STORAGE, anything else STORAGE_ERROR (both 500). */
 export function storageError(err: unknown): AppError {
   if (err instanceof AppError) return err;
   const code = (err as { code?: string } | null)?.code;
