@@ -41,7 +41,7 @@ export async function appendBody(
         if (r.complete) failure = new TusError(460, 'CHECKSUM_MISMATCH', 'Upload-Checksum does not match the body');
       } else offset = start + r.written;
     } finally {
-      // fsync covers the size change; the data itself was written with O_DSYNC.
+      // The fsync makes the written bytes and the size durable before the offset is recorded.
       await closePart(fd, cut);
     }
     if (offset !== start || length !== null) await setProgress(deps.sql, row.id, offset, length);

@@ -7,11 +7,16 @@ import { spareBuffers } from '../storage/spare-buffers.ts';
 /** Disk writes are coalesced into slots of this size; at most SLOTS are held per request. */
 const SLOT_BYTES = 1 << 20;
 const SLOTS = 8;
-/**
- * Positioned O_DSYNC writes in flight at once: each returns only once on disk, so one at a time
- * would leave the device idle between them (the multipart path keeps several in flight too).
- */
+/** Positioned writes in flight at once. */
 const WRITES = 4;
+/**
+ * Writes go through the page cache; an fdatasync starts whenever SYNC_EVERY more bytes are
+ * written (one at a time), and writes wait while MAX_UNSYNCED are not yet synced, so writeback
+ * overlaps the body and the fsync that ends the PATCH has little left (see part-writer.ts for the
+ * measurements against O_DSYNC). A PATCH's offset is recorded only after that fsync.
+ */
+const SYNC_EVERY = 16 << 20;
+const MAX_UNSYNCED = 64 << 20;
 /**
  * Slot buffers of finished PATCHes, reused by the next: each 64 MiB PATCH of a large upload would
  * otherwise leave 8 MiB of garbage behind, which kept the peak RSS of a 4 GiB tus upload ~20 MiB
@@ -22,8 +27,8 @@ const spares = spareBuffers(SLOT_BYTES, SLOTS);
 export interface BodyTap {
   /**
    * Streams the body into `fd` from `offset`, never past `limit` (absolute). Resolves once every
-   * received byte is written (O_DSYNC: a finished write is on disk) — at the body's end, or after
-   * the client went away, with what had arrived by then. Never rejects: see PatchResult.error.
+   * received byte is written — at the body's end, or after the client went away, with what had
+   * arrived by then; the caller's fsync makes them durable. Never rejects: see PatchResult.error.
    */
   pipe(fd: number, offset: number, limit: number, hashName: string | null): Promise<PatchResult>;
   /** Drops the body (the request was refused before streaming). */
@@ -31,7 +36,7 @@ export interface BodyTap {
 }
 
 export interface PatchResult {
-  /** Bytes written from `offset`, all durable. */
+  /** Bytes written from `offset`: durable once the caller's fsync succeeds. */
   readonly written: number;
   /** False: the client went away before the body's end. */
   readonly complete: boolean;
@@ -87,6 +92,27 @@ export function tapBody(ctx: Ctx): BodyTap {
         let finished = false;
         let failure: Error | null = null;
         let sawLast = false;
+        /** Bytes handed to writes, and the prefix of `written` a finished fdatasync covered. */
+        let issuedBytes = 0;
+        let synced = 0;
+        let syncing = false;
+        /** A failed sync: bytes past `synced` may be lost even if a later fsync succeeds. */
+        let syncFailed = false;
+        const startSync = (): void => {
+          if (syncing || failure || written === synced) return;
+          syncing = true;
+          inFlight++;
+          const upto = written;
+          fs.fdatasync(fd, (err) => {
+            inFlight--;
+            syncing = false;
+            if (err) {
+              failure ??= err;
+              syncFailed = true;
+            } else synced = upto;
+            pump();
+          });
+        };
 
         const settle = (): void => {
           if (finished || inFlight > 0) return;
@@ -98,12 +124,17 @@ export function tapBody(ctx: Ctx): BodyTap {
             for (const b of [...free, ...queue.map((q) => q.buf)]) spares.give(b);
             free.length = 0;
             queue.length = 0;
-            resolve({ written, complete: sawLast && !failure, digest: hash ? hash.digest() : null, error: failure });
+            resolve({ written: syncFailed ? synced : written, complete: sawLast && !failure, digest: hash ? hash.digest() : null, error: failure });
           }
         };
         const pump = (): void => {
           while (!failure && inFlight < WRITES && queue.length > 0) {
+            if (issuedBytes + queue[0]!.len - synced > MAX_UNSYNCED) {
+              startSync();
+              break;
+            }
             const next = queue.shift()!;
+            issuedBytes += next.len;
             const at = position;
             position += next.len;
             const rec = { len: next.len, done: false, ok: false };
@@ -120,6 +151,7 @@ export function tapBody(ctx: Ctx): BodyTap {
                 if (!broken) written += r.len;
               }
               free.push(next.buf);
+              if (written - synced >= SYNC_EVERY) startSync();
               if (!failure && !ctx.done && !sawLast && queue.length < SLOTS / 2) res.resume();
               pump();
             });
@@ -193,11 +225,9 @@ function writeFully(fd: number, buf: Buffer, off: number, len: number, pos: numb
   });
 }
 
-/** Opens an existing part for positioned writes that return only once their bytes are on disk. */
+/** Opens an existing part for positioned writes (made durable by closePart's fsync). */
 export function openPart(path: string): Promise<number> {
-  return new Promise((resolve, reject) =>
-    fs.open(path, fs.constants.O_WRONLY | fs.constants.O_DSYNC, (err, fd) => (err ? reject(err) : resolve(fd))),
-  );
+  return new Promise((resolve, reject) => fs.open(path, fs.constants.O_WRONLY, (err, fd) => (err ? reject(err) : resolve(fd))));
 }
 
 /** Drops bytes past `length` (a PATCH whose checksum failed), fsyncs and closes. */
