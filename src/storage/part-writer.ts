@@ -153,6 +153,8 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
   let isDirect = false;
   /** The size to cut the file back to after a padded tail. */
   let truncateTo = -1;
+  /** Direct writes issued and not yet finished (their slots may already be back in the ring). */
+  let directPending = 0;
   function ensureOpen(): void {
     if (opening) return;
     opening = true;
@@ -254,7 +256,11 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
       syncIfDue();
       toHasher();
     };
-    /** Copies the slot into a staging buffer and writes it with O_DIRECT, padded to a whole block. */
+    /**
+     * Copies the slot into a staging buffer and writes that with O_DIRECT, padded to a whole block.
+     * The slot goes on to the hasher at once: the file's writes in flight are bounded by the
+     * staging pool, not by its ring, so the disk sees as deep a queue as the pool allows.
+     */
     const directWrite = (): void =>
       withStaging((stage) => {
         if (aborted || failed) return giveStaging(stage);
@@ -264,11 +270,16 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
           stage.fill(0, len, padded);
           truncateTo = at + len;
         }
+        directPending++;
         const go = (from: number): void => {
           writesInFlight++;
           fs.write(fd, stage, from, padded - from, at + from, (err, n) => {
             writesInFlight--;
-            if (aborted || failed || err || n === 0 || from + n === padded) giveStaging(stage);
+            const over = aborted || failed || err !== null || n === 0 || from + n === padded;
+            if (over) {
+              giveStaging(stage);
+              directPending--;
+            }
             if (aborted) return closeIfIdle();
             if (failed) return;
             // (createDisk probes O_DIRECT once; should a write still refuse it, later files skip it.)
@@ -276,10 +287,11 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
             if (err) return fail(err);
             if (n === 0) return fail(new Error('write made no progress'));
             if (from + n < padded) return go(from + n);
-            finished();
+            idleFn?.();
           });
         };
         go(0);
+        finished();
       });
     const start = (): void => {
       if (isDirect) return directWrite();
@@ -346,7 +358,7 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
             cur = -1;
             return;
           }
-          if (!idle() || syncing) return;
+          if (!idle() || syncing || directPending > 0) return;
           idleFn = null;
           release(true);
           const close = (): void => {
