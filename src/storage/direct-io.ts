@@ -18,10 +18,14 @@ export const STAGING_BYTES = 1 << 20;
 const STAGING_COUNT = 6;
 
 let free: Buffer[] | null = null;
-const waiting: Array<(buf: Buffer) => void> = [];
+const waiting: Array<(buf: Buffer) => boolean> = [];
 
-/** Calls `fn` with a staging buffer, now or once one is given back; `fn` must give it back. */
-export function withStaging(fn: (buf: Buffer) => void): void {
+/**
+ * Calls `fn` with a staging buffer, now or once one is given back. `fn` returns false when it no
+ * longer wants one (its writer went away): the buffer then goes to the next in line. Otherwise
+ * `fn` owns it and must give it back.
+ */
+export function withStaging(fn: (buf: Buffer) => boolean): void {
   if (free === null) {
     // Never grown, so the views stay valid (growing a Memory detaches its old buffer).
     const pages = (STAGING_BYTES * STAGING_COUNT) / 65536;
@@ -29,14 +33,14 @@ export function withStaging(fn: (buf: Buffer) => void): void {
     free = Array.from({ length: STAGING_COUNT }, (_, i) => Buffer.from(memory.buffer, i * STAGING_BYTES, STAGING_BYTES));
   }
   const buf = free.pop();
-  if (buf) fn(buf);
-  else waiting.push(fn);
+  if (buf === undefined) waiting.push(fn);
+  else if (!fn(buf)) free.push(buf);
 }
 
+/** A loop, not a recursion: thousands of abandoned waiters must not grow the stack. */
 export function giveStaging(buf: Buffer): void {
-  const next = waiting.shift();
-  if (next) next(buf);
-  else free!.push(buf);
+  for (let next = waiting.shift(); next; next = waiting.shift()) if (next(buf)) return;
+  free!.push(buf);
 }
 
 export const alignUp = (n: number): number => Math.ceil(n / DIRECT_ALIGN) * DIRECT_ALIGN;
@@ -47,17 +51,23 @@ export const alignUp = (n: number): number => Math.ceil(n / DIRECT_ALIGN) * DIRE
  */
 export const direct = { supported: true };
 
-/** Writes one aligned block with O_DIRECT into `dir` and removes it; any refusal turns direct I/O off. */
+/** Writes one aligned block with O_DIRECT into `dir` and removes it; EINVAL turns direct I/O off. */
 export async function probeDirect(dir: string): Promise<boolean> {
   if (!direct.supported) return false;
   const file = path.join(dir, `${process.pid}-direct-probe`);
-  const stage = await new Promise<Buffer>((resolve) => withStaging(resolve));
+  const stage = await new Promise<Buffer>((resolve) =>
+    withStaging((buf) => {
+      resolve(buf);
+      return true;
+    }),
+  );
   let fh: fsp.FileHandle | undefined;
   try {
     fh = await fsp.open(file, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_TRUNC | fs.constants.O_DIRECT, 0o600);
     await fh.write(stage.fill(0, 0, DIRECT_ALIGN), 0, DIRECT_ALIGN, 0);
-  } catch {
-    direct.supported = false;
+  } catch (err) {
+    // Only a refusal of O_DIRECT itself turns it off; a transient error (ENOSPC, EMFILE) does not.
+    if ((err as NodeJS.ErrnoException).code === 'EINVAL') direct.supported = false;
   } finally {
     giveStaging(stage);
     await fh?.close();

@@ -37,6 +37,7 @@ const FIRST_SLOT_BYTES = 64 * 1024;
  * speed of the moment (0.36–0.92) with 0.1 s of kernel CPU per GB instead of 2.2.
  */
 const SYNC_EVERY = 16 << 20;
+/** Must stay well above SLOT_BYTES: a write larger than it would wait for a sync that never starts. */
 const MAX_UNSYNCED = 64 << 20;
 /** Buffers of finished writers, reused by the next files. */
 const firstSlots = spareBuffers(FIRST_SLOT_BYTES, 64);
@@ -164,7 +165,8 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
       if (err && tryDirect && err.code === 'EINVAL') {
         direct.supported = false; // this filesystem has no O_DIRECT
         opening = false;
-        return ensureOpen();
+        // Linux creates the file before refusing the flag: remove it, or O_EXCL fails the retry.
+        return fs.unlink(path, () => ensureOpen());
       }
       if (err) return fail(err);
       // Aborted before the open landed: abort's unlink found nothing, so remove it here.
@@ -263,7 +265,7 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
      */
     const directWrite = (): void =>
       withStaging((stage) => {
-        if (aborted || failed) return giveStaging(stage);
+        if (aborted || failed) return false;
         const padded = alignUp(len);
         stage.set(s.view!.subarray(0, len));
         if (padded > len) {
@@ -292,6 +294,7 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
         };
         go(0);
         finished();
+        return true;
       });
     const start = (): void => {
       if (isDirect) return directWrite();
@@ -335,6 +338,7 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
     path,
     write(chunk) {
       if (aborted || failed) return true;
+      if (chunk.length === 0) return roomy(); // would leave an empty slot that no write can store
       bytes += chunk.length;
       overflow.push(chunk);
       pump();
@@ -348,6 +352,7 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
       finishing = true;
       return new Promise<PartResult>((resolve, reject) => {
         const complete = (): void => {
+          if (aborted) return reject(new Error('part aborted'));
           if (failed) return reject(failed);
           if (overflow.length > 0) return; // the next ack pumps and calls us again
           // The whole file still sits in its first slot (nothing submitted, so nothing hashed): hash it
@@ -395,6 +400,7 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
               fd = -1;
               fs.close(closing, (err2) => {
                 if (err2) return reject(err2);
+                if (aborted) return reject(new Error('part aborted')); // its file is gone
                 if (!inline) return hashStream().digest().then((d) => resolve({ size: bytes, ...d }), reject);
                 // (an empty file never filled a slot)
                 resolve({ size: bytes, ...(inlineDigest ?? { sha256: createHash('sha256').digest('hex'), crc32: 0 }) });
@@ -420,6 +426,7 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
       fs.unlink(path, () => {});
       // Writes in flight finish against the unlinked inode; the last one closes the fd.
       closeIfIdle();
+      idleFn?.(); // a pending finish() rejects
     },
   };
 }
