@@ -366,36 +366,25 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
           if (!idle() || syncing || directPending > 0) return;
           idleFn = null;
           release(true);
+          /** Ends a closing step: false (and the promise rejected) when aborted or failed. */
+          const stepOk = (err: Error | null): boolean => {
+            writesInFlight--;
+            if (!aborted && !err) return true;
+            closeIfIdle();
+            reject(aborted ? new Error('part aborted') : err);
+            return false;
+          };
           const close = (): void => {
-            // The fsync counts as a write in flight, so an abort meanwhile leaves the fd to us.
+            // Each step counts as a write in flight, so an abort meanwhile leaves the fd to us.
             writesInFlight++;
             if (truncateTo >= 0) {
               // Cut the padded last block back to the file's size; the fsync below covers it.
               const size = truncateTo;
               truncateTo = -1;
-              return fs.ftruncate(fd, size, (err) => {
-                writesInFlight--;
-                if (aborted) {
-                  closeIfIdle();
-                  return reject(new Error('part aborted'));
-                }
-                if (err) {
-                  closeIfIdle();
-                  return reject(err);
-                }
-                close();
-              });
+              return fs.ftruncate(fd, size, (err) => stepOk(err) && close());
             }
             fs.fsync(fd, (err) => {
-              writesInFlight--;
-              if (aborted) {
-                closeIfIdle();
-                return reject(new Error('part aborted'));
-              }
-              if (err) {
-                closeIfIdle();
-                return reject(err);
-              }
+              if (!stepOk(err)) return;
               const closing = fd;
               fd = -1;
               fs.close(closing, (err2) => {
