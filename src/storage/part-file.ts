@@ -1,0 +1,235 @@
+import fs from 'node:fs';
+import { alignUp, direct, giveStaging, withStaging } from './direct-io.ts';
+
+/**
+ * Durability while the file arrives. A file written in more than one piece is opened with
+ * O_DIRECT (see direct-io.ts): each write goes straight to the disk, and the final fsync commits
+ * the metadata and flushes the device cache. Where O_DIRECT is refused, and for a file written in
+ * one piece, writes go through the page cache, with an fdatasync started whenever SYNC_EVERY more
+ * bytes are written (one at a time) and writes held back while MAX_UNSYNCED are not yet synced:
+ * writeback overlaps the upload, the final fsync has little left, and the dirty cache per upload
+ * stays bounded. Measured here (1 GiB from memory, 3 writes in flight): page cache with these syncs
+ * 0.9–1.15 GB/s, O_DSYNC writes 0.55–0.72, one fsync at the end 0.7–0.84; O_DIRECT ran at the disk's
+ * speed of the moment (0.36–0.92) with 0.1 s of kernel CPU per GB instead of 2.2.
+ */
+const SYNC_EVERY = 16 << 20;
+/** Must stay well above the largest write: one larger than it would wait for a sync that never starts. */
+const MAX_UNSYNCED = 64 << 20;
+
+/** The disk side of one temp part: positioned writes, then truncate, fsync and close. */
+export interface PartFile {
+  /**
+   * Writes view[0, len) at `at`. `released` runs once `view` may be reused: after its copy into a
+   * staging buffer (direct), or once written (page cache). `onePiece`: this is the file's only
+   * write, so it is opened for the page cache. Errors go to the creator's `onError`.
+   */
+  write(view: Buffer, len: number, at: number, released: () => void, onePiece: boolean): void;
+  /** True while a direct write or a sync is still in flight (released views do not show it). */
+  busy(): boolean;
+  /** After the last write: cuts a padded tail, fsyncs and closes (creating an empty file if none was written). */
+  close(): Promise<void>;
+  /** Removes the file; the descriptor closes once nothing is in flight. Safe at any time, more than once. */
+  abort(): void;
+}
+
+/**
+ * Creates `path` exclusively (mode 0600) with its first write. `onSettled` runs whenever a write
+ * or sync lands, so the caller can re-check whether it may close.
+ */
+export function createPartFile(path: string, onError: (err: Error) => void, onSettled: () => void): PartFile {
+  let fd = -1;
+  let opening = false;
+  const waitingForFd: Array<() => void> = [];
+  /** Operations using the descriptor: the last to finish after an abort closes it. */
+  let inFlight = 0;
+  let failed: Error | null = null;
+  let aborted = false;
+  /** Writes go through staging buffers with O_DIRECT; a tail shorter than a block is padded. */
+  let isDirect = false;
+  /** The size to cut the file back to after a padded tail. */
+  let truncateTo = -1;
+  /** Direct writes issued and not yet finished (their views were already released). */
+  let directPending = 0;
+  /** Page cache: bytes handed to write(2), bytes it returned for, and bytes a finished fdatasync covered. */
+  let issued = 0;
+  let completed = 0;
+  let synced = 0;
+  let syncing = false;
+  const waitingForSync: Array<() => void> = [];
+
+  function fail(err: Error): void {
+    if (failed || aborted) return;
+    failed = err;
+    onError(err);
+  }
+
+  function closeIfIdle(): void {
+    if (fd >= 0 && inFlight === 0) {
+      fs.close(fd, () => {});
+      fd = -1;
+    }
+  }
+
+  function ensureOpen(onePiece: boolean): void {
+    if (opening) return;
+    opening = true;
+    const tryDirect = direct.supported && !onePiece;
+    const flags = fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL;
+    fs.open(path, flags | (tryDirect ? fs.constants.O_DIRECT : 0), 0o600, (err, opened) => {
+      if (err && tryDirect && err.code === 'EINVAL') {
+        direct.supported = false; // this filesystem has no O_DIRECT
+        opening = false;
+        // Linux creates the file before refusing the flag: remove it, or O_EXCL fails the retry.
+        return fs.unlink(path, () => ensureOpen(onePiece));
+      }
+      if (err) return fail(err);
+      // Aborted before the open landed: abort's unlink found nothing, so remove it here.
+      if (aborted) return fs.close(opened, () => fs.unlink(path, () => {}));
+      fd = opened;
+      isDirect = tryDirect;
+      for (const fn of waitingForFd.splice(0)) fn();
+    });
+  }
+
+  function syncIfDue(): void {
+    if (syncing || aborted || failed || completed - synced < (waitingForSync.length > 0 ? 1 : SYNC_EVERY)) return;
+    syncing = true;
+    const upto = completed;
+    inFlight++;
+    fs.fdatasync(fd, (err) => {
+      inFlight--;
+      syncing = false;
+      if (aborted) return closeIfIdle();
+      if (err) return fail(err);
+      synced = upto;
+      for (const fn of waitingForSync.splice(0)) fn();
+      syncIfDue();
+      onSettled();
+    });
+  }
+
+  /**
+   * Page cache. A short write (a disk filling up mid-buffer) continues from where it stopped; the
+   * retry then fails with ENOSPC instead of the part silently missing the rest of the buffer.
+   */
+  function cachedWrite(view: Buffer, len: number, at: number, released: () => void, done = 0): void {
+    if (aborted) return;
+    inFlight++;
+    fs.write(fd, view, done, len - done, at + done, (err, n) => {
+      inFlight--;
+      if (aborted) return closeIfIdle();
+      if (err) return fail(err);
+      if (n === 0) return fail(new Error('write made no progress'));
+      completed += n;
+      if (done + n < len) return cachedWrite(view, len, at, released, done + n);
+      syncIfDue();
+      released();
+    });
+  }
+
+  /**
+   * Copies the view into a staging buffer and writes that with O_DIRECT, padded to a whole block.
+   * The view is released once copied, so the caller's writes in flight are bounded by the staging
+   * pool, not by its own buffers, and the disk sees as deep a queue as the pool allows.
+   */
+  function directWrite(view: Buffer, len: number, at: number, released: () => void): void {
+    withStaging((stage) => {
+      if (aborted || failed) return false;
+      const padded = alignUp(len);
+      stage.set(view.subarray(0, len));
+      if (padded > len) {
+        stage.fill(0, len, padded);
+        truncateTo = at + len;
+      }
+      directPending++;
+      const go = (from: number): void => {
+        inFlight++;
+        fs.write(fd, stage, from, padded - from, at + from, (err, n) => {
+          inFlight--;
+          if (aborted || failed || err !== null || n === 0 || from + n === padded) {
+            giveStaging(stage);
+            directPending--;
+          }
+          if (aborted) return closeIfIdle();
+          if (failed) return;
+          // (createDisk probes O_DIRECT once; should a write still refuse it, later files skip it.)
+          if (err?.code === 'EINVAL') direct.supported = false;
+          if (err) return fail(err);
+          if (n === 0) return fail(new Error('write made no progress'));
+          if (from + n < padded) return go(from + n);
+          onSettled();
+        });
+      };
+      go(0);
+      released();
+      return true;
+    });
+  }
+
+  function start(view: Buffer, len: number, at: number, released: () => void): void {
+    if (aborted || failed) return;
+    if (isDirect) return directWrite(view, len, at, released);
+    if (issued + len - synced > MAX_UNSYNCED) {
+      waitingForSync.push(() => start(view, len, at, released));
+      syncIfDue();
+      return;
+    }
+    issued += len;
+    cachedWrite(view, len, at, released);
+  }
+
+  return {
+    write(view, len, at, released, onePiece) {
+      if (fd >= 0) return start(view, len, at, released);
+      waitingForFd.push(() => start(view, len, at, released));
+      ensureOpen(onePiece);
+    },
+    busy: () => syncing || directPending > 0,
+    close() {
+      return new Promise<void>((resolve, reject) => {
+        /** Ends a closing step: false (and the promise rejected) when aborted or failed. */
+        const stepOk = (err: Error | null): boolean => {
+          inFlight--;
+          if (!aborted && !err) return true;
+          closeIfIdle();
+          reject(aborted ? new Error('part aborted') : err);
+          return false;
+        };
+        const steps = (): void => {
+          if (aborted) return reject(new Error('part aborted'));
+          if (failed) return reject(failed);
+          // Each step counts as in flight, so an abort meanwhile leaves the fd to us.
+          inFlight++;
+          if (truncateTo >= 0) {
+            // Cut the padded last block back to the file's size; the fsync below covers it.
+            const size = truncateTo;
+            truncateTo = -1;
+            return fs.ftruncate(fd, size, (err) => stepOk(err) && steps());
+          }
+          fs.fsync(fd, (err) => {
+            if (!stepOk(err)) return;
+            const closing = fd;
+            fd = -1;
+            fs.close(closing, (err2) => {
+              if (err2) return reject(err2);
+              if (aborted) return reject(new Error('part aborted')); // its file is gone
+              resolve();
+            });
+          });
+        };
+        if (fd >= 0) steps();
+        else {
+          waitingForFd.push(steps);
+          ensureOpen(true); // an empty file: created here
+        }
+      });
+    },
+    abort() {
+      if (aborted) return;
+      aborted = true;
+      fs.unlink(path, () => {});
+      // Writes in flight finish against the unlinked inode; the last one closes the fd.
+      closeIfIdle();
+    },
+  };
+}
