@@ -9,6 +9,8 @@ import { cleanFileName, cleanMimeType } from '../util/names.ts';
 
 export interface IngestedFile extends PartResult {
   readonly partPath: string;
+  /** When the part was fsynced and closed (ms since the epoch). */
+  readonly finishedAt: number;
   readonly name: string;
   readonly mimeType: string;
 }
@@ -187,7 +189,7 @@ export function ingestMultipart(ctx: Ctx, disk: Disk): Ingest {
         const done = new Promise<IngestedFile>((resolve, reject) => {
           stream.on('end', () => {
             if (finished) return;
-            writer.finish().then((r) => resolve({ ...r, partPath: writer.path, name, mimeType }), reject);
+            writer.finish().then((r) => resolve({ ...r, partPath: writer.path, finishedAt: Date.now(), name, mimeType }), reject);
           });
           stream.on('error', reject);
         });

@@ -6,7 +6,7 @@ import { ingestMultipart, type IngestedFile, type IngestResult } from '../ingest
 import { AppError, toAppError } from '../errors.ts';
 import { appendFiles, findBundleByTokenHash, insertBundle, MAX_FILES_PER_BUNDLE, type FileRow, type NewFile } from '../db/bundles.ts';
 import { hashSecret, newUploadToken, secretMatches, UPLOAD_TOKEN_RE } from '../auth/tokens.ts';
-import { newStorageKey } from '../storage/disk.ts';
+import { newFileKey } from '../storage/disk.ts';
 import { isoUtc, DAY_MS } from '../util/time.ts';
 import { isEmail, descriptionProblem } from '../util/names.ts';
 import { fileJson, type Deps } from './deps.ts';
@@ -148,9 +148,9 @@ async function appendToBundle(ctx: Ctx, deps: Deps, inflightByBundle: Map<number
 async function commitParts(deps: Deps, files: readonly IngestedFile[], committed: string[]): Promise<NewFile[]> {
   const out: NewFile[] = [];
   for (const f of files) {
-    const key = newStorageKey();
+    const key = newFileKey();
     committed.push(key); // before the rename: a failed directory fsync must still remove it
-    await deps.disk.commit(f.partPath, key);
+    await deps.disk.commit(f.partPath, key, f.finishedAt);
     out.push({ storageKey: key, name: f.name, size: f.size, mimeType: f.mimeType, sha256: f.sha256, crc32: f.crc32 });
   }
   return out;

@@ -9,7 +9,29 @@ import { probeDirect } from './direct-io.ts';
 /** Storage keys are 32 lowercase hex characters the server made; nothing else becomes a path. */
 const KEY_RE = /^[0-9a-f]{32}$/;
 
+/** A random 128-bit id in storage-key form (also the id of a tus upload, which is public). */
 export const newStorageKey = (): string => randomBytes(16).toString('hex');
+
+// A stored file's key starts with its shard (files/ab/cd/). Consecutive files share a shard for a
+// run of SHARD_RUN keys, then a random next shard is drawn: shards still fill evenly in the long run,
+// but a burst of small uploads creates a directory once per run instead of once per file (a new
+// directory was most of the kernel time of a 1 KiB upload), and concurrent commits into one
+// directory can share its fsync. The other 112 bits stay random.
+const SHARD_RUN = 256;
+/** A part last written this recently keeps its mtime at commit (see commit). */
+const FRESH_PART_MS = 60_000;
+let shard = '';
+let shardUses = SHARD_RUN;
+
+/** A new key for a stored file. */
+export function newFileKey(): string {
+  if (shardUses >= SHARD_RUN) {
+    shard = randomBytes(2).toString('hex');
+    shardUses = 0;
+  }
+  shardUses++;
+  return shard + randomBytes(14).toString('hex');
+}
 
 export interface Disk {
   readonly filesDir: string;
@@ -20,8 +42,11 @@ export interface Disk {
   filePath(key: string): string;
   /** A new exclusive temp part in the same filesystem as the files. */
   createPart(onError: (err: Error) => void): PartWriter;
-  /** Makes a finished (fsynced) part visible under its key: rename, then fsync the directory. */
-  commit(partPath: string, key: string): Promise<void>;
+  /**
+   * Makes a finished (fsynced) part visible under its key: rename, then fsync the directory.
+   * `finishedAt` is when the part was last written, if the caller knows it.
+   */
+  commit(partPath: string, key: string, finishedAt?: number): Promise<void>;
   /** Removes a stored file and anything cached beside it (thumbnails). Missing files are fine. */
   remove(key: string): Promise<void>;
   /** Removes every temp part this process created (shutdown, after in-flight uploads are gone). */
@@ -42,6 +67,28 @@ export async function createDisk(dataDir: string, hasher: Hasher): Promise<Disk>
   await fsp.mkdir(tmpDir, { recursive: true, mode: 0o700 });
   await probeDirect(tmpDir);
   const knownDirs = new Set<string>();
+  const making = new Map<string, Promise<void>>();
+  const syncDir = coalesced(fsyncDir);
+
+  /** Creates a shard directory durably: each new level's entry is fsynced in its parent. */
+  const ensureDir = (dir: string): Promise<void> => {
+    if (knownDirs.has(dir)) return Promise.resolve();
+    let p = making.get(dir);
+    if (!p) {
+      p = (async () => {
+        const first = await fsp.mkdir(dir, { recursive: true, mode: 0o700 });
+        if (first !== undefined) {
+          // mkdir made `first` and everything below it down to `dir`: sync the parent of each.
+          const parents: string[] = [];
+          for (let d = dir; d.length >= first.length; d = path.dirname(d)) parents.push(path.dirname(d));
+          await Promise.all(parents.map(syncDir));
+        }
+        knownDirs.add(dir);
+      })().finally(() => making.delete(dir));
+      making.set(dir, p);
+    }
+    return p;
+  };
 
   const filePath = (key: string): string => {
     if (!KEY_RE.test(key)) throw new Error(`invalid storage key ${JSON.stringify(key)}`);
@@ -56,18 +103,19 @@ export async function createDisk(dataDir: string, hasher: Hasher): Promise<Disk>
     // The pid in the name lets the sweeper tell a crashed writer's leftovers from a live one's.
     createPart: (onError) =>
       createPartWriter(path.join(tmpDir, `${process.pid}-${randomBytes(12).toString('hex')}.part`), hasher, onError),
-    async commit(partPath, key) {
+    async commit(partPath, key, finishedAt) {
       const dest = filePath(key);
       const dir = path.dirname(dest);
-      if (!knownDirs.has(dir)) {
-        await fsp.mkdir(dir, { recursive: true, mode: 0o700 });
-        knownDirs.add(dir);
+      await ensureDir(dir);
+      // The orphan sweep spares files modified within its grace period (15 min), which must cover the
+      // time from here to the database commit. A part written long ago (the first file of a long
+      // multi-file upload, a tus upload) gets a fresh mtime; a part just written already has one.
+      if (finishedAt === undefined || Date.now() - finishedAt > FRESH_PART_MS) {
+        const now = new Date();
+        await fsp.utimes(partPath, now, now);
       }
-      // The orphan sweep's grace period counts from now, not from when the part was written.
-      const now = new Date();
-      await fsp.utimes(partPath, now, now);
       await fsp.rename(partPath, dest);
-      await fsyncDir(dir);
+      await syncDir(dir);
     },
     async removeOwnParts() {
       const mine = (await fsp.readdir(tmpDir)).filter((n) => n.startsWith(`${process.pid}-`) && n.endsWith('.part'));
@@ -84,6 +132,34 @@ export async function createDisk(dataDir: string, hasher: Hasher): Promise<Disk>
         names.filter((n) => n === key || n.startsWith(`${key}.`)).map((n) => fsp.rm(path.join(dir, n), { force: true })),
       );
     },
+  };
+}
+
+/**
+ * Wraps a per-key task so that callers arriving while it runs share ONE next run (started when the
+ * current one ends) instead of each queueing their own: a directory fsync started after a caller's
+ * rename covers that rename, whoever asked for it.
+ */
+export function coalesced(task: (key: string) => Promise<void>): (key: string) => Promise<void> {
+  const keys = new Map<string, { tail: Promise<void>; queued: Promise<void> | null }>();
+  return (key) => {
+    const entry = keys.get(key) ?? { tail: Promise.resolve(), queued: null };
+    if (entry.queued) return entry.queued;
+    const run = entry.tail.then(() => {
+      entry.queued = null;
+      return task(key);
+    });
+    const tail = run.then(
+      () => {},
+      () => {},
+    );
+    entry.queued = run;
+    entry.tail = tail;
+    keys.set(key, entry);
+    void tail.then(() => {
+      if (entry.tail === tail) keys.delete(key);
+    });
+    return run;
   };
 }
 

@@ -2,7 +2,7 @@ import fsp from 'node:fs/promises';
 import type { Deps } from '../routes/deps.ts';
 import { appendFiles, insertBundle, type BundleRow, type NewFile } from '../db/bundles.ts';
 import { hashSecret, newUploadToken } from '../auth/tokens.ts';
-import { newStorageKey } from '../storage/disk.ts';
+import { newFileKey } from '../storage/disk.ts';
 import { DAY_MS } from '../util/time.ts';
 import { markCompleted, type TusRow } from './store.ts';
 
@@ -24,7 +24,7 @@ export async function completeUpload(deps: Deps, row: TusRow, partPath: string):
   // hash the durable bytes behind it (appendBody), so usually only the last piece is left; after a
   // restart, or on another process, it reads from 0.
   const d = await deps.disk.digest(partPath, row.id);
-  const key = newStorageKey();
+  const key = newFileKey();
   const file: NewFile = { storageKey: key, name: row.file_name, size: d.size, mimeType: row.mime_type, sha256: d.sha256, crc32: d.crc32 };
   await deps.disk.commit(partPath, key);
   let done: Completed;
