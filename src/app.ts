@@ -57,7 +57,9 @@ const BUNDLE_CACHE_TTL_MS = 2_000;
 const BUNDLE_CACHE_WEIGHT = 50_000;
 
 /** Wires every dependency, migrates, sweeps crash leftovers, then listens. */
-export async function startApp(config: Config, log: Logger, link?: WorkerLink): Promise<RunningApp> {
+export async function startApp(given: Config, log: Logger, link?: WorkerLink): Promise<RunningApp> {
+  // Our own copy: with PORT=0 and no BASE_URL, the origin is filled in once the port is known.
+  const config: { -readonly [K in keyof Config]: Config[K] } = { ...given };
   // With WORKERS > 1, worker 0 sweeps (at start and periodically); the others only serve.
   const sweeper = link === undefined || link.index === 0;
   const binding = loadUws();
@@ -84,7 +86,15 @@ export async function startApp(config: Config, log: Logger, link?: WorkerLink): 
     const secret = loadSecret(config.secret, config.dataDir);
     const signer = createSigner(secret);
     const outbox = createOutbox({ sql: db.sql, sealer: createSealer(secret, 'mail-outbox'), transport: mailTransport, from: config.mailFrom, log });
-    const downloads = createDownloadNotifier({ sql: db.sql, outbox, log, baseUrl: config.baseUrl, recorded: () => background?.kickSoon() });
+    const downloads = createDownloadNotifier({
+      sql: db.sql,
+      outbox,
+      log,
+      get baseUrl() {
+        return config.baseUrl;
+      },
+      recorded: () => background?.kickSoon(),
+    });
     const billing = createBilling({
       config,
       sql: db.sql,
@@ -146,6 +156,7 @@ export async function startApp(config: Config, log: Logger, link?: WorkerLink): 
     ];
     const server = createHttpServer({ binding, routes, log, admit: (ctx) => access.admit(ctx), metrics });
     const port = await server.listen(config.host, config.port);
+    if (config.baseUrlFollowsPort) config.baseUrl = `http://localhost:${port}`;
     log.info({ host: config.host, port, database: db.kind }, 'sluice listening');
 
     let sweeping = false;

@@ -6,6 +6,8 @@ export interface Config {
   readonly host: string;
   readonly port: number;
   readonly baseUrl: string;
+  /** BASE_URL is unset: the default origin names the port actually bound (PORT=0 picks one at listen). */
+  readonly baseUrlFollowsPort: boolean;
   readonly dataDir: string;
   readonly databaseUrl: string | undefined;
   readonly redisUrl: string | undefined;
@@ -71,7 +73,8 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
   const host = str('HOST') ?? '0.0.0.0';
   if (net.isIP(host) === 0 && host !== 'localhost') problems.push(`HOST: expected an IP address, got ${JSON.stringify(host)}`);
   const port = int('PORT', 8080, 0, 65535);
-  const baseUrl = (url('BASE_URL', ['http:', 'https:']) ?? `http://localhost:${port}`).replace(/\/+$/, '');
+  const explicitBaseUrl = url('BASE_URL', ['http:', 'https:']);
+  const baseUrl = (explicitBaseUrl ?? `http://localhost:${port}`).replace(/\/+$/, '');
   const trustProxy = (str('TRUST_PROXY') ?? '').split(',').map((s) => s.trim()).filter(Boolean);
   for (const entry of trustProxy) {
     const [addr, bits] = entry.split('/');
@@ -130,6 +133,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
     host,
     port,
     baseUrl,
+    baseUrlFollowsPort: explicitBaseUrl === undefined,
     dataDir: path.resolve(cwd, str('DATA_DIR') ?? './data'),
     databaseUrl,
     redisUrl,

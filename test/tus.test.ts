@@ -36,7 +36,10 @@ async function create(srv: TestServer, length: number | null, m: Record<string, 
   assert.equal(r.status, 201, r.body);
   assert.equal(r.headers['tus-resumable'], '1.0.0');
   assert.ok(r.headers['upload-expires'] && Date.parse(r.headers['upload-expires']) > Date.now() + 23 * 3_600_000);
-  return new URL(r.headers.location!).pathname;
+  const location = new URL(r.headers.location!);
+  // PORT=0 without BASE_URL: the absolute Location names the port the server actually bound.
+  if (srv.env.BASE_URL === undefined) assert.equal(location.port, String(srv.port));
+  return location.pathname;
 }
 
 const patch = (srv: TestServer, loc: string, offset: number, piece: Buffer, extra: Record<string, string> = {}): Promise<Res> =>

@@ -21,12 +21,13 @@ export function createDownloadNotifier(deps: {
   sql: Sql;
   outbox: Outbox;
   log: Logger;
-  baseUrl: string;
+  /** Read when a mail is written (the server's origin is known only once it listens on PORT=0). */
+  readonly baseUrl: string;
   now?: () => Date;
   /** Called after an event was recorded (the server kicks its background loop). */
   recorded?: () => void;
 }): DownloadNotifier {
-  const { sql, outbox, log, baseUrl } = deps;
+  const { sql, outbox, log } = deps;
   const now = deps.now ?? (() => new Date());
   return {
     async downloaded(bundleId, notifyEmail, what) {
@@ -60,7 +61,7 @@ export function createDownloadNotifier(deps: {
             select short_code, notify_email from bundles where id = ${bundleId}`;
           if (events.length === 0 || !b?.notify_email) return false;
           events.sort((a, z) => a.at.getTime() - z.at.getTime());
-          await outbox.enqueue(downloadsMail({ to: b.notify_email, shortCode: b.short_code, events, baseUrl }), tx as unknown as Sql);
+          await outbox.enqueue(downloadsMail({ to: b.notify_email, shortCode: b.short_code, events, baseUrl: deps.baseUrl }), tx as unknown as Sql);
           await tx`update bundle_notifications set last_sent_at = ${t} where bundle_id = ${bundleId}`;
           return true;
         });
