@@ -2,7 +2,7 @@
 //   GET /api/v1/bundle/:code          a bundle joined to its files, the shape Sluice returns
 //   GET /api/v1/bundle/:code/status   the bundle's totals
 //   GET /api/v1/download/:id          look the file up (not expired), stream it from DIR, count the download
-//   POST /api/v1/upload               busboy -> temp file -> fsync -> rename -> bundle and file rows in one transaction
+//   POST /api/v1/upload               busboy -> temp file -> fsync -> bundle and file rows in one transaction -> rename -> fsync dir
 // Env: PORT, DATABASE_URL, BUNDLE_CODE, DIR. Owns schema bench_baseline: its tables are dropped and
 // recreated at start and seeded with one bundle of 3 files (stored in DIR).
 import http from 'node:http';
@@ -89,6 +89,15 @@ async function download(id: string, res: http.ServerResponse): Promise<void> {
   fs.createReadStream(path.join(dir, f.id), { highWaterMark: 1 << 20 }).pipe(res);
 }
 
+function fsyncDir(d: string): Promise<void> {
+  return new Promise((resolve, reject) =>
+    fs.open(d, 'r', (err, fd) => {
+      if (err) return reject(err);
+      fs.fsync(fd, (e) => fs.close(fd, () => (e ? reject(e) : resolve())));
+    }),
+  );
+}
+
 function upload(req: http.IncomingMessage, res: http.ServerResponse): void {
   let bb: busboyType.Busboy;
   try {
@@ -128,6 +137,8 @@ function upload(req: http.IncomingMessage, res: http.ServerResponse): void {
           )} returning id`;
         });
         for (const [i, r] of rows.entries()) fs.renameSync(files[i]!.tmp, path.join(dir, r.id));
+        // The renames are durable once the directory is fsynced, as Sluice's are.
+        await fsyncDir(dir);
         send(res, 201, { success: true, short_code: code, files: files.map((f, i) => ({ id: Number(rows[i]!.id), name: f.name, size: f.size })) });
       })
       .catch((err: unknown) => {
