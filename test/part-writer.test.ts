@@ -63,6 +63,27 @@ for (const mode of ['direct', 'page cache'] as const) {
       assert.equal(direct.supported, mode === 'direct', 'the mode held throughout');
     });
 
+    test('eight files at once (rings held to two slots each) all store every byte', async (t) => {
+      if (mode === 'direct' && !direct.supported) return t.skip('no O_DIRECT on this filesystem');
+      const sizes = [9 << 20, (7 << 20) + 333, 1, 65_537, (5 << 20) + 4097, 3 << 20, 0, (11 << 20) + 1];
+      const datas = sizes.map((n) => randomBytes(n));
+      const results = await Promise.all(
+        datas.map(async (data, i) => {
+          const file = path.join(dir, `busy${i}`);
+          const w = createPartWriter(file, hasher, (err) => assert.fail(err));
+          await feed(w, data);
+          return { file, data, r: await w.finish() };
+        }),
+      );
+      for (const { file, data, r } of results) {
+        assert.equal(r.size, data.length);
+        assert.equal(r.sha256, createHash('sha256').update(data).digest('hex'));
+        assert.equal(r.crc32, crc32(data) >>> 0);
+        assert.ok((await fsp.readFile(file)).equals(data), `bytes of ${data.length}`);
+        await fsp.rm(file);
+      }
+    });
+
     test('an abort mid-file leaves nothing behind', async () => {
       const file = path.join(dir, 'aborted');
       const w = createPartWriter(file, hasher, (err) => assert.fail(err));

@@ -65,24 +65,24 @@ export async function createDisk(dataDir: string, hasher: Hasher): Promise<Disk>
   const tmpDir = path.join(dataDir, 'tmp');
   await fsp.mkdir(filesDir, { recursive: true, mode: 0o700 });
   await fsp.mkdir(tmpDir, { recursive: true, mode: 0o700 });
+  await fsyncDir(dataDir); // files/ and tmp/ themselves, on a first start
   await probeDirect(tmpDir);
   const knownDirs = new Set<string>();
   const making = new Map<string, Promise<void>>();
   const syncDir = coalesced(fsyncDir);
 
-  /** Creates a shard directory durably: each new level's entry is fsynced in its parent. */
+  /**
+   * Makes a shard directory (files/ab/cd) durable before its first use by this process: both levels'
+   * entries are fsynced in their parents, even when the directories already existed, since another
+   * process may have just made them and not yet synced (two fsyncs per shard run of files).
+   */
   const ensureDir = (dir: string): Promise<void> => {
     if (knownDirs.has(dir)) return Promise.resolve();
     let p = making.get(dir);
     if (!p) {
       p = (async () => {
-        const first = await fsp.mkdir(dir, { recursive: true, mode: 0o700 });
-        if (first !== undefined) {
-          // mkdir made `first` and everything below it down to `dir`: sync the parent of each.
-          const parents: string[] = [];
-          for (let d = dir; d.length >= first.length; d = path.dirname(d)) parents.push(path.dirname(d));
-          await Promise.all(parents.map(syncDir));
-        }
+        await fsp.mkdir(dir, { recursive: true, mode: 0o700 });
+        await Promise.all([syncDir(path.dirname(dir)), syncDir(path.dirname(path.dirname(dir)))]);
         knownDirs.add(dir);
       })().finally(() => making.delete(dir));
       making.set(dir, p);

@@ -17,6 +17,16 @@ const INLINE_HASH_BYTES = 256 * 1024;
  * and cost 4 MiB more per upload (32 MiB more with 8 uploads at once).
  */
 const SLOTS = 4;
+/**
+ * With more than BUSY_WRITERS files streaming at once, a ring grows to only BUSY_SLOTS: they share
+ * the disk and the hash worker, so each needs less in flight, and 8 uploads held 32 MiB of rings
+ * instead of 16. Two is the floor: one fills while the other is out, and its return always
+ * reopens room (see roomy), so a writer can never wait on itself.
+ */
+const BUSY_WRITERS = 2;
+const BUSY_SLOTS = 2;
+let activeWriters = 0;
+const ringLimit = (): number => (activeWriters > BUSY_WRITERS ? BUSY_SLOTS : SLOTS);
 /** Two of uWS's largest chunks (512 KiB): see PartWriter.write. */
 const ROOM_BYTES = 1 << 20;
 /**
@@ -81,7 +91,7 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
       }
       return i;
     }
-    if (slots.length < SLOTS) {
+    if (slots.length < ringLimit()) {
       slots.push({ view: (slots.length === 0 ? firstSlots : fullSlots).take(), len: 0, written: false });
       return slots.length - 1;
     }
@@ -91,9 +101,14 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
   const room = (slot: number): number => slots[slot]!.view!.length;
   /** Accepts more without holding a reference: nothing queued and ROOM_BYTES of ring left. */
   const roomy = (): boolean =>
-    overflow.length === 0 && (cur >= 0 ? room(cur) - fill : 0) + (free.length + SLOTS - slots.length) * SLOT_BYTES >= ROOM_BYTES;
+    overflow.length === 0 &&
+    (cur >= 0 ? room(cur) - fill : 0) + (free.length + Math.max(0, ringLimit() - slots.length)) * SLOT_BYTES >= ROOM_BYTES;
+  activeWriters++;
+  let counted = true;
   /** Drops the ring; `reuse` only when idle (no write or hash holds a buffer). */
   const release = (reuse: boolean): void => {
+    if (counted) activeWriters--;
+    counted = false;
     if (reuse) for (const s of slots) if (s.view) giveBack(s.view);
     slots.length = 0;
     free.length = 0;
