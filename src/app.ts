@@ -16,6 +16,7 @@ import type { Deps } from './routes/deps.ts';
 import { uploadRoutes } from './routes/upload.ts';
 import { bundleRoutes } from './routes/bundle.ts';
 import { createBundleCache } from './state/bundle-cache.ts';
+import { createDownloadCounts } from './db/download-counts.ts';
 import { findActiveBundleWithFiles } from './db/bundles.ts';
 import { downloadRoutes } from './routes/download.ts';
 import { healthRoutes } from './routes/health.ts';
@@ -105,6 +106,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
       mailQueued: () => background?.kick(),
     });
     const access = createAccess({ config, sql: db.sql, store: rateStore, signer, log });
+    const downloadCounts = createDownloadCounts({ sql: db.sql, log });
     const loadBundle = (code: string) => findActiveBundleWithFiles(db.sql, code);
     const cached = createBundleCache({ load: loadBundle, ttlMs: BUNDLE_CACHE_TTL_MS, maxWeight: BUNDLE_CACHE_WEIGHT });
     // Without a change feed a cached bundle could outlive its deletion: read through instead.
@@ -127,6 +129,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
       bundles,
       metrics,
       downloads,
+      downloadCounts,
     };
     const notFound: Route = {
       method: 'any',
@@ -204,6 +207,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
         }
         // Abort handlers unlink without waiting; make sure no part of ours outlives the process.
         await phase(log, 'temp parts', () => disk.removeOwnParts());
+        await phase(log, 'download counts', () => downloadCounts.flush());
         await phase(log, 'background work', async () => background?.close());
         await phase(log, 'mail', async () => mailTransport.close());
         await phase(log, 'database', () => db.close());

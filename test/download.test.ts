@@ -320,6 +320,18 @@ for (const backend of backends()) {
       assert.equal(await downloadCount(srv, f.id), 2);
     });
 
+    test('concurrent downloads are all counted, and a clean shutdown writes the counts still pending', async () => {
+      const up = await upload(srv, [{ name: 'many.txt', data: Buffer.from('counted in batches') }]);
+      const f = up.files[0]!;
+      const all = await Promise.all(Array.from({ length: 20 }, () => get(srv, f.download_url)));
+      assert.ok(all.every((r) => r.status === 200));
+      assert.equal(await waitForCount(srv, f.id, 20), 20);
+      assert.equal((await get(srv, f.download_url)).status, 200);
+      await srv.stop(); // at once: the last count is still in memory
+      await srv.restart();
+      assert.equal(await downloadCount(srv, f.id), 21);
+    });
+
     test('a password-protected bundle hides its files', async () => {
       const up = await upload(srv, [{ name: 'secret.txt', data: Buffer.from('top secret') }], [
         { name: 'access_password', value: 'hunter2' },

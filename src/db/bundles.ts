@@ -215,7 +215,3 @@ export async function deleteFile(sql: Sql, fileId: number): Promise<string | und
     return f.storage_key;
   });
 }
-
-export async function countDownload(sql: Sql, fileId: number): Promise<void> {
-  await sql`update files set download_count = download_count + 1 where id = ${fileId}`;
-}

@@ -11,6 +11,7 @@ import type { RateStore } from '../state/rate-store.ts';
 import type { Metrics } from '../metrics.ts';
 import type { DownloadNotifier } from '../notify/downloads.ts';
 import type { BundleCache } from '../state/bundle-cache.ts';
+import type { DownloadCounts } from '../db/download-counts.ts';
 
 /** Limits that apply to one uploader: anonymous, or the plan of a Bearer key. */
 export interface Uploader {
@@ -75,6 +76,8 @@ export interface Deps {
   readonly metrics?: Metrics;
   /** notify_email: finished downloads are recorded here. Absent in tests that build route tables. */
   readonly downloads?: DownloadNotifier;
+  /** download_count, batched. Absent in tests that build route tables. */
+  readonly downloadCounts?: DownloadCounts;
 }
 
 export const fileJson = (f: FileRow): Record<string, unknown> => ({

@@ -4,7 +4,7 @@ import type { Route } from '../http/server.ts';
 import { contentDisposition, parseRange } from '../http/range.ts';
 import { streamFile } from '../http/body-out.ts';
 import { AppError } from '../errors.ts';
-import { countDownload, findDownloadableFile, type DownloadRow } from '../db/bundles.ts';
+import { findDownloadableFile, type DownloadRow } from '../db/bundles.ts';
 import type { Deps } from './deps.ts';
 
 export function downloadRoutes(deps: Deps): Route[] {
@@ -73,7 +73,7 @@ export async function sendStoredFile(ctx: Ctx, deps: Deps, file: DownloadRow): P
     throw err;
   }
   if (complete && start + length === file.size) {
-    countDownload(deps.sql, file.id).catch((err: unknown) => deps.log.warn({ err }, 'download count not recorded'));
+    deps.downloadCounts?.add(file.id);
     void deps.downloads?.downloaded(file.bundle_id, file.notify_email, file.name);
   }
 }

@@ -35,6 +35,8 @@ export interface TestServer {
   kill(): Promise<void>;
   /** Starts the server again on the same DATA_DIR and database. */
   restart(): Promise<void>;
+  /** Graceful stop (SIGTERM; SIGKILL after 10 s); the data dir and database stay for restart(). */
+  stop(): Promise<void>;
   /** Graceful stop and removal of the data dir and database. */
   close(): Promise<void>;
 }
@@ -108,7 +110,7 @@ export async function startServer(backend: Backend, extraEnv: Record<string, str
     async restart() {
       await launch();
     },
-    async close() {
+    async stop() {
       await sqlClient?.end({ timeout: 1 }).catch(() => {});
       sqlClient = null;
       if (proc.exitCode === null && proc.signalCode === null) {
@@ -117,6 +119,9 @@ export async function startServer(backend: Backend, extraEnv: Record<string, str
         await Promise.race([exited, new Promise((r) => setTimeout(r, 10_000))]);
         if (proc.exitCode === null) proc.kill('SIGKILL');
       }
+    },
+    async close() {
+      await server.stop();
       fs.rmSync(dataDir, { recursive: true, force: true });
       if (dbName) {
         const admin = postgres(PG_ADMIN_URL, { max: 1, onnotice: () => {} });
