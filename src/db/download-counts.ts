@@ -44,8 +44,10 @@ export function createDownloadCounts(deps: { sql: Sql; log: Logger; intervalMs?:
     if (timer) clearTimeout(timer);
     timer = null;
     if (pending.size > 0) {
-      const ids = [...pending.keys()];
-      const counts = [...pending.values()];
+      // In id order, so two processes' batches tend to lock shared rows in the same order (a deadlock
+      // PostgreSQL breaks anyway fails one write, which is then retried).
+      const ids = [...pending.keys()].sort((a, b) => a - b);
+      const counts = ids.map((id) => pending.get(id)!);
       pending.clear();
       // One write at a time, in order.
       writing = writing.then(() => write(ids, counts));
