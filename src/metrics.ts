@@ -1,4 +1,5 @@
-import { AggregatorRegistry, Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { AggregatorRegistry, Counter, Gauge, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
+import { createRouteMetrics } from './route-metrics.ts';
 import type { SweepResult } from './sweeper/sweep.ts';
 
 /**
@@ -7,8 +8,11 @@ import type { SweepResult } from './sweeper/sweep.ts';
  */
 export interface Metrics {
   readonly registry: Registry;
-  /** One finished request: `route` is the route pattern, `method` the route table's method. */
-  request(route: string, method: string, status: number, seconds: number, bytesIn: number, bytesOut: number): void;
+  /**
+   * The recorder of one route of the table (`route` its pattern, `method` its method), made once at
+   * mount: it records each finished request's status, duration and body bytes.
+   */
+  forRoute(route: string, method: string): (status: number, seconds: number, bytesIn: number, bytesOut: number) => void;
   /** Reads the in-flight count at scrape time (the server owns the number). */
   trackInflight(read: () => number): void;
   /** An upload or download starts (+1) or ends (-1). */
@@ -30,19 +34,12 @@ export function createMetrics(opts: { gather?: () => Promise<unknown[]> } = {}):
   collectDefaultMetrics({ register: registry });
   const registers = [registry];
 
-  const requests = new Counter({
-    name: 'sluice_http_requests_total',
-    help: 'HTTP requests by route pattern, route method and status (0: client went away before a status)',
-    labelNames: ['route', 'method', 'status'] as const,
-    registers,
+  const perRoute = createRouteMetrics({
+    requestsName: 'sluice_http_requests_total',
+    durationName: 'sluice_http_request_duration_seconds',
+    bounds: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
   });
-  const duration = new Histogram({
-    name: 'sluice_http_request_duration_seconds',
-    help: 'Time from routing to the handler settling, by route pattern',
-    labelNames: ['route'] as const,
-    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
-    registers,
-  });
+  for (const c of perRoute.collectors) registry.registerMetric(c as unknown as Metric);
   const bytesInTotal = new Counter({
     name: 'sluice_http_bytes_in_total',
     help: 'Request body bytes, from the Content-Length of routed requests',
@@ -116,12 +113,14 @@ export function createMetrics(opts: { gather?: () => Promise<unknown[]> } = {}):
 
   return {
     registry,
-    request(route, method, status, seconds, bytesIn, bytesOut) {
-      requests.inc({ route, method, status });
-      duration.observe({ route }, seconds);
-      if (bytesIn > 0) bytesInTotal.inc(bytesIn);
-      if (bytesOut > 0) bytesOutTotal.inc(bytesOut);
-      if (status === 429) rateLimited.inc();
+    forRoute(route, method) {
+      const record = perRoute.forRoute(route, method);
+      return (status, seconds, bytesIn, bytesOut) => {
+        record(status, seconds);
+        if (bytesIn > 0) bytesInTotal.inc(bytesIn);
+        if (bytesOut > 0) bytesOutTotal.inc(bytesOut);
+        if (status === 429) rateLimited.inc();
+      };
     },
     transfer: (kind, delta) => transfers.inc({ kind }, delta),
     trackInflight(read) {

@@ -19,8 +19,8 @@ export interface Ctx {
   aborted: boolean;
   /** True once the response has been ended or the client went away. */
   done: boolean;
-  /** Callbacks run once when the client aborts. */
-  readonly onAbort: (fn: () => void) => void;
+  /** Registers a callback run once when the client aborts (at once if it already has). */
+  onAbort(fn: () => void): void;
   /** Extra headers every reply of this request carries (e.g. rate-limit headers). */
   readonly replyHeaders: Array<[string, string]>;
   /** The request id: a well-formed incoming X-Request-Id, else one of ours. Sent back on every reply. */
@@ -47,66 +47,94 @@ export function requestId(incoming: string | undefined): string {
   return `${idPrefix}-${(++idCounter).toString(36)}`;
 }
 
-export function createCtx(res: HttpResponse, req: HttpRequest, paramCount: number): Ctx {
-  const headers: Record<string, string> = {};
-  req.forEach((k, v) => {
-    headers[k] = k in headers ? `${headers[k]}, ${v}` : v;
-  });
-  const params: string[] = [];
-  for (let i = 0; i < paramCount; i++) params.push(decodeParam(req.getParameter(i)));
+// Headers are copied through one module-level callback rather than a closure per request.
+let collecting: Record<string, string> = {};
+const collectHeader = (k: string, v: string): void => {
+  collecting[k] = k in collecting ? `${collecting[k]}, ${v}` : v;
+};
+
+/**
+ * The context of one request. A class, so its accessors and methods live on one shared prototype:
+ * a request allocates this object, its header record and little else (this runs for every request,
+ * and an object literal with getters made five closures each time).
+ */
+class RequestCtx implements Ctx {
+  readonly res: HttpResponse;
+  readonly method: string;
+  readonly path: string;
+  readonly headers: Record<string, string>;
+  readonly params: string[];
+  readonly replyHeaders: Array<[string, string]>;
+  readonly id: string;
+  aborted = false;
+  done = false;
+  status = 0;
+  bytesOut = 0;
+  bodyPending: boolean;
   // The query string is parsed and the AbortController made only when a handler asks: most
   // requests need neither, and both cost more than the rest of the context together.
-  const rawQuery = req.getQuery() ?? '';
-  let query: URLSearchParams | undefined;
-  let controller: AbortController | undefined;
-  let remoteIp: string | undefined;
-  const abortFns: Array<() => void> = [];
-  const id = requestId(headers['x-request-id']);
-  const ctx: Ctx = {
-    res,
-    method: req.getMethod(),
-    path: req.getUrl(),
-    get query() {
-      query ??= new URLSearchParams(rawQuery);
-      return query;
-    },
-    headers,
-    params,
-    // Decoded on first use (rate limiting, access tokens), while `res` is still alive.
-    get remoteIp() {
-      remoteIp ??= ipText(res);
-      return remoteIp;
-    },
-    get signal() {
-      controller ??= new AbortController();
-      if (ctx.aborted) controller.abort();
-      return controller.signal;
-    },
-    aborted: false,
-    done: false,
-    onAbort: (fn) => {
-      if (ctx.aborted) fn();
-      else abortFns.push(fn);
-    },
-    replyHeaders: [['X-Request-Id', id]],
-    id,
-    status: 0,
-    bytesOut: 0,
-    bodyPending: announcesBody(headers),
-  };
-  res.onAborted(() => {
-    ctx.aborted = true;
-    ctx.done = true;
-    controller?.abort();
-    for (const fn of abortFns.splice(0)) {
+  #rawQuery: string;
+  #query: URLSearchParams | undefined;
+  #controller: AbortController | undefined;
+  #remoteIp: string | undefined;
+  #abortFns: Array<() => void> | undefined;
+
+  constructor(res: HttpResponse, req: HttpRequest, paramCount: number) {
+    const headers: Record<string, string> = {};
+    collecting = headers;
+    req.forEach(collectHeader);
+    const params: string[] = [];
+    for (let i = 0; i < paramCount; i++) params.push(decodeParam(req.getParameter(i)));
+    this.res = res;
+    this.method = req.getMethod();
+    this.path = req.getUrl();
+    this.#rawQuery = req.getQuery() ?? '';
+    this.headers = headers;
+    this.params = params;
+    this.id = requestId(headers['x-request-id']);
+    this.replyHeaders = [['X-Request-Id', this.id]];
+    this.bodyPending = announcesBody(headers);
+    res.onAborted(() => this.#abort());
+  }
+
+  get query(): URLSearchParams {
+    this.#query ??= new URLSearchParams(this.#rawQuery);
+    return this.#query;
+  }
+
+  // Decoded on first use (rate limiting, access tokens), while `res` is still alive.
+  get remoteIp(): string {
+    this.#remoteIp ??= ipText(this.res);
+    return this.#remoteIp;
+  }
+
+  get signal(): AbortSignal {
+    this.#controller ??= new AbortController();
+    if (this.aborted) this.#controller.abort();
+    return this.#controller.signal;
+  }
+
+  onAbort(fn: () => void): void {
+    if (this.aborted) fn();
+    else (this.#abortFns ??= []).push(fn);
+  }
+
+  #abort(): void {
+    this.aborted = true;
+    this.done = true;
+    this.#controller?.abort();
+    for (const fn of this.#abortFns?.splice(0) ?? []) {
       try {
         fn();
       } catch {
         // abort callbacks are best-effort cleanup
       }
     }
-  });
-  return ctx;
+  }
+}
+
+export function createCtx(res: HttpResponse, req: HttpRequest, paramCount: number): Ctx {
+  return new RequestCtx(res, req, paramCount);
 }
 
 /**

@@ -67,12 +67,13 @@ export function createHttpServer(deps: {
             await route.handler(ctx);
           }
         : route.handler;
+    const record = metrics?.forRoute(route.pattern, route.method);
     app[route.method](route.pattern, (res, req) => {
       const ctx = createCtx(res, req, paramCount);
       // Draining: a new request on a kept-alive connection is refused and the connection closed, so
       // the client retries elsewhere (or after the restart) instead of starting what will be cut.
       if (draining) return sendError(ctx, new AppError('UNAVAILABLE'), true);
-      const started = metrics ? performance.now() : 0;
+      const started = record ? performance.now() : 0;
       inflight++;
       live.add(ctx);
       if (route.transfer) metrics?.transfer(route.transfer, 1);
@@ -83,10 +84,10 @@ export function createHttpServer(deps: {
         inflight--;
         live.delete(ctx);
         if (route.transfer) metrics?.transfer(route.transfer, -1);
-        if (metrics) {
+        if (record) {
           // Content-Length as sent: an approximation for bodies the client abandoned part-way.
           const bytesIn = Number(ctx.headers['content-length']) || 0;
-          metrics.request(route.pattern, route.method, ctx.status, (performance.now() - started) / 1000, bytesIn, ctx.bytesOut);
+          record(ctx.status, (performance.now() - started) / 1000, bytesIn, ctx.bytesOut);
         }
       };
       let result: void | Promise<void>;

@@ -6,6 +6,7 @@ import { fromRoot } from '../paths.ts';
 
 const OPENAPI = readFileSync(fromRoot('src/openapi.json'));
 const READY_TIMEOUT_MS = 1000;
+const JSON_TYPE = [['Content-Type', 'application/json; charset=utf-8']] as const;
 
 /** 'ok' when `check` resolves within the readiness timeout, else 'failed'. */
 async function probe(check: () => Promise<unknown>): Promise<'ok' | 'failed'> {
@@ -27,11 +28,13 @@ export function healthRoutes(deps: Deps): Route[] {
   const binding = { package: deps.binding.name, version: deps.binding.version, limits: deps.binding.limits };
   // With WORKERS > 1: which worker process answered (0 … N-1).
   const worker = typeof deps.config.workerIndex === 'number' ? { worker: deps.config.workerIndex } : {};
+  // Fixed for the life of the process: serialized once.
+  const health = JSON.stringify({ success: true, uws: binding, database: deps.dbKind, ...worker });
   return [
     {
       method: 'get',
       pattern: '/healthz',
-      handler: (ctx) => sendJson(ctx, 200, { success: true, uws: binding, database: deps.dbKind, ...worker }),
+      handler: (ctx) => send(ctx, 200, health, JSON_TYPE),
     },
     {
       // Ready to serve: the database answers and so does Redis when one is configured.
