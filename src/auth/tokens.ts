@@ -1,4 +1,5 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { randomBytesPooled, randomHex } from '../util/random.ts';
 
 const BASE62 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 export const SHORT_CODE_RE = /^[a-zA-Z0-9]{5}$/;
@@ -8,7 +9,7 @@ export const UPLOAD_TOKEN_RE = /^[0-9a-f]{64}$/;
 export function newShortCode(): string {
   let out = '';
   while (out.length < 5) {
-    for (const b of randomBytes(8)) {
+    for (const b of randomBytesPooled(8)) {
       if (b < 248 && out.length < 5) out += BASE62[b % 62];
     }
   }
@@ -16,7 +17,7 @@ export function newShortCode(): string {
 }
 
 /** 256 random bits as 64 lowercase hex characters. */
-export const newUploadToken = (): string => randomBytes(32).toString('hex');
+export const newUploadToken = (): string => randomHex(32);
 
 /** Secrets are stored only as SHA-256: they are high-entropy, so a fast hash is enough. */
 export const hashSecret = (secret: string): Buffer => createHash('sha256').update(secret).digest();

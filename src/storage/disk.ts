@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
-import { randomBytes } from 'node:crypto';
+import { randomHex } from '../util/random.ts';
 import { createPartWriter, type PartWriter } from './part-writer.ts';
 import type { FileDigest, Hasher } from './hasher.ts';
 import { probeDirect } from './direct-io.ts';
@@ -10,7 +10,7 @@ import { probeDirect } from './direct-io.ts';
 const KEY_RE = /^[0-9a-f]{32}$/;
 
 /** A random 128-bit id in storage-key form (also the id of a tus upload, which is public). */
-export const newStorageKey = (): string => randomBytes(16).toString('hex');
+export const newStorageKey = (): string => randomHex(16);
 
 // A stored file's key starts with its shard (files/ab/cd/). Consecutive files share a shard for a
 // run of SHARD_RUN keys, then a random next shard is drawn: shards still fill evenly in the long run,
@@ -26,11 +26,11 @@ let shardUses = SHARD_RUN;
 /** A new key for a stored file. */
 export function newFileKey(): string {
   if (shardUses >= SHARD_RUN) {
-    shard = randomBytes(2).toString('hex');
+    shard = randomHex(2);
     shardUses = 0;
   }
   shardUses++;
-  return shard + randomBytes(14).toString('hex');
+  return shard + randomHex(14);
 }
 
 export interface Disk {
@@ -102,7 +102,7 @@ export async function createDisk(dataDir: string, hasher: Hasher): Promise<Disk>
     filePath,
     // The pid in the name lets the sweeper tell a crashed writer's leftovers from a live one's.
     createPart: (onError) =>
-      createPartWriter(path.join(tmpDir, `${process.pid}-${randomBytes(12).toString('hex')}.part`), hasher, onError),
+      createPartWriter(path.join(tmpDir, `${process.pid}-${randomHex(12)}.part`), hasher, onError),
     async commit(partPath, key, finishedAt) {
       const dest = filePath(key);
       const dir = path.dirname(dest);

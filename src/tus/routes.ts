@@ -1,6 +1,6 @@
 import fsp from 'node:fs/promises';
 import path from 'node:path';
-import { randomBytes } from 'node:crypto';
+import { randomHex } from '../util/random.ts';
 import type { Ctx } from '../http/context.ts';
 import { send } from '../http/reply.ts';
 import type { Route } from '../http/server.ts';
@@ -79,7 +79,7 @@ async function head(ctx: Ctx, deps: Deps): Promise<void> {
  */
 async function withLease<T>(deps: Deps, id: string, work: (row: TusRow) => Promise<T>): Promise<T> {
   if (!UPLOAD_ID_RE.test(id)) throw notFound();
-  const owner = `${process.pid}-${randomBytes(8).toString('hex')}`;
+  const owner = `${process.pid}-${randomHex(8)}`;
   const row = await lease(deps.sql, id, owner);
   if (!row) {
     if (await findUpload(deps.sql, id)) throw new TusError(423, 'UPLOAD_LOCKED', 'Another request is writing to this upload');
