@@ -2,7 +2,9 @@
 // its /status, a 1 KiB download, a small multipart upload (one 1 KiB file, a new bundle each) and GET /healthz,
 // on Sluice and on node:http + postgres doing the same work (bench/baselines/node-pg.ts). Both use real PostgreSQL:
 // DATABASE_URL if set, else database `sluice_bench` on the local server (created when missing).
-//   node --import tsx bench/requests.ts     env: BENCH_DURATION BENCH_CONNECTIONS BENCH_RUNS BENCH_WARMUP BENCH_SERVERS
+// Where wrk is installed, every case is measured again under wrk (autocannon saturates near 45k req/s here).
+//   node --import tsx bench/requests.ts
+//   env: BENCH_DURATION BENCH_CONNECTIONS BENCH_RUNS BENCH_WARMUP BENCH_SERVERS BENCH_PATHS BENCH_WRK=0 BENCH_WRK_DURATION
 import { createRequire } from 'node:module';
 import {
   envInt, environment, fixed, median, printHeader, printTable, ratio, writeResults, type Cell,
@@ -10,6 +12,7 @@ import {
 import { uploadMultipart } from './lib/http-client.ts';
 import { httpGet } from './lib/proc.ts';
 import { asUploadReply } from './lib/sluice-api.ts';
+import { runWrk, wrkAvailable, type WrkRun } from './lib/wrk.ts';
 import { closeAll, describeFailure, ensureDatabase, selectServers, startBaseline, startSluice, type Target } from './lib/targets.ts';
 
 interface Histogram {
@@ -93,6 +96,9 @@ interface CaseResult {
   p99?: number;
   peakRssMiB?: number;
   cpuUsPerReq?: number;
+  /** The same request under wrk, where installed (see lib/wrk.ts). */
+  wrkRuns: WrkRun[];
+  wrkRps?: number;
 }
 
 const BASELINE_CODE = 'bench';
@@ -163,7 +169,7 @@ async function main(): Promise<void> {
           const check = await httpGet(t.baseUrl + path);
           if (check.status !== 200) throw new Error(`GET ${path}: HTTP ${check.status} ${check.body.slice(0, 200)}`);
         }
-        cases.push({ target: t, kind, seed, result: { server: name, path, kind: kind.label, runs: [] } });
+        cases.push({ target: t, kind, seed, result: { server: name, path, kind: kind.label, runs: [], wrkRuns: [] } });
       }
       console.log(`${name}: pid ${t.proc.pid}, idle RSS ${fixed(t.rss.currentMiB())} MiB`);
     } catch (err) {
@@ -186,6 +192,20 @@ async function main(): Promise<void> {
       );
     }
   }
+  // The same cases under wrk: autocannon's own ceiling (~45k req/s here) caps the fast ones.
+  const wrkDuration = envInt('BENCH_WRK_DURATION', 5);
+  const useWrk = wrkAvailable();
+  if (useWrk) {
+    for (let r = 0; r < runs; r++) {
+      for (let k = 0; k < cases.length; k++) {
+        const c = cases[(k + r) % cases.length]!;
+        const run = await runWrk({ ...request(c.target, c.kind, c.seed, connections, wrkDuration), durationS: wrkDuration });
+        c.result.wrkRuns.push(run);
+        const bad = run.non2xx + run.errors > 0 ? `, non-2xx ${run.non2xx}, errors ${run.errors}` : '';
+        console.log(`  wrk run ${r + 1} ${c.result.server} ${c.kind.label}: ${fixed(run.rps)} req/s, p50 ${fixed(run.p50, 2)} ms, p99 ${fixed(run.p99, 2)} ms${bad}`);
+      }
+    }
+  } else console.log('wrk is not installed (or BENCH_WRK=0): autocannon only');
   await closeAll();
 
   const results = cases.map((c) => c.result);
@@ -195,6 +215,7 @@ async function main(): Promise<void> {
     c.p99 = median(c.runs.map((x) => x.p99));
     c.peakRssMiB = Math.max(...c.runs.map((x) => x.peakRssMiB));
     c.cpuUsPerReq = median(c.runs.map((x) => x.cpuUsPerReq));
+    if (c.wrkRuns.length > 0) c.wrkRps = median(c.wrkRuns.map((x) => x.rps));
   }
   const baseline = (c: CaseResult): number | undefined =>
     results.find((x) => x.server === 'node-pg' && x.kind === c.kind)?.rps;
@@ -218,9 +239,27 @@ async function main(): Promise<void> {
       'saturates near ~45k req/s here: figures close to that are client-bound.',
   );
   printTable(['server', 'path', 'req/s', 'p50 ms', 'p99 ms', 'non-2xx', 'errors', 'peak RSS MiB', 'srv CPU us/req', 'vs node-pg', 'redis vs in-process'], rows);
+  if (useWrk) {
+    const wrkBaseline = (c: CaseResult): number | undefined =>
+      results.find((x) => x.server === 'node-pg' && x.kind === c.kind)?.wrkRps;
+    console.log(`\nthe same under wrk (2 threads, ${connections} connections, medians of ${runs} x ${wrkDuration}s):`);
+    printTable(
+      ['server', 'path', 'wrk req/s', 'p50 ms', 'p99 ms', 'non-2xx', 'errors', 'vs node-pg'],
+      results.map((c) => [
+        c.server,
+        c.kind,
+        fixed(c.wrkRps),
+        fixed(median(c.wrkRuns.map((x) => x.p50)), 2),
+        fixed(median(c.wrkRuns.map((x) => x.p99)), 2),
+        c.wrkRuns.reduce((n, x) => n + x.non2xx, 0),
+        c.wrkRuns.reduce((n, x) => n + x.errors, 0),
+        c.server.startsWith('sluice') ? ratio(c.wrkRps, wrkBaseline(c)) : '',
+      ]),
+    );
+  }
   const file = writeResults('requests', { scenario: 'requests', environment: env, connections, duration, runs, results });
   console.log(`\nJSON: ${file}`);
-  if (results.some((c) => c.runs.some((x) => x.non2xx + x.errors > 0))) process.exitCode = 1;
+  if (results.some((c) => [...c.runs, ...c.wrkRuns].some((x) => x.non2xx + x.errors > 0))) process.exitCode = 1;
 }
 
 main().catch(async (err: unknown) => {
