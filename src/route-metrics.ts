@@ -47,50 +47,43 @@ export function createRouteMetrics(opts: { requestsName: string; durationName: s
   const latencies = new Map<string, Latency>();
   const outcomes: Outcomes[] = [];
 
-  const requests: Collector = {
-    name: opts.requestsName,
-    help: 'HTTP requests by route pattern, route method and status (0: client went away before a status)',
-    type: 'counter',
-    aggregator: 'sum',
-    get: async () => {
-      const values: Sample[] = [];
-      for (const o of outcomes) {
-        for (const [status, n] of o.byStatus) values.push({ value: n, labels: { route: o.route, method: o.method, status } });
-      }
-      return { name: requests.name, help: requests.help, type: requests.type, aggregator: 'sum', values };
-    },
-    reset: () => outcomes.forEach((o) => o.byStatus.clear()),
-  };
+  const requests = collector(
+    opts.requestsName,
+    'HTTP requests by route pattern, route method and status (0: client went away before a status)',
+    'counter',
+    () =>
+      outcomes.flatMap((o) => [...o.byStatus].map(([status, n]) => ({ value: n, labels: { route: o.route, method: o.method, status } }))),
+    () => outcomes.forEach((o) => o.byStatus.clear()),
+  );
 
-  const duration: Collector = {
-    name: opts.durationName,
-    help: 'Time from routing to the handler settling, by route pattern',
-    type: 'histogram',
-    aggregator: 'sum',
-    get: async () => {
+  const name = opts.durationName;
+  const duration = collector(
+    name,
+    'Time from routing to the handler settling, by route pattern',
+    'histogram',
+    () => {
       const values: Sample[] = [];
-      const bucketName = `${duration.name}_bucket`;
-      for (const l of latencies.values()) {
-        if (l.count === 0) continue;
+      for (const { route, buckets, sum, count } of latencies.values()) {
+        if (count === 0) continue;
         let acc = 0;
         bounds.forEach((le, i) => {
-          acc += l.buckets[i]!;
-          values.push({ value: acc, labels: { le, route: l.route }, metricName: bucketName });
+          acc += buckets[i]!;
+          values.push({ value: acc, labels: { le, route }, metricName: `${name}_bucket` });
         });
-        values.push({ value: l.count, labels: { le: '+Inf', route: l.route }, metricName: bucketName });
-        values.push({ value: l.sum, labels: { route: l.route }, metricName: `${duration.name}_sum` });
-        values.push({ value: l.count, labels: { route: l.route }, metricName: `${duration.name}_count` });
+        values.push({ value: count, labels: { le: '+Inf', route }, metricName: `${name}_bucket` });
+        values.push({ value: sum, labels: { route }, metricName: `${name}_sum` });
+        values.push({ value: count, labels: { route }, metricName: `${name}_count` });
       }
-      return { name: duration.name, help: duration.help, type: duration.type, aggregator: 'sum', values };
+      return values;
     },
-    reset: () => {
+    () => {
       for (const l of latencies.values()) {
         l.buckets.fill(0);
         l.sum = 0;
         l.count = 0;
       }
     },
-  };
+  );
 
   return {
     forRoute(route, method) {
@@ -114,4 +107,8 @@ export function createRouteMetrics(opts: { requestsName: string; durationName: s
     },
     collectors: [requests, duration],
   };
+}
+
+function collector(name: string, help: string, type: Collector['type'], samples: () => Sample[], reset: () => void): Collector {
+  return { name, help, type, aggregator: 'sum', get: async () => ({ name, help, type, aggregator: 'sum', values: samples() }), reset };
 }
