@@ -64,10 +64,12 @@ describe('WORKERS=2 (postgres + redis)', { skip: !SELF && 'postgres backend not 
     }
   });
 
+  const healthzCount = (text: string): number =>
+    Number(/^sluice_http_requests_total\{route="\/healthz",method="get",status="200"\} (\d+)/m.exec(text)?.[1] ?? 0);
+
   test('/metrics adds up every worker', async () => {
     const before = await fresh(`${s.url}/metrics`);
-    const count = (text: string): number =>
-      Number(/^sluice_http_requests_total\{route="\/healthz",method="get",status="200"\} (\d+)/m.exec(text)?.[1] ?? 0);
+    const count = healthzCount;
     const n0 = count(before.body);
     for (let i = 0; i < 10; i++) await fresh(`${s.url}/healthz`);
     const after1 = await fresh(`${s.url}/metrics`);
@@ -75,6 +77,13 @@ describe('WORKERS=2 (postgres + redis)', { skip: !SELF && 'postgres backend not 
   });
 
   test('a killed worker is replaced and the server keeps serving', async () => {
+    // Each worker answers /healthz a few times, then a scrape sees both parts.
+    const answered = [0, 0];
+    for (let i = 0; i < 200 && Math.min(...answered) < 3; i++) {
+      answered[(JSON.parse((await fresh(`${s.url}/healthz`)).body) as { worker: number }).worker]!++;
+    }
+    assert.ok(Math.min(...answered) >= 3, JSON.stringify(answered));
+    const counted = healthzCount((await fresh(`${s.url}/metrics`)).body);
     const [victim] = childPids(s.proc.pid!);
     process.kill(victim!, 'SIGKILL');
     // Connections the dead worker had accepted or queued are lost with it; the survivor serves.
@@ -89,12 +98,19 @@ describe('WORKERS=2 (postgres + redis)', { skip: !SELF && 'postgres backend not 
     assert.ok(!pids.includes(victim!));
     // The replacement takes connections once it listens.
     const seen = new Set<number>();
+    let asked = 0;
     while (seen.size < 2 && Date.now() < deadline + 10_000) {
       const r = await fresh(`${s.url}/healthz`);
+      asked++;
       assert.equal(r.status, 200);
       seen.add((JSON.parse(r.body) as { worker: number }).worker);
     }
     assert.equal(seen.size, 2);
+    // The dead worker's counts, as last scraped, stay in the sum: a counter never drops (Prometheus
+    // would read a drop as a reset of the whole series).
+    const after = (await fresh(`${s.url}/metrics`)).body;
+    assert.ok(healthzCount(after) >= counted + asked, `${healthzCount(after)} < ${counted} + ${asked}`);
+    assert.match(after, /^sluice_http_request_duration_seconds_count\{route="\/healthz"\} \d+/m);
   });
 
   test('SIGTERM stops every worker and the supervisor exits 0', async () => {

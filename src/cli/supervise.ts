@@ -1,6 +1,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import type { Logger } from 'pino';
+import { AggregatorRegistry } from 'prom-client';
 import type { Notifier } from '../sd-notify.ts';
 
 /**
@@ -52,15 +53,45 @@ export async function supervise(opts: SuperviseOptions): Promise<number> {
   let exitCode = 0;
   let resolveDone: (code: number) => void = () => {};
   const done = new Promise<number>((r) => (resolveDone = r));
-  const gatherings = new Map<number, { from: number; askId: number; expect: number; parts: unknown[]; timer: NodeJS.Timeout }>();
+  const gatherings = new Map<
+    number,
+    { from: number; askId: number; waiting: Set<ChildProcess>; parts: Array<{ by: ChildProcess; part: unknown }>; timer: NodeJS.Timeout }
+  >();
   let nextGathering = 1;
+  /** Each live worker's part from the latest gathering (what a scrape last saw of it). */
+  const lastParts = new Map<number, unknown>();
+  /**
+   * The counters and histograms of workers that died, as last seen: kept in every later gathering,
+   * so the summed series stay monotonic across a restart instead of dropping, which Prometheus would
+   * read as a reset of the whole sum (a spurious jump in rate()). What a dead worker counted after
+   * the last scrape is lost: an undercount, never a reset.
+   */
+  const retired: unknown[] = [];
+  let merging = false;
+  /**
+   * Adds a dead worker's last part. Past a few, they are merged into one (bounded however often
+   * workers die); the parts stay listed until their merge replaces them, so no gathering misses them.
+   */
+  const retire = (part: unknown): void => {
+    retired.push(monotonicOnly(part));
+    if (retired.length <= 4 || merging) return;
+    merging = true;
+    const parts = retired.slice();
+    AggregatorRegistry.aggregate(parts as Parameters<typeof AggregatorRegistry.aggregate>[0])
+      .getMetricsAsJSON()
+      .then(
+        (merged) => void retired.splice(0, parts.length, merged),
+        (err: unknown) => log.warn({ err }, 'merging retired worker metrics failed'),
+      )
+      .finally(() => (merging = false));
+  };
 
   const finishGathering = (id: number): void => {
     const g = gatherings.get(id);
     if (!g) return;
     gatherings.delete(id);
     clearTimeout(g.timer);
-    send(children.get(g.from), { t: 'metrics-all', id: g.askId, parts: g.parts });
+    send(children.get(g.from), { t: 'metrics-all', id: g.askId, parts: [...g.parts.map((p) => p.part), ...retired] });
   };
 
   const start = (index: number): Promise<void> =>
@@ -81,17 +112,27 @@ export async function supervise(opts: SuperviseOptions): Promise<number> {
           const id = nextGathering++;
           const targets = [...children.entries()].filter(([, c]) => c.connected);
           const timer = setTimeout(() => finishGathering(id), opts.metricsTimeoutMs ?? 2000);
-          gatherings.set(id, { from: index, askId: m.id, expect: targets.length, parts: [], timer });
+          gatherings.set(id, { from: index, askId: m.id, waiting: new Set(targets.map(([, c]) => c)), parts: [], timer });
           for (const [, c] of targets) send(c, { t: 'metrics-get', id, from: index });
         } else if (m.t === 'metrics-part') {
           const g = gatherings.get(m.id);
-          if (!g) return;
-          g.parts.push(m.part);
-          if (g.parts.length >= g.expect) finishGathering(m.id);
+          if (!g || !g.waiting.delete(child)) return;
+          g.parts.push({ by: child, part: m.part });
+          lastParts.set(index, m.part);
+          if (g.waiting.size === 0) finishGathering(m.id);
         }
       });
       child.on('exit', (code, signal) => {
         if (children.get(index) === child) children.delete(index);
+        const last = lastParts.get(index);
+        lastParts.delete(index);
+        if (last !== undefined) retire(last);
+        for (const [id, g] of gatherings) {
+          // Its part in a gathering still open is now counted through `retired` (not twice), and
+          // a gathering still waiting for it stops waiting.
+          g.parts = g.parts.filter((p) => p.by !== child);
+          if (g.waiting.delete(child) && g.waiting.size === 0) finishGathering(id);
+        }
         if (!listening) reject(new Error(`worker ${index} exited before listening (${signal ?? `code ${code}`})`));
         if (stopping) {
           // A worker still starting when the signal came dies of it, with nothing in flight.
@@ -143,6 +184,15 @@ export async function supervise(opts: SuperviseOptions): Promise<number> {
     stop('SIGTERM', 1);
   }
   return done;
+}
+
+/**
+ * The counters and histograms of a worker's metrics part (prom-client's JSON: an array of
+ * metrics with a `type`): gauges describe a live process and die with it.
+ */
+function monotonicOnly(part: unknown): unknown {
+  if (!Array.isArray(part)) return [];
+  return part.filter((m: { type?: string }) => m?.type === 'counter' || m?.type === 'histogram');
 }
 
 /** A port the kernel considers free right now (bound once, then released for the workers). */
