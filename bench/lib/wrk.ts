@@ -60,7 +60,8 @@ const ms = (value: string, unit: string): number => Number(value) * ({ us: 1e-3,
 /** Runs wrk with two threads (one per core) and parses its report. */
 export async function runWrk(req: WrkRequest): Promise<WrkRun> {
   const file = script(req);
-  const args = ['-t2', `-c${req.connections}`, `-d${req.durationS}s`, '--latency', ...(file ? ['-s', file] : []), req.url];
+  // --timeout: wrk's default of 2 s would count a slow baseline's queued answers as socket errors.
+  const args = ['-t2', `-c${req.connections}`, `-d${req.durationS}s`, '--timeout', '10s', '--latency', ...(file ? ['-s', file] : []), req.url];
   const out = await new Promise<string>((resolve, reject) => {
     const child = spawn('wrk', args, { stdio: ['ignore', 'pipe', 'pipe'] });
     let text = '';
