@@ -121,7 +121,7 @@ export interface SluiceOptions {
   name?: string;
 }
 
-/** `node bin/sluice.js serve` (the compiled start path, as `npm start`) with anonymous caps raised out of the way. */
+/** `node bin/sluice.js serve` (the compiled start path, with `npm start`'s environment) with anonymous caps raised out of the way. */
 export async function startSluice(opts: SluiceOptions = {}): Promise<Target> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'sluice-bench-sluice-'));
   const env: NodeJS.ProcessEnv = {
@@ -133,6 +133,8 @@ export async function startSluice(opts: SluiceOptions = {}): Promise<Target> {
     RATE_LIMIT_ANON_PER_HOUR: '1000000000',
     // One process, like every baseline.
     WORKERS: opts.workers ?? '1',
+    // As `npm start` and the systemd unit run it (glibc malloc arenas; see the README).
+    MALLOC_ARENA_MAX: '2',
   };
   if (opts.databaseUrl !== undefined) env.DATABASE_URL = opts.databaseUrl;
   if (opts.redisUrl !== undefined) env.REDIS_URL = opts.redisUrl;
