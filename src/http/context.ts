@@ -48,7 +48,8 @@ export function requestId(incoming: string | undefined): string {
 }
 
 // Headers are copied through one module-level callback rather than a closure per request.
-let collecting: Record<string, string> = {};
+const NO_HEADERS: Record<string, string> = {};
+let collecting = NO_HEADERS;
 const collectHeader = (k: string, v: string): void => {
   collecting[k] = k in collecting ? `${collecting[k]}, ${v}` : v;
 };
@@ -83,6 +84,7 @@ class RequestCtx implements Ctx {
     const headers: Record<string, string> = {};
     collecting = headers;
     req.forEach(collectHeader);
+    collecting = NO_HEADERS; // not held past the request (they may carry credentials)
     const params: string[] = [];
     for (let i = 0; i < paramCount; i++) params.push(decodeParam(req.getParameter(i)));
     this.res = res;

@@ -85,7 +85,7 @@ export function sendHeaders(ctx: Ctx, status: number, headers: Iterable<readonly
 export const etagMatches = (ifNoneMatch: string | undefined, etag: string): boolean =>
   ifNoneMatch !== undefined && ifNoneMatch.split(',').some((t) => t.trim().replace(/^W\//, '') === etag || t.trim() === '*');
 
-const JSON_HEADERS = [['Content-Type', 'application/json; charset=utf-8']] as const;
+export const JSON_HEADERS = [['Content-Type', 'application/json; charset=utf-8']] as const;
 
 export function sendJson(ctx: Ctx, status: number, obj: unknown, closeConnection = false): void {
   send(ctx, status, JSON.stringify(obj), JSON_HEADERS, closeConnection);

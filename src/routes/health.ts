@@ -1,12 +1,11 @@
 import { readFileSync } from 'node:fs';
-import { sendJson, send } from '../http/reply.ts';
+import { JSON_HEADERS, sendJson, send } from '../http/reply.ts';
 import type { Route } from '../http/server.ts';
 import type { Deps } from './deps.ts';
 import { fromRoot } from '../paths.ts';
 
 const OPENAPI = readFileSync(fromRoot('src/openapi.json'));
 const READY_TIMEOUT_MS = 1000;
-const JSON_TYPE = [['Content-Type', 'application/json; charset=utf-8']] as const;
 
 /** 'ok' when `check` resolves within the readiness timeout, else 'failed'. */
 async function probe(check: () => Promise<unknown>): Promise<'ok' | 'failed'> {
@@ -34,7 +33,7 @@ export function healthRoutes(deps: Deps): Route[] {
     {
       method: 'get',
       pattern: '/healthz',
-      handler: (ctx) => send(ctx, 200, health, JSON_TYPE),
+      handler: (ctx) => send(ctx, 200, health, JSON_HEADERS),
     },
     {
       // Ready to serve: the database answers and so does Redis when one is configured.

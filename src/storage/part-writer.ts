@@ -19,8 +19,8 @@ const INLINE_HASH_BYTES = 256 * 1024;
 const SLOTS = 4;
 /**
  * With more than BUSY_WRITERS files streaming at once, a ring grows to only BUSY_SLOTS: they share
- * the disk and the hash worker, so each needs less in flight, and 8 uploads held 32 MiB of rings
- * instead of 16. Two is the floor: one fills while the other is out, and its return always
+ * the disk and the hash worker, so each needs less in flight: 8 uploads hold 16 MiB of rings instead
+ * of 32, at the same speed. Two is the floor: one fills while the other is out, and its return always
  * reopens room (see roomy), so a writer can never wait on itself.
  */
 const BUSY_WRITERS = 2;
