@@ -176,6 +176,26 @@ for (const backend of backends()) {
       await assertStored(srv, done, data);
     });
 
+    test('bytes a rejected PATCH carried never reach the stored SHA-256 and CRC-32', async () => {
+      // Pieces of several MiB at unaligned offsets: whole slots go to disk with O_DIRECT and to the
+      // hash worker from memory. The rejected PATCH's bytes differ from the ones sent again after it.
+      const data = randomBytes(5 * MiB + 12_345);
+      const loc = await create(srv, data.length);
+      const digest = (b: Buffer): string => `sha256 ${createHash('sha256').update(b).digest('base64')}`;
+      const a = MiB + 100;
+      const b = 3 * MiB + 7;
+      assert.equal((await patch(srv, loc, 0, data.subarray(0, a))).status, 204);
+      const other = randomBytes(b - a);
+      const bad = await patch(srv, loc, a, other, { 'upload-checksum': digest(data.subarray(a, b)) });
+      assert.equal(bad.status, 460, bad.body);
+      assert.equal(await offsetOf(srv, loc), a);
+      assert.equal((await patch(srv, loc, a, data.subarray(a, b), { 'upload-checksum': digest(data.subarray(a, b)) })).status, 204);
+      const done = await patch(srv, loc, b, data.subarray(b));
+      assert.equal(done.status, 204, done.body);
+      await assertStored(srv, done, data);
+      assertNoServerErrors(srv);
+    });
+
     test('protocol refusals: wrong offset 409, wrong type 415, missing Tus-Resumable 412, past the length 413', async () => {
       const loc = await create(srv, 100);
       assert.equal((await patch(srv, loc, 5, randomBytes(10))).status, 409);

@@ -58,6 +58,8 @@ export interface Disk {
   digest(filePath: string, key?: string): Promise<FileDigest>;
   /** Hashes a growing file's durable first `upto` bytes in the background (see Hasher.hashAhead). */
   digestAhead(key: string, filePath: string, upto: number): void;
+  /** Hashes bytes being written at `at` of that file from memory (see Hasher.feedAhead). */
+  feedAhead(key: string, at: number, buf: ArrayBuffer, len: number, back: (buf: ArrayBuffer) => void): void;
 }
 
 export async function createDisk(dataDir: string, hasher: Hasher): Promise<Disk> {
@@ -124,6 +126,7 @@ export async function createDisk(dataDir: string, hasher: Hasher): Promise<Disk>
     },
     digest: (filePath, key) => hasher.digestFile(filePath, key),
     digestAhead: (key, filePath, upto) => hasher.hashAhead(key, filePath, upto),
+    feedAhead: (key, at, buf, len, back) => hasher.feedAhead(key, at, buf, len, back),
     async remove(key) {
       const p = filePath(key);
       const dir = path.dirname(p);

@@ -15,9 +15,13 @@ const FILE_PIECE = 1 << 20;
  */
 const pieces = [];
 /**
- * Files hashed ahead while they grow (tus parts), by key: { hash, crc, pos, chain }. Bytes below a
- * part's durable offset never change, so a state is a valid prefix whatever happened since; an
- * evicted or missing state only means reading from 0 again.
+ * Files hashed ahead while they grow (tus parts), by key: { hash, crc, pos, chain }. A state covers
+ * bytes [0, pos) of the part. They come from the file (`ahead`: bytes below a durable offset, which
+ * never change) or from memory as a PATCH streams (`feed`: a copy of bytes about to be written at
+ * exactly `pos`). Fed bytes may run past what the PATCH made durable (a failed write or sync, a
+ * checksum mismatch): the `ahead` that follows every PATCH names the durable offset, and a state
+ * past it starts over from 0. An evicted or missing state only means reading from 0 again. Every
+ * step runs on the state's chain, in message order, so a read and a feed never interleave.
  */
 const followed = new Map();
 const MAX_FOLLOWED = 256;
@@ -80,10 +84,26 @@ parentPort.on('message', (msg) => {
     parentPort.postMessage({ t: 'digest', id: msg.id, sha256: s.hash.digest('hex'), crc32: s.crc >>> 0 });
   } else if (msg.t === 'x') {
     streams.delete(msg.id);
+  } else if (msg.t === 'feed') {
+    const st = stateOf(msg.key);
+    st.chain = st.chain.then(() => {
+      // Anything but the next bytes (a state that started over, or was evicted) is left to `ahead`.
+      if (msg.at !== st.pos) return;
+      const view = new Uint8Array(msg.buf, 0, msg.len);
+      st.hash.update(view);
+      st.crc = crc32(view, st.crc);
+      st.pos += msg.len;
+    }).catch(() => followed.delete(msg.key));
+    st.chain.then(() => parentPort.postMessage({ t: 'ack', id: msg.id, slot: 0, buf: msg.buf }, [msg.buf]));
   } else if (msg.t === 'ahead') {
     const st = stateOf(msg.key);
     // A failed catch-up (the part was removed) drops the state: the final digest starts over.
-    st.chain = st.chain.then(() => advance(st, msg.path, msg.upto)).catch(() => followed.delete(msg.key));
+    st.chain = st.chain
+      .then(() => {
+        if (st.pos > msg.upto) Object.assign(st, { hash: createHash('sha256'), crc: 0, pos: 0 });
+        if (st.pos < msg.upto) return advance(st, msg.path, msg.upto);
+      })
+      .catch(() => followed.delete(msg.key));
   } else if (msg.t === 'file') {
     digestFile(msg.path, msg.key).then(
       (d) => parentPort.postMessage({ t: 'file', id: msg.id, ...d }),

@@ -30,6 +30,13 @@ export interface Hasher {
    * change again), so digestFile(path, key) at the end reads only the rest.
    */
   hashAhead(key: string, path: string, upto: number): void;
+  /**
+   * Hashes ahead from memory: `len` bytes of `buf` (transferred away, given back to `back`) that
+   * are being written at `at` of the file followed under `key`. They count only if the state has
+   * reached exactly `at`; the hashAhead(key, …, upto) that must follow every such run of writes
+   * names the durable offset, and a state that went past it starts over.
+   */
+  feedAhead(key: string, at: number, buf: ArrayBuffer, len: number, back: (buf: ArrayBuffer) => void): void;
   close(): Promise<void>;
 }
 
@@ -107,6 +114,14 @@ export function createHasher(size = Math.max(1, Math.min(4, os.availableParallel
     },
     hashAhead(key, path, upto) {
       workerOf(key).postMessage({ t: 'ahead', key, path, upto });
+    },
+    feedAhead(key, at, buf, len, back) {
+      const id = nextId++;
+      acks.set(id, (_slot, returned) => {
+        acks.delete(id);
+        back(returned);
+      });
+      workerOf(key).postMessage({ t: 'feed', id, key, at, buf, len }, [buf]);
     },
     close: async () => {
       await Promise.all(workers.map((w) => w.terminate()));

@@ -1,6 +1,6 @@
 import type { Deps } from '../routes/deps.ts';
 import type { Ctx } from '../http/context.ts';
-import { closePart, openPart, type BodyTap } from './patch.ts';
+import { closePart, openPart, type BodyTap, type HashFeed } from './patch.ts';
 import { completeUpload } from './complete.ts';
 import { setProgress, type TusRow } from './store.ts';
 import { httpDate, TusError, type Checksum } from './protocol.ts';
@@ -30,24 +30,33 @@ export async function appendBody(
   const length = row.upload_length;
   let offset = start;
   if (tap) {
-    const fd = await openPart(partPath);
+    const fds = await openPart(partPath);
     let cut: number | null = null;
     let failure: Error | null = null;
+    /** The offset on record once this PATCH is over: what the hash worker may keep of its bytes. */
+    let recorded = start;
     try {
-      const r = await tap.pipe(fd, start, length ?? row.max_bytes, checksum?.algorithm ?? null);
-      failure = r.error;
-      if (checksum && !(r.complete && r.digest?.equals(checksum.digest))) {
-        cut = start;
-        if (r.complete) failure = new TusError(460, 'CHECKSUM_MISMATCH', 'Upload-Checksum does not match the body');
-      } else offset = start + r.written;
+      try {
+        const feed: HashFeed = (at, buf, len, back) => deps.disk.feedAhead(row.id, at, buf, len, back);
+        const r = await tap.pipe(fds.fd, start, length ?? row.max_bytes, checksum?.algorithm ?? null, fds.directFd, feed);
+        failure = r.error;
+        if (checksum && !(r.complete && r.digest?.equals(checksum.digest))) {
+          cut = start;
+          if (r.complete) failure = new TusError(460, 'CHECKSUM_MISMATCH', 'Upload-Checksum does not match the body');
+        } else offset = start + r.written;
+      } finally {
+        // The fsync makes the written bytes and the size durable before the offset is recorded.
+        await closePart(fds, cut);
+      }
+      if (offset !== start || length !== null) await setProgress(deps.sql, row.id, offset, length);
+      recorded = offset;
     } finally {
-      // The fsync makes the written bytes and the size durable before the offset is recorded.
-      await closePart(fd, cut);
+      // The hash worker took this PATCH's bytes from memory as they were written (feed). Naming the
+      // offset on record settles them, whatever failed: a state that went past it (a failed write or
+      // sync, a cut, an offset never recorded) starts over, one short of it reads the rest from the
+      // part. At the final offset every byte was written and fed; completion's digest goes on from there.
+      if (length === null || recorded < length) deps.disk.digestAhead(row.id, partPath, recorded);
     }
-    if (offset !== start || length !== null) await setProgress(deps.sql, row.id, offset, length);
-    // Bytes below a recorded offset never change: the hash worker can take them now, overlapping
-    // the next PATCH instead of re-reading the whole part at completion.
-    if (offset !== start && (length === null || offset < length)) deps.disk.digestAhead(row.id, partPath, offset);
     if (failure) throw failure;
     if (ctx.aborted) return [];
   } else if (length !== null) await setProgress(deps.sql, row.id, offset, length);
