@@ -1,6 +1,7 @@
 import type { Deps } from '../routes/deps.ts';
 import type { Ctx } from '../http/context.ts';
-import { closePart, openPart, type BodyTap, type HashFeed } from './patch.ts';
+import type { BodyTap, HashFeed } from './patch.ts';
+import { closePart, openPart } from './part-io.ts';
 import { completeUpload } from './complete.ts';
 import { setProgress, type TusRow } from './store.ts';
 import { httpDate, TusError, type Checksum } from './protocol.ts';
