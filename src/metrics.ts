@@ -1,6 +1,7 @@
 import { AggregatorRegistry, Counter, Gauge, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
 import { createRouteMetrics } from './route-metrics.ts';
 import type { SweepResult } from './sweeper/sweep.ts';
+import { freshAllocations } from './storage/spare-buffers.ts';
 
 /**
  * Prometheus metrics of one process. Every helper only increments or observes: nothing here
@@ -104,6 +105,16 @@ export function createMetrics(opts: { gather?: () => Promise<unknown[]> } = {}):
     name: 'sluice_sweep_last_success_timestamp_seconds',
     help: 'Unix time of the last successful periodic sweep',
     registers,
+  });
+  new Counter({
+    name: 'sluice_upload_buffer_allocations_total',
+    help: 'Upload buffers allocated because none was free to reuse, by pool (a steady climb means churn)',
+    labelNames: ['pool'] as const,
+    registers,
+    collect() {
+      this.reset();
+      for (const [pool, n] of freshAllocations()) this.inc({ pool }, n);
+    },
   });
   // Zero series exist from the start, so rate() and absence alerts work before the first event.
   sweepRuns.inc({ outcome: 'ok' }, 0);

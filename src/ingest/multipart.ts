@@ -34,12 +34,20 @@ const FILE_FIELDS = new Set(['files[]', 'files', 'file']);
 
 /**
  * onData chunks are copied (uWS reuses its memory) into buffers from this pool, shared by all
- * uploads, and a buffer goes back once nothing kept a slice of it (see `unreferenced`). Fresh
- * copies cost ~0.75 s/GB in page faults plus ~0.6 s/GB of GC here; a warm buffer costs a memcpy.
- * uWS hands out at most 512 KiB at a time; a larger chunk gets a one-off copy.
+ * uploads, and a buffer goes back once nothing kept a slice of it: at once when `unreferenced`,
+ * else when the body has been read in full (`lent`). Fresh copies cost ~0.75 s/GB in page faults
+ * plus ~0.6 s/GB of GC here; a warm buffer costs a memcpy. uWS hands out at most 512 KiB at a time;
+ * a larger chunk gets a one-off copy.
  */
 const POOL_BYTES = 512 * 1024;
-const pool = spareBuffers(POOL_BYTES, 16);
+const pool = spareBuffers('chunk', POOL_BYTES, 16);
+/**
+ * A chunk below this is copied into a buffer of its own size (Node's shared slab under 4 KiB). A
+ * small upload's body is usually one chunk that busboy reads to the end at once, so it cannot go
+ * back at once: from the pool, every 1 KiB upload cost a fresh 512 KiB buffer, and the external
+ * memory it reported made V8 collect every few milliseconds (user CPU per upload 2.3×).
+ */
+const SMALL_CHUNK = 16 * 1024;
 const LIMITS = { fieldSize: 4096, fields: 32, files: 1000, parts: 1100, headerPairs: 64 };
 
 /**
@@ -70,6 +78,13 @@ export function ingestMultipart(ctx: Ctx, disk: Disk): Ingest {
   let resolveFn: (r: IngestResult) => void = () => {};
   let rejectFn: (e: unknown) => void = () => {};
 
+  /**
+   * Pooled chunks that something may still reference. Once busboy closed and every file was
+   * written, nothing does (fields are strings, file bytes were copied into the part writers), and
+   * they go back; after a failure they are left to the GC.
+   */
+  const lent: Buffer[] = [];
+
   /** File streams we consume, until they end: a paused or not yet flowing one buffers slices. */
   const kept = new Set<Readable>();
 
@@ -83,11 +98,14 @@ export function ingestMultipart(ctx: Ctx, disk: Disk): Ingest {
       return;
     }
     const len = ab.byteLength;
-    const pooled = len <= POOL_BYTES ? pool.take() : null;
+    const pooled = len >= SMALL_CHUNK && len <= POOL_BYTES ? pool.take() : null;
     const chunk = pooled ? pooled.subarray(0, len) : Buffer.allocUnsafe(len);
     chunk.set(new Uint8Array(ab));
     feed(chunk, isLast);
-    if (pooled && unreferenced()) pool.give(pooled);
+    if (pooled) {
+      if (unreferenced()) pool.give(pooled);
+      else lent.push(pooled);
+    }
   });
 
   /**
@@ -207,6 +225,7 @@ export function ingestMultipart(ctx: Ctx, disk: Disk): Ingest {
           (files) => {
             if (finished) return;
             finished = true;
+            for (const b of lent.splice(0)) pool.give(b);
             resolveFn({ fields, files });
           },
           (err: unknown) => fail(storageError(err)),

@@ -35,8 +35,8 @@ const ROOM_BYTES = 1 << 20;
  */
 const FIRST_SLOT_BYTES = 64 * 1024;
 /** Buffers of finished writers, reused by the next files. */
-const firstSlots = spareBuffers(FIRST_SLOT_BYTES, 64);
-const fullSlots = spareBuffers(SLOT_BYTES, 4);
+const firstSlots = spareBuffers('first-slot', FIRST_SLOT_BYTES, 64);
+const fullSlots = spareBuffers('slot', SLOT_BYTES, 4);
 const giveBack = (buf: Buffer): void => (buf.length === SLOT_BYTES ? fullSlots : firstSlots).give(buf);
 
 export interface PartResult extends Digest {

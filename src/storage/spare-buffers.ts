@@ -8,10 +8,20 @@ export interface SpareBuffers {
   give(buf: Buffer): void;
 }
 
-export function spareBuffers(size: number, max: number): SpareBuffers {
+/** Fresh allocations per pool name since start: a steady climb under load means buffers are not coming back. */
+const fresh = new Map<string, number>();
+export const freshAllocations = (): ReadonlyMap<string, number> => fresh;
+
+export function spareBuffers(name: string, size: number, max: number): SpareBuffers {
   const list: Buffer[] = [];
+  fresh.set(name, 0);
   return {
-    take: () => list.pop() ?? Buffer.allocUnsafeSlow(size),
+    take() {
+      const kept = list.pop();
+      if (kept) return kept;
+      fresh.set(name, fresh.get(name)! + 1);
+      return Buffer.allocUnsafeSlow(size);
+    },
     give(buf) {
       if (buf.length === size && list.length < max) list.push(buf);
     },

@@ -31,14 +31,14 @@ const MAX_UNSYNCED = 64 << 20;
  * otherwise leave 8 MiB of garbage behind, which kept the peak RSS of a 4 GiB tus upload ~20 MiB
  * above the multipart path's.
  */
-const spares = spareBuffers(SLOT_BYTES, SLOTS);
+const spares = spareBuffers('tus-slot', SLOT_BYTES, SLOTS);
 /**
  * Copies of sealed slots out at the hash worker (see HashFeed), at most this many per PATCH: the
  * socket pauses at the limit. The copy costs ~50 µs per MiB; hashing the part by reading it back
  * would cost a read of every byte, from the disk itself once the writes skipped the page cache.
  */
 const HASH_COPIES = 4;
-const hashSpares = spareBuffers(SLOT_BYTES, HASH_COPIES * 2);
+const hashSpares = spareBuffers('tus-hash-copy', SLOT_BYTES, HASH_COPIES * 2);
 
 /** Hands bytes being written at `at` to the hasher; `buf` is transferred and comes back to `back`. */
 export type HashFeed = (at: number, buf: ArrayBuffer, len: number, back: (buf: ArrayBuffer) => void) => void;
