@@ -1,7 +1,8 @@
 // Small-request throughput with autocannon: GET /api/v1/bundle/<code> (bundle + 3 files from PostgreSQL),
 // its /status, a 1 KiB download, a small multipart upload (one 1 KiB file, a new bundle each) and GET /healthz,
 // on Sluice and on node:http + postgres doing the same work (bench/baselines/node-pg.ts). Both use real PostgreSQL:
-// DATABASE_URL if set, else database `sluice_bench` on the local server (created when missing).
+// a fresh database beside DATABASE_URL's (default `sluice_bench` on the local server), named `<name>_run<pid>`,
+// created for the run and dropped at its end, so both start from empty tables.
 // Where wrk is installed, every case is measured again under wrk (autocannon saturates near 45k req/s here).
 //   node --import tsx bench/requests.ts
 //   env: BENCH_DURATION BENCH_CONNECTIONS BENCH_RUNS BENCH_WARMUP BENCH_SERVERS BENCH_PATHS BENCH_WRK=0 BENCH_WRK_DURATION
@@ -13,7 +14,7 @@ import { uploadMultipart } from './lib/http-client.ts';
 import { httpGet } from './lib/proc.ts';
 import { asUploadReply } from './lib/sluice-api.ts';
 import { runWrk, wrkAvailable, type WrkRun } from './lib/wrk.ts';
-import { closeAll, describeFailure, ensureDatabase, selectServers, startBaseline, startSluice, type Target } from './lib/targets.ts';
+import { closeAll, describeFailure, freshDatabase, selectServers, startBaseline, startSluice, type Target } from './lib/targets.ts';
 
 interface Histogram {
   average: number;
@@ -146,10 +147,9 @@ async function main(): Promise<void> {
   const connections = envInt('BENCH_CONNECTIONS', 100);
   const runs = envInt('BENCH_RUNS', 3);
   const warmup = envInt('BENCH_WARMUP', 2);
-  const dbUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/sluice_bench';
+  const dbUrl = await freshDatabase(process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/sluice_bench');
   printHeader('requests: autocannon', env, { connections, duration: `${duration}s`, runs, warmup: `${warmup}s` });
   console.log(`database: ${dbUrl.replace(/\/\/[^@]*@/, '//')}`);
-  await ensureDatabase(dbUrl);
 
   const cases: { target: Target; kind: Kind; seed: Seed; result: CaseResult }[] = [];
   // `sluice` counts requests in its in-process store; `sluice-redis` in Redis (one Lua round trip
