@@ -244,7 +244,6 @@ export async function removeLargeFiles(dir: string, minBytes: number, skip: read
   return removed;
 }
 
-/** Creates the database named in url when missing (connecting to the server's `postgres` database). */
 /**
  * A new, empty database beside `url`'s (its name plus `_run<pid>`), dropped by closeAll. Every server
  * of a run then starts from the same empty state, as the node-pg baseline recreates its tables at
@@ -273,6 +272,7 @@ export async function freshDatabase(url: string): Promise<string> {
   return u.toString();
 }
 
+/** Creates the database named in url when missing (connecting to the server's `postgres` database). */
 export async function ensureDatabase(url: string): Promise<void> {
   const name = decodeURIComponent(new URL(url).pathname.slice(1));
   const admin = new URL(url);
