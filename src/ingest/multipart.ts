@@ -34,8 +34,7 @@ const FILE_FIELDS = new Set(['files[]', 'files', 'file']);
 
 /**
  * onData chunks are copied (uWS reuses its memory) into buffers from this pool, shared by all
- * uploads, and a buffer goes back once nothing kept a slice of it: at once when `unreferenced`,
- * else when the body has been read in full (`lent`). Fresh copies cost ~0.75 s/GB in page faults
+ * uploads, and a buffer goes back once nothing kept a slice of it (`lent`, `unreferenced`). Fresh copies cost ~0.75 s/GB in page faults
  * plus ~0.6 s/GB of GC here; a warm buffer costs a memcpy. uWS hands out at most 512 KiB at a time;
  * a larger chunk gets a one-off copy.
  */
@@ -79,9 +78,10 @@ export function ingestMultipart(ctx: Ctx, disk: Disk): Ingest {
   let rejectFn: (e: unknown) => void = () => {};
 
   /**
-   * Pooled chunks that something may still reference. Once busboy closed and every file was
-   * written, nothing does (fields are strings, file bytes were copied into the part writers), and
-   * they go back; after a failure they are left to the GC.
+   * Pooled chunks fed so far that something may still reference. They go back at the next chunk
+   * after which nothing references any of them (backpressure keeps them few), or once busboy closed
+   * and every file was written (fields are strings, file bytes were copied into the part writers);
+   * after a failure they are left to the GC.
    */
   const lent: Buffer[] = [];
 
@@ -102,14 +102,13 @@ export function ingestMultipart(ctx: Ctx, disk: Disk): Ingest {
     const chunk = pooled ? pooled.subarray(0, len) : Buffer.allocUnsafe(len);
     chunk.set(new Uint8Array(ab));
     feed(chunk, isLast);
-    if (pooled) {
-      if (unreferenced()) pool.give(pooled);
-      else lent.push(pooled);
-    }
+    if (pooled) lent.push(pooled);
+    // Nothing references this chunk, nor any fed before it (see unreferenced): all go back.
+    if (lent.length > 0 && unreferenced()) for (const b of lent.splice(0)) pool.give(b);
   });
 
   /**
-   * Whether the chunk just fed can be overwritten. busboy passes file bytes on as slices of it and
+   * Whether the chunks fed so far can be overwritten. busboy passes file bytes on as slices of them and
    * keeps slices of a text field until the field ends; they are safe only if every slice was
    * copied out before feed() returned: busboy took the write at once (nothing queued), the parser
    * stands inside a file part (so no field is half read), no file stream buffered a slice, and no
