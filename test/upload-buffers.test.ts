@@ -47,5 +47,36 @@ for (const backend of backends()) {
       // The pool keeps 16: 80 small and 5 multi-chunk uploads, one at a time or 10 at once, fit in it.
       assert.ok(after_.chunk! - before_.chunk! <= 16, `chunk buffers allocated: ${after_.chunk! - before_.chunk!}`);
     });
+
+    test('tus PATCHes reuse their slot buffers: a long upload allocates no more than the first PATCH did', async () => {
+      const before_ = await allocations(srv);
+      const data = randomBytes(64 * MiB);
+      const piece = 8 * MiB;
+      const tus = { 'tus-resumable': '1.0.0' };
+      const created_ = await request(`${srv.url}/api/v1/tus/`, {
+        method: 'POST',
+        headers: { ...tus, 'upload-length': String(data.length), 'upload-metadata': `filename ${Buffer.from('t.bin').toString('base64')}` },
+      });
+      await created_.body.dump();
+      assert.equal(created_.statusCode, 201);
+      const loc = new URL(String(created_.headers.location)).pathname;
+      let fileId = 0;
+      for (let at = 0; at < data.length; at += piece) {
+        const r = await request(`${srv.url}${loc}`, {
+          method: 'PATCH',
+          headers: { ...tus, 'content-type': 'application/offset+octet-stream', 'upload-offset': String(at) },
+          body: data.subarray(at, at + piece),
+        });
+        await r.body.dump();
+        assert.equal(r.statusCode, 204);
+        fileId = Number(r.headers['sluice-file-id'] ?? 0);
+      }
+      const got = await request(`${srv.url}/api/v1/download/${fileId}`);
+      assert.equal(sha(Buffer.from(await got.body.arrayBuffer())), sha(data));
+      const after_ = await allocations(srv);
+      // A PATCH holds up to 6 slots and 8 are kept: after the first PATCH, none is allocated again.
+      const fresh = after_['tus-slot']! - before_['tus-slot']!;
+      assert.ok(fresh <= 8, `tus slot buffers allocated over 8 PATCHes: ${fresh}`);
+    });
   });
 }
