@@ -12,7 +12,7 @@ import postgres from 'postgres';
 import { request, type Agent } from 'undici';
 import { startServer, type TestServer } from './helpers/server.ts';
 import { mountTmpfs, pgUnavailable, privateRedis, redisUnavailable, startPrivatePg, type PrivatePg, type PrivateRedis } from './helpers/services.ts';
-import { file, upload, rawConnect, rawHead, partHead, newBoundary, write, sha, MiB, stored } from './upload-util.ts';
+import { file, upload, rawConnect, rawHead, partHead, newBoundary, write, sha, MiB, stored, createTus } from './upload-util.ts';
 import { multipart } from './helpers/multipart.ts';
 import { from, randomLoopback } from './access-util.ts';
 
@@ -319,13 +319,7 @@ describe('disk full (ENOSPC)', { skip: pgSkip ?? false }, () => {
     if (!mount) return t.skip('mount -t tmpfs is not permitted here (needs CAP_SYS_ADMIN)');
     const data = randomBytes(40 * MiB);
     const tus = { 'tus-resumable': '1.0.0' };
-    const created = await request(`${srv.url}/api/v1/tus/`, {
-      method: 'POST',
-      headers: { ...tus, 'upload-length': String(data.length), 'upload-metadata': `filename ${Buffer.from('t.bin').toString('base64')}` },
-    });
-    await created.body.dump();
-    assert.equal(created.statusCode, 201);
-    const loc = new URL(String(created.headers.location)).pathname;
+    const loc = await createTus(srv, data.length, 't.bin');
     const patch = await timed(`${srv.url}${loc}`, {
       method: 'PATCH',
       body: data,

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { request } from 'undici';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
-import { MiB, created, download, file, sha } from './upload-util.ts';
+import { MiB, created, createTus, download, file, sha } from './upload-util.ts';
 
 async function allocations(srv: TestServer): Promise<Record<string, number>> {
   const res = await request(`${srv.url}/metrics`);
@@ -53,13 +53,7 @@ for (const backend of backends()) {
       const data = randomBytes(64 * MiB);
       const piece = 8 * MiB;
       const tus = { 'tus-resumable': '1.0.0' };
-      const created_ = await request(`${srv.url}/api/v1/tus/`, {
-        method: 'POST',
-        headers: { ...tus, 'upload-length': String(data.length), 'upload-metadata': `filename ${Buffer.from('t.bin').toString('base64')}` },
-      });
-      await created_.body.dump();
-      assert.equal(created_.statusCode, 201);
-      const loc = new URL(String(created_.headers.location)).pathname;
+      const loc = await createTus(srv, data.length, 't.bin');
       let fileId = 0;
       for (let at = 0; at < data.length; at += piece) {
         const r = await request(`${srv.url}${loc}`, {

@@ -281,3 +281,14 @@ export async function survives<T>(srv: TestServer, what: Promise<T>): Promise<T>
     throw err;
   }
 }
+
+/** Creates a tus upload of `length` bytes named `name`; returns its path (the Location's). */
+export async function createTus(srv: TestServer, length: number, name: string): Promise<string> {
+  const created = await request(`${srv.url}/api/v1/tus/`, {
+    method: 'POST',
+    headers: { 'tus-resumable': '1.0.0', 'upload-length': String(length), 'upload-metadata': `filename ${Buffer.from(name).toString('base64')}` },
+  });
+  await created.body.dump();
+  assert.equal(created.statusCode, 201);
+  return new URL(String(created.headers.location)).pathname;
+}
