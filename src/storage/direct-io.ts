@@ -46,6 +46,44 @@ export function giveStaging(buf: Buffer): void {
 export const alignUp = (n: number): number => Math.ceil(n / DIRECT_ALIGN) * DIRECT_ALIGN;
 
 /**
+ * Writes view[0, len) at `pos` (a block boundary) with O_DIRECT: once a staging buffer is free and
+ * `wanted()` still holds, the bytes are copied into it, zero-padded to whole blocks, and `copied`
+ * runs (the view may be reused from then on). A short write that stopped on a block boundary goes
+ * on; one that did not cannot (the rest would be unaligned) and fails. `done` runs once with the
+ * outcome, the staging buffer given back; EINVAL turns direct writes off for the process. Returns
+ * nothing if `wanted()` was false by the time a buffer was free: neither callback runs then.
+ */
+export function writeStaged(
+  fd: number,
+  view: Buffer,
+  len: number,
+  pos: number,
+  wanted: () => boolean,
+  copied: () => void,
+  done: (err: Error | null) => void,
+): void {
+  withStaging((stage) => {
+    if (!wanted()) return false;
+    const padded = alignUp(len);
+    stage.set(view.subarray(0, len));
+    if (padded > len) stage.fill(0, len, padded);
+    copied();
+    const go = (from: number): void => {
+      fs.write(fd, stage, from, padded - from, pos + from, (err, n) => {
+        if (err?.code === 'EINVAL') direct.supported = false;
+        if (!err && n > 0 && from + n < padded && (from + n) % DIRECT_ALIGN === 0) return go(from + n);
+        giveStaging(stage);
+        if (err) return done(err);
+        if (from + n === padded) return done(null);
+        done(new Error(n === 0 ? 'write made no progress' : 'direct write stopped inside a block'));
+      });
+    };
+    go(0);
+    return true;
+  });
+}
+
+/**
  * Cleared for the process when the filesystem refuses O_DIRECT (at open or on a write): files are
  * then written through the page cache, synced as they grow.
  */

@@ -1,5 +1,5 @@
 import fs from 'node:fs';
-import { alignUp, direct, giveStaging, withStaging } from './direct-io.ts';
+import { alignUp, direct, writeStaged } from './direct-io.ts';
 
 /**
  * Durability while the file arrives. A file written in more than one piece is opened with
@@ -133,37 +133,29 @@ export function createPartFile(path: string, onError: (err: Error) => void, onSe
    * pool, not by its own buffers, and the disk sees as deep a queue as the pool allows.
    */
   function directWrite(view: Buffer, len: number, at: number, released: () => void): void {
-    withStaging((stage) => {
-      if (aborted || failed) return false;
-      const padded = alignUp(len);
-      stage.set(view.subarray(0, len));
-      if (padded > len) {
-        stage.fill(0, len, padded);
-        truncateTo = at + len;
-      }
-      directPending++;
-      const go = (from: number): void => {
+    writeStaged(
+      fd,
+      view,
+      len,
+      at,
+      () => !aborted && !failed,
+      () => {
+        // A padded tail is cut back at close. (createDisk probes O_DIRECT once; should a write still
+        // refuse it, writeStaged turns it off and later files skip it.)
+        if (alignUp(len) > len) truncateTo = at + len;
+        directPending++;
         inFlight++;
-        fs.write(fd, stage, from, padded - from, at + from, (err, n) => {
-          inFlight--;
-          if (aborted || failed || err !== null || n === 0 || from + n === padded) {
-            giveStaging(stage);
-            directPending--;
-          }
-          if (aborted) return closeIfIdle();
-          if (failed) return;
-          // (createDisk probes O_DIRECT once; should a write still refuse it, later files skip it.)
-          if (err?.code === 'EINVAL') direct.supported = false;
-          if (err) return fail(err);
-          if (n === 0) return fail(new Error('write made no progress'));
-          if (from + n < padded) return go(from + n);
-          onSettled();
-        });
-      };
-      go(0);
-      released();
-      return true;
-    });
+        released();
+      },
+      (err) => {
+        inFlight--;
+        directPending--;
+        if (aborted) return closeIfIdle();
+        if (failed) return;
+        if (err) return fail(err);
+        onSettled();
+      },
+    );
   }
 
   function start(view: Buffer, len: number, at: number, released: () => void): void {

@@ -1,5 +1,5 @@
 import fs from 'node:fs';
-import { DIRECT_ALIGN, direct, giveStaging, withStaging } from '../storage/direct-io.ts';
+import { direct, writeStaged } from '../storage/direct-io.ts';
 
 // A tus part's descriptors and the positioned writes a PATCH makes into it (patch.ts streams the body).
 
@@ -16,28 +16,9 @@ export function writeFully(fd: number, buf: Buffer, off: number, len: number, po
   });
 }
 
-/**
- * Writes buf[off, len) at `pos` with O_DIRECT through a staging buffer (pos and len whole blocks).
- * A short write that stopped on a block boundary continues, as writeFully does; one that did not
- * cannot (the rest would be unaligned) and fails. EINVAL turns direct writes off for the process.
- */
+/** Writes buf[off, len) at `pos` with O_DIRECT through a staging buffer (pos and len whole blocks). */
 export function writeDirect(fd: number, buf: Buffer, off: number, len: number, pos: number, cb: (err: Error | null) => void): void {
-  withStaging((stage) => {
-    const size = len - off;
-    stage.set(buf.subarray(off, len));
-    const go = (from: number): void => {
-      fs.write(fd, stage, from, size - from, pos + from, (err, n) => {
-        if (err?.code === 'EINVAL') direct.supported = false;
-        if (!err && n > 0 && from + n < size && (from + n) % DIRECT_ALIGN === 0) return go(from + n);
-        giveStaging(stage);
-        if (err) return cb(err);
-        if (from + n === size) return cb(null);
-        cb(new Error(n === 0 ? 'write made no progress' : 'direct write stopped inside a block'));
-      });
-    };
-    go(0);
-    return true;
-  });
+  writeStaged(fd, buf.subarray(off), len - off, pos, () => true, () => {}, cb);
 }
 
 /** An existing part's descriptors for positioned writes (made durable by closePart's fsync). */
