@@ -107,8 +107,8 @@ export function createMetrics(opts: { gather?: () => Promise<unknown[]> } = {}):
     registers,
   });
   new Counter({
-    name: 'sluice_upload_buffer_allocations_total',
-    help: 'Upload buffers allocated because none was free to reuse, by pool (a steady climb means churn)',
+    name: 'sluice_buffer_allocations_total',
+    help: 'Upload and download buffers allocated because none was free to reuse, by pool (a steady climb means churn)',
     labelNames: ['pool'] as const,
     registers,
     collect() {

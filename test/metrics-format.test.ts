@@ -50,7 +50,7 @@ const EXPECTED: Array<[string, string, string]> = [
   ['sluice_sweep_removed', 'counter', 'sweeper results'],
   ['sluice_db_errors', 'counter', 'db errors'],
   ['sluice_redis_errors', 'counter', 'redis errors'],
-  ['sluice_upload_buffer_allocations', 'counter', 'upload buffer churn'],
+  ['sluice_buffer_allocations', 'counter', 'buffer churn'],
   ['process_cpu_seconds', 'counter', 'process metrics'],
 ];
 

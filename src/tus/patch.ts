@@ -32,7 +32,7 @@ const MAX_UNSYNCED = 64 << 20;
  * otherwise leave 8 MiB of garbage behind, which kept the peak RSS of a 4 GiB tus upload ~20 MiB
  * above the multipart path's. A PATCH pauses the socket once more than SLOTS are in use, but the
  * chunk that crossed can span two slots and one more may arrive: up to SLOTS + 2 are out (6 counted
- * in sluice_upload_buffer_allocations_total). Keeping only SLOTS dropped one per PATCH, 64 MiB of
+ * in sluice_buffer_allocations_total). Keeping only SLOTS dropped one per PATCH, 64 MiB of
  * garbage per 4 GiB, and the first upload of a fresh server peaked at 129–134 MiB instead of ~114.
  */
 const spares = spareBuffers('tus-slot', SLOT_BYTES, SLOTS * 2);
