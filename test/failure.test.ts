@@ -244,6 +244,11 @@ describe('Redis down', { skip: pgSkip ?? redisSkip ?? false }, () => {
     srv = await startServer('embedded', await env());
     assert.ok(Date.now() - t0 < 30_000);
     const base = `http://127.0.0.1:${srv.port}`;
+    // The rate store gives the first Redis connection 1 s from its creation before it fails open, and
+    // startup ends a few ms after that clock starts: the first request would spend most of the second.
+    // /readyz waits for the same connection with its own later 1 s timeout, so once it answers the grace
+    // is over and what is timed below is the steady fail-open path.
+    assert.equal((await timed(`${base}/readyz`)).status, 503);
     await failsOpen(base);
     await redis.start();
     await until('readyz 200 once Redis is up', 10_000, async () => (await timed(`${base}/readyz`)).status === 200);

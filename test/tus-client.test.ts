@@ -266,7 +266,9 @@ for (const backend of backends()) {
         const done = await runUpload(d.file, {
           endpoint,
           chunkSize: 12 * MiB,
-          retryDelays: [0, 200, 500, 1000],
+          // Until the server has seen the cut, made the part durable and released the lease, HEAD and PATCH
+          // answer 0 or 423 and use up retries: leave room for a slow fsync on a busy machine.
+          retryDelays: [0, 200, 500, 1000, 2000, 4000, 8000],
           metadata: { filename: 'd.bin' },
           onBeforeRequest: (req) => {
             if (req.getMethod() !== 'PATCH') return;
