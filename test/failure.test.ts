@@ -164,6 +164,44 @@ describe('PostgreSQL restarted under traffic', { skip: pgSkip ?? false }, () => 
     const dl = await timed(`${srv.url}${(after.json.files as Array<{ download_url: string }>)[0]!.download_url}`);
     assert.equal(dl.text, 'after');
   });
+
+  test('outage after outage: no request waits on a reconnect backoff, each recovery is immediate', async () => {
+    // postgres.js's default backoff grows with every refused attempt (to 20 s): from the second outage
+    // on, requests queued on a backing-off connection waited 5–20 s, past the database's return.
+    const code = (await timed(`${srv.url}/api/v1/upload`, { method: 'POST', ...uploadBody('o.txt', 'o') })).json.short_code as string;
+    const seen: Array<Timed & { round: number }> = [];
+    let running = true;
+    let round = 0;
+    const traffic = (async () => {
+      for (let i = 0; running; i++) {
+        const r = i % 2 === 0
+          ? await timed(`${srv.url}/api/v1/bundle/${code}/status`)
+          : await timed(`${srv.url}/api/v1/upload`, { method: 'POST', ...uploadBody(`r${i}.txt`, `round ${round}`) });
+        seen.push({ ...r, round });
+        await sleep(10);
+      }
+    })();
+    for (round = 1; round <= 3; round++) {
+      await sleep(300);
+      await pg.stop();
+      await sleep(700);
+      await pg.start();
+      const back = Date.now();
+      await until(`an upload to succeed after outage ${round}`, 5000, async () =>
+        (await timed(`${srv.url}/api/v1/upload`, { method: 'POST', ...uploadBody('b.txt', 'back') })).status === 201);
+      assert.ok(Date.now() - back < 2500, `outage ${round}: uploads succeeded again only after ${Date.now() - back} ms`);
+    }
+    await sleep(300);
+    running = false;
+    await traffic;
+    for (const r of seen) {
+      assert.ok(r.status === 500 || r.status === 200 || r.status === 201, r.text);
+      if (r.status === 500) assertJsonError(r, 500);
+      assert.ok(r.ms < 3000, `a request in outage ${r.round} took ${Math.round(r.ms)} ms`);
+    }
+    for (let k = 1; k <= 3; k++) assert.ok(seen.some((r) => r.round === k && r.status === 500), `traffic met outage ${k}`);
+    assert.ok(seen.at(-1)!.status < 400, 'traffic recovered');
+  });
 });
 
 describe('Redis down', { skip: pgSkip ?? redisSkip ?? false }, () => {
