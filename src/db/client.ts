@@ -33,11 +33,13 @@ const types = {
  * Seconds a pool connection waits before its next connection attempt after `retries` failed ones.
  * postgres.js's default grows as 3^retries / 100 up to 20 s and counts every refused attempt of an
  * outage: after a few failed requests, a request queued on that connection waited 5–20 s, through the
- * database's return, instead of failing fast or going through. Capped at 1 s (with jitter, so several
- * workers do not retry in step): a request never waits longer than that for a retry, and a down
- * database still sees at most about one attempt per connection per second.
+ * database's return, instead of failing fast or going through. Capped at 0.5–1 s (jittered, so several
+ * workers do not retry in step): a request never waits longer than that for a retry, and a database
+ * that is down or refusing sees at most two attempts per pool connection per second. `retries` is 0
+ * after an ordinary close (idle timeout): the next query reconnects at once.
  */
-export const reconnectDelay = (retries: number): number => (0.5 + Math.random() / 2) * Math.min(0.05 * 2 ** retries, 1);
+export const reconnectDelay = (retries: number): number =>
+  retries === 0 ? 0 : (0.5 + Math.random() / 2) * Math.min(0.05 * 2 ** retries, 1);
 
 const baseOptions = {
   types,

@@ -23,6 +23,7 @@ export function fileSource(filePath: string, start: number): BodySource {
     async read(target, pos) {
       const handle = await open();
       for (let done = 0; done < target.length; ) {
+        if (closed) throw new Error('source closed'); // the fd may be gone (abort): never read a reused one
         const n = await new Promise<number>((resolve, reject) =>
           fs.read(handle, target, done, target.length - done, start + pos + done, (err, got) => (err ? reject(err) : resolve(got))),
         );

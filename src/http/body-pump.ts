@@ -93,7 +93,8 @@ export function streamBody(
         if (result[1]) return ok(true);
         if (result[0]) return ok(false);
         res.onWritable((offset) => {
-          if (ctx.aborted) return true;
+          // After the response settled, `chunk` may already belong to another response.
+          if (settled || ctx.aborted) return true;
           const [wrote, done] = res.tryEnd(chunk.subarray(offset - base), length);
           // Continue on the next turn, not in this callback's microtasks: when the next read is already
           // done, the next send's onWritable would be registered before uWS has processed this return

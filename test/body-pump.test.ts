@@ -1,0 +1,139 @@
+/**
+ * streamBody's reused read buffers, driven without a server: a fake uWS response that takes every
+ * chunk at once (or never, until told), and a source whose reads finish when the test says so.
+ * What matters is when a buffer goes back: never while a read may still write into it.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { streamBody, type BodySource } from '../src/http/body-pump.ts';
+import type { Ctx } from '../src/http/context.ts';
+import { freshAllocations } from '../src/storage/spare-buffers.ts';
+
+const MiB = 1 << 20;
+const fresh = (): number => freshAllocations().get('download') ?? 0;
+
+interface FakeCtx {
+  ctx: Ctx;
+  abort(): void;
+  /** Bytes the fake response took. */
+  sent(): number;
+}
+
+/** A response that accepts everything it is given; `abort` plays the client going away. */
+function fakeCtx(): FakeCtx {
+  let aborted: Array<() => void> = [];
+  let sent = 0;
+  const res = {
+    cork: (fn: () => void) => fn(),
+    writeStatus: () => res,
+    writeHeader: () => res,
+    getWriteOffset: () => sent,
+    tryEnd: (chunk: ArrayBuffer | Uint8Array, total: number): [boolean, boolean] => {
+      sent += chunk.byteLength;
+      return [true, sent >= total];
+    },
+    onWritable: () => res,
+    close: () => res,
+  };
+  const ctx = {
+    res,
+    aborted: false,
+    done: false,
+    status: 0,
+    bytesOut: 0,
+    replyHeaders: [],
+    onAbort(fn: () => void) {
+      if (ctx.aborted) fn();
+      else aborted.push(fn);
+    },
+  };
+  return {
+    ctx: ctx as unknown as Ctx,
+    abort() {
+      ctx.aborted = true;
+      const fns = aborted;
+      aborted = [];
+      for (const fn of fns) fn();
+    },
+    sent: () => sent,
+  };
+}
+
+/** A source whose reads wait until `release()`; it records the buffers it was given. */
+function gatedSource(): BodySource & { release(): void; targets: ArrayBuffer[]; pending(): number } {
+  let waiting: Array<() => void> = [];
+  const targets: ArrayBuffer[] = [];
+  return {
+    targets,
+    pending: () => waiting.length,
+    release() {
+      const fns = waiting;
+      waiting = [];
+      for (const fn of fns) fn();
+    },
+    read(target) {
+      targets.push(target.buffer as ArrayBuffer);
+      return new Promise<void>((resolve) => waiting.push(() => resolve()));
+    },
+    close() {},
+  };
+}
+
+/** A source that fills at once. */
+const instantSource = (): BodySource & { targets: ArrayBuffer[] } => {
+  const targets: ArrayBuffer[] = [];
+  return {
+    targets,
+    read: async (target) => {
+      targets.push(target.buffer as ArrayBuffer);
+      target.fill(7);
+    },
+    close() {},
+  };
+};
+
+const tick = (): Promise<void> => new Promise((r) => setImmediate(r));
+
+test('an aborted response keeps its buffer out of the pool until its read in flight ends', async () => {
+  // Warm the pool: one complete response returns its two buffers.
+  const warm = fakeCtx();
+  assert.equal(await streamBody(warm.ctx, 200, [], 3 * MiB, instantSource()), true);
+  await tick();
+
+  const a = fakeCtx();
+  const src = gatedSource();
+  const streaming = streamBody(a.ctx, 200, [], 8 * MiB, src);
+  await tick();
+  assert.equal(src.pending(), 1, 'the first read is in flight');
+  const held = src.targets[0]!;
+  a.abort();
+  assert.equal(await streaming, false);
+
+  // While that read can still write into its buffer, another response must not be handed it.
+  const before = fresh();
+  const b = instantSource();
+  assert.equal(await streamBody(fakeCtx().ctx, 200, [], 3 * MiB, b), true);
+  assert.ok(!b.targets.includes(held), 'a buffer with a read in flight was reused');
+  await tick();
+
+  // Once the read ends, the buffer is a spare again and the next response allocates nothing.
+  src.release();
+  await tick();
+  const c = instantSource();
+  const afterRelease = fresh();
+  assert.equal(await streamBody(fakeCtx().ctx, 200, [], 3 * MiB, c), true);
+  assert.equal(fresh(), afterRelease, 'no fresh buffer once the spares are back');
+  assert.ok(fresh() - before <= 1, 'at most the one buffer kept out was replaced');
+});
+
+test('small bodies never take pooled buffers; every byte of a large one is sent', async () => {
+  const small = instantSource();
+  const f = fakeCtx();
+  assert.equal(await streamBody(f.ctx, 200, [], 1000, small), true);
+  assert.equal(f.sent(), 1000);
+  assert.equal(small.targets[0]!.byteLength < MiB, true, 'a small body reads into a buffer of its own size');
+
+  const big = fakeCtx();
+  assert.equal(await streamBody(big.ctx, 200, [], 5 * MiB + 3, instantSource()), true);
+  assert.equal(big.sent(), 5 * MiB + 3);
+});
