@@ -1,6 +1,6 @@
 import type { Ctx } from './context.ts';
 import { writeHead } from './reply.ts';
-import { spareBuffers } from '../storage/spare-buffers.ts';
+import { pageAligned, spareBuffers } from '../storage/spare-buffers.ts';
 
 /** Reads of this size move ~2.5× more than 64 KiB reads on uWS (PERFORMANCE.md). */
 const CHUNK_BYTES = 1 << 20;
@@ -8,10 +8,11 @@ const CHUNK_BYTES = 1 << 20;
  * Bodies larger than this read through reused 1 MiB buffers. Each response used to allocate its
  * own pair, and a finished response's 2 MiB stayed resident until the next GC: eight downloads
  * started right after eight others peaked at 32 MiB of buffers instead of 16. Spares for eight
- * concurrent responses are kept. Smaller bodies get one buffer of their own size.
+ * concurrent responses are kept. They are page-aligned (see pageAligned): reads from the page cache
+ * into them move ~3× faster than into malloc's. Smaller bodies get one buffer of their own size.
  */
 const POOLED_OVER_BYTES = 64 * 1024;
-const spares = spareBuffers('download', CHUNK_BYTES, 16);
+const spares = spareBuffers('download', CHUNK_BYTES, 16, pageAligned);
 
 /** Where a streamed body comes from: any positioned reader (one file, a ZIP layout, …). */
 export interface BodySource {
