@@ -26,9 +26,9 @@ export interface BodySource {
  * Streams a body of exactly `length` bytes with tryEnd/onWritable backpressure: the same pump as
  * streamFile, generalized to any BodySource. One read is in flight ahead of the send, into the other
  * of two buffers, so memory stays at 2 MiB per response whatever the body size (reused, see
- * POOLED_OVER_BYTES). Resolves true when
- * the whole body was handed to uWS, false if the client went away. A failure before the first byte
- * rejects (the caller can still answer with an error); after it, the connection is dropped.
+ * POOLED_OVER_BYTES). Resolves true when the whole body was handed to uWS, false if the client went
+ * away. A failure before the first byte rejects (the caller can still answer with an error); after
+ * it, the connection is dropped.
  */
 export function streamBody(
   ctx: Ctx,
