@@ -1,6 +1,6 @@
 /**
  * streamBody's reused read buffers, driven without a server: a fake uWS response that takes every
- * chunk at once (or never, until told), and a source whose reads finish when the test says so.
+ * chunk at once, and a source whose reads finish when the test says so.
  * What matters is when a buffer goes back: never while a read may still write into it.
  */
 import { test } from 'node:test';
