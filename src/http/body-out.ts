@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import type { Ctx } from './context.ts';
 import { streamBody, type BodySource } from './body-pump.ts';
+import { readFullyAt } from '../storage/read-at.ts';
 
 /** A BodySource reading one file from byte `start` on; the file is opened on the first read. */
 export function fileSource(filePath: string, start: number): BodySource {
@@ -20,16 +21,11 @@ export function fileSource(filePath: string, start: number): BodySource {
       }),
     ));
   return {
-    async read(target, pos) {
-      const handle = await open();
-      for (let done = 0; done < target.length; ) {
-        if (closed) throw new Error('source closed'); // the fd may be gone (abort): never read a reused one
-        const n = await new Promise<number>((resolve, reject) =>
-          fs.read(handle, target, done, target.length - done, start + pos + done, (err, got) => (err ? reject(err) : resolve(got))),
-        );
-        if (n === 0) throw new Error(`file shorter than its recorded size: ${filePath}`);
-        done += n;
-      }
+    read(target, pos) {
+      const short = (): Error => new Error(`file shorter than its recorded size: ${filePath}`);
+      const from = (handle: number): Promise<void> => readFullyAt(handle, target, start + pos, () => !closed, short);
+      // Submit at once when the file is open: see readFullyAt.
+      return fd >= 0 ? from(fd) : open().then(from);
     },
     close() {
       closed = true;

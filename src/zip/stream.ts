@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import type { Ctx } from '../http/context.ts';
 import { streamBody, type BodySource } from '../http/body-pump.ts';
+import { readFullyAt } from '../storage/read-at.ts';
 import { findSegment, segmentLength, type ZipLayout } from './layout.ts';
 
 /**
@@ -47,16 +48,11 @@ export function zipSource(layout: ZipLayout, filePaths: readonly string[], start
     return fd;
   };
 
-  const readFully = async (index: number, target: Buffer, filePos: number): Promise<void> => {
-    const fd = await fdFor(index);
-    for (let done = 0; done < target.length; ) {
-      if (closed) throw new Error('zip source closed'); // the fd may be gone (abort): never read a reused one
-      const n = await new Promise<number>((ok, fail) =>
-        fs.read(fd, target, done, target.length - done, filePos + done, (e, r) => (e ? fail(e) : ok(r))),
-      );
-      if (n === 0) throw new Error(`file shorter than recorded size: ${filePaths[index]}`);
-      done += n;
-    }
+  // The open file's read is submitted synchronously (readFullyAt), so it overlaps the send before it.
+  const readFully = (index: number, target: Buffer, filePos: number): Promise<void> => {
+    const short = (): Error => new Error(`file shorter than recorded size: ${filePaths[index]}`);
+    const from = (fd: number): Promise<void> => readFullyAt(fd, target, filePos, () => !closed, short);
+    return open?.index === index ? from(open.fd) : fdFor(index).then(from);
   };
 
   return {
