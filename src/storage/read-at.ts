@@ -4,8 +4,8 @@ import fs from 'node:fs';
  * Fills all of `target` from `fd` at file offset `pos`, continuing after short reads. The first read
  * is handed to libuv's pool before this returns, not on a later microtask: the body pump calls it just
  * before a send, so the pool thread copies the next chunk while the event loop sends this one. Behind
- * an `await`, every read started only after the send that follows it had finished, and a cached
- * download alternated read and send on one core (PERFORMANCE notes in bench/RESULTS.md, session 12).
+ * an `await`, every read started only after the send it was meant to overlap had returned, and a
+ * cached download alternated read and send (bench/RESULTS.md, session 12).
  * `stillOpen` is checked before every read: after an abort the fd number may belong to another file.
  */
 export function readFullyAt(
