@@ -34,8 +34,8 @@ export function zipSource(layout: ZipLayout, filePaths: readonly string[], start
     open = null;
   };
 
-  const fdFor = async (index: number): Promise<number> => {
-    if (open?.index === index) return open.fd;
+  /** Opens entry `index`'s file in place of the one open (readFully reuses an open one directly). */
+  const openEntry = async (index: number): Promise<number> => {
     release();
     const path = filePaths[index];
     if (path === undefined) throw new Error(`no file for zip entry ${index}`);
@@ -48,11 +48,11 @@ export function zipSource(layout: ZipLayout, filePaths: readonly string[], start
     return fd;
   };
 
-  // The open file's read is submitted synchronously (readFullyAt), so it overlaps the send before it.
+  // An open file's read is submitted before this returns (readFullyAt), so it overlaps the send that follows.
   const readFully = (index: number, target: Buffer, filePos: number): Promise<void> => {
     const short = (): Error => new Error(`file shorter than recorded size: ${filePaths[index]}`);
     const from = (fd: number): Promise<void> => readFullyAt(fd, target, filePos, () => !closed, short);
-    return open?.index === index ? from(open.fd) : fdFor(index).then(from);
+    return open?.index === index ? from(open.fd) : openEntry(index).then(from);
   };
 
   return {
