@@ -16,6 +16,7 @@ import type { Deps } from './routes/deps.ts';
 import { uploadRoutes } from './routes/upload.ts';
 import { bundleRoutes } from './routes/bundle.ts';
 import { createBundleCache } from './state/bundle-cache.ts';
+import { createBundleWriter } from './db/bundle-writer.ts';
 import { createDownloadCounts } from './db/download-counts.ts';
 import { findActiveBundleWithFiles } from './db/bundles.ts';
 import { downloadRoutes } from './routes/download.ts';
@@ -127,6 +128,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
       binding,
       dbKind: db.kind,
       bundles,
+      newBundles: createBundleWriter({ sql: db.sql }),
       metrics,
       downloads,
       downloadCounts,

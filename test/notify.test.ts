@@ -1,55 +1,18 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import pino from 'pino';
-import postgres from 'postgres';
-import { backends, startServer, type Backend, type TestServer } from './helpers/server.ts';
+import { backends, startServer, type TestServer } from './helpers/server.ts';
 import { startMailSink, type MailSink } from './helpers/smtp.ts';
 import { call, uploaded } from './access-util.ts';
-import { connectDb, type Db, type Sql } from '../src/db/client.ts';
-import { migrate } from '../src/db/migrate.ts';
+import type { Sql } from '../src/db/client.ts';
+import { database } from './helpers/database.ts';
 import { createSealer } from '../src/auth/sealer.ts';
 import { createOutbox, type Outbox } from '../src/mail/outbox.ts';
 import { createMailTransport } from '../src/mail/transport.ts';
 import { createDownloadNotifier, NOTIFY_WINDOW_MS } from '../src/notify/downloads.ts';
 
-const PG_ADMIN_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const MIN = 60_000;
-
-/** A migrated database of the backend's kind in this process: embedded PGlite or a fresh PostgreSQL database. */
-async function database(backend: Backend): Promise<{ db: Db; dataDir: string; drop: () => Promise<void> }> {
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'sl-notify-'));
-  const log = pino({ level: 'silent' });
-  let databaseUrl: string | undefined;
-  let name: string | undefined;
-  if (backend === 'postgres') {
-    name = `sluice_t_${randomBytes(6).toString('hex')}`;
-    const admin = postgres(PG_ADMIN_URL, { max: 1, onnotice: () => {} });
-    await admin.unsafe(`create database ${name}`);
-    await admin.end();
-    const u = new URL(PG_ADMIN_URL);
-    u.pathname = `/${name}`;
-    databaseUrl = u.toString();
-  }
-  const db = await connectDb({ databaseUrl, dataDir, log, max: 4 });
-  await migrate(db.sql);
-  return {
-    db,
-    dataDir,
-    async drop() {
-      await db.close();
-      fs.rmSync(dataDir, { recursive: true, force: true });
-      if (name) {
-        const admin = postgres(PG_ADMIN_URL, { max: 1, onnotice: () => {} });
-        await admin.unsafe(`drop database if exists ${name} with (force)`).catch(() => {});
-        await admin.end();
-      }
-    },
-  };
-}
 
 for (const backend of backends()) {
   describe(`notify_email batching with an injected clock (${backend})`, () => {

@@ -62,44 +62,86 @@ const BUNDLE_COLS = 'b.*, (b.expires_at is not null and b.expires_at <= now()) a
 const FILE_COLS = ['id', 'bundle_id', 'storage_key', 'name', 'size', 'mime_type', 'sha256', 'crc32', 'download_count', 'created_at'];
 const FILE_COLS_AS = FILE_COLS.map((c) => `f.${c} as file__${c}`).join(', ');
 
+/** One bundle to create with its files (at least one), and what creating it gave. */
+export interface BundleInsert {
+  bundle: NewBundle;
+  files: NewFile[];
+}
+export interface InsertedBundle {
+  bundle: BundleRow;
+  files: FileRow[];
+}
+
 /**
- * Creates the bundle and its file rows (at least one) in ONE statement, atomic by itself: one round
- * trip instead of begin, two inserts and commit. File ids follow the order of `files`. Retries the
- * short code on collision.
+ * Creates several bundles and their file rows in ONE statement, atomic by itself: one round trip and
+ * one commit for all of them. Each item gets a fresh short code; an item whose code is already taken
+ * comes back as null (nothing of it is written) for the caller to retry. File ids follow the order
+ * of each item's `files`. Any other failure fails the whole statement, and nothing is written.
  */
-export async function insertBundle(sql: Sql, b: NewBundle, files: NewFile[]): Promise<{ bundle: BundleRow; files: FileRow[] }> {
-  if (files.length === 0) throw new Error('insertBundle needs at least one file');
-  const total = files.reduce((n, f) => n + f.size, 0);
-  for (let attempt = 0; ; attempt++) {
-    try {
-      const rows = await sql<Record<string, unknown>[]>`
-        with b as (
-          insert into bundles (short_code, upload_token_hash, description, access_password_hash, notify_email,
-                               is_encrypted, api_key_id, max_size_bytes, total_size_bytes, file_count, expires_at)
-          values (${newShortCode()}, ${b.uploadTokenHash}, ${b.description}, ${b.accessPasswordHash}, ${b.notifyEmail},
-                  ${b.isEncrypted}, ${b.apiKeyId}, ${b.maxSizeBytes}, ${total}, ${files.length}, ${b.expiresAt})
-          returning *
-        ), f as (
-          insert into files (bundle_id, storage_key, name, size, mime_type, sha256, crc32)
-          select b.id, x.storage_key, x.name, x.size, x.mime_type, decode(x.sha256, 'hex'), x.crc32
-          from b, unnest(${files.map((f) => f.storageKey)}::text[], ${files.map((f) => f.name)}::text[],
-                         ${files.map((f) => f.size)}::int8[], ${files.map((f) => f.mimeType)}::text[],
-                         ${files.map((f) => f.sha256)}::text[], ${files.map((f) => f.crc32)}::int8[])
-               with ordinality as x(storage_key, name, size, mime_type, sha256, crc32, n)
-          order by x.n
-          returning *
-        )
-        select b.*, false as is_expired, ${sql.unsafe(FILE_COLS_AS)} from b cross join f order by f.id`;
+export async function insertBundles(
+  sql: Sql,
+  items: BundleInsert[],
+  newCode: () => string = newShortCode,
+): Promise<(InsertedBundle | null)[]> {
+  if (items.some((it) => it.files.length === 0)) throw new Error('a new bundle needs at least one file');
+  // Codes unique within the statement: a duplicate would be skipped by the conflict clause while its
+  // files joined the twin's row.
+  const codes = new Set<string>();
+  const codeOf = items.map(() => {
+    let c = newCode();
+    while (codes.has(c)) c = newCode();
+    codes.add(c);
+    return c;
+  });
+  const bs = items.map((it) => it.bundle);
+  const fs = items.flatMap((it, i) => it.files.map((f) => ({ n: i + 1, f })));
+  // Arrays go as text where postgres.js cannot type them (booleans, nullable numbers and times).
+  const rows = await sql<Record<string, unknown>[]>`
+    with x as (
+      select * from unnest(${codeOf}::text[], ${bs.map((b) => b.uploadTokenHash.toString('hex'))}::text[],
+                           ${bs.map((b) => b.description)}::text[], ${bs.map((b) => b.accessPasswordHash)}::text[],
+                           ${bs.map((b) => b.notifyEmail)}::text[], ${bs.map((b) => (b.isEncrypted ? 't' : 'f'))}::text[],
+                           ${bs.map((b) => (b.apiKeyId === null ? null : String(b.apiKeyId)))}::text[],
+                           ${bs.map((b) => b.maxSizeBytes)}::int8[],
+                           ${items.map((it) => it.files.reduce((n, f) => n + f.size, 0))}::int8[],
+                           ${items.map((it) => it.files.length)}::int4[],
+                           ${bs.map((b) => (b.expiresAt === null ? null : b.expiresAt.toISOString()))}::text[])
+             with ordinality as x(short_code, token_hex, description, password_hash, notify_email, encrypted, api_key_id,
+                                  max_size, total_size, file_count, expires_at, n)
+    ), b as (
+      insert into bundles (short_code, upload_token_hash, description, access_password_hash, notify_email,
+                           is_encrypted, api_key_id, max_size_bytes, total_size_bytes, file_count, expires_at)
+      select short_code, decode(token_hex, 'hex'), description, password_hash, notify_email,
+             encrypted::boolean, api_key_id::int8, max_size, total_size, file_count, expires_at::timestamptz
+      from x order by n
+      on conflict (short_code) do nothing
+      returning *
+    ), f as (
+      insert into files (bundle_id, storage_key, name, size, mime_type, sha256, crc32)
+      select b.id, y.storage_key, y.name, y.size, y.mime_type, decode(y.sha256, 'hex'), y.crc32
+      from unnest(${fs.map((e) => e.n)}::int8[], ${fs.map((e) => e.f.storageKey)}::text[], ${fs.map((e) => e.f.name)}::text[],
+                  ${fs.map((e) => e.f.size)}::int8[], ${fs.map((e) => e.f.mimeType)}::text[],
+                  ${fs.map((e) => e.f.sha256)}::text[], ${fs.map((e) => e.f.crc32)}::int8[])
+           with ordinality as y(bundle_n, storage_key, name, size, mime_type, sha256, crc32, m)
+      join x on x.n = y.bundle_n
+      join b on b.short_code = x.short_code
+      order by y.m
+      returning *
+    )
+    select b.*, false as is_expired, ${sql.unsafe(FILE_COLS_AS)} from b join f on f.bundle_id = b.id order by f.id`;
+  const byCode = new Map<string, InsertedBundle>();
+  for (const r of rows) {
+    const code = r.short_code as string;
+    let got = byCode.get(code);
+    if (!got) {
       const bundle: Record<string, unknown> = {};
-      for (const [k, v] of Object.entries(rows[0]!)) if (!k.startsWith('file__')) bundle[k] = v;
-      const fileRows = rows.map((r) => Object.fromEntries(FILE_COLS.map((c) => [c, r[`file__${c}`]])));
-      return { bundle: bundle as unknown as BundleRow, files: fileRows as unknown as FileRow[] };
-    } catch (err) {
-      const e = err as { code?: string; constraint_name?: string };
-      if (e.code === '23505' && /short_code/.test(e.constraint_name ?? '') && attempt < 10) continue;
-      throw err;
+      for (const [k, v] of Object.entries(r)) if (!k.startsWith('file__')) bundle[k] = v;
+      got = { bundle: bundle as unknown as BundleRow, files: [] };
+      byCode.set(code, got);
     }
+    got.files.push(Object.fromEntries(FILE_COLS.map((c) => [c, r[`file__${c}`]])) as unknown as FileRow);
   }
+  return codeOf.map((c) => byCode.get(c) ?? null);
 }
 
 async function insertFiles(tx: Sql, bundleId: number, files: NewFile[]): Promise<FileRow[]> {

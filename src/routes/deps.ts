@@ -11,6 +11,7 @@ import type { RateStore } from '../state/rate-store.ts';
 import type { Metrics } from '../metrics.ts';
 import type { DownloadNotifier } from '../notify/downloads.ts';
 import type { BundleCache } from '../state/bundle-cache.ts';
+import type { BundleWriter } from '../db/bundle-writer.ts';
 import type { DownloadCounts } from '../db/download-counts.ts';
 
 /** Limits that apply to one uploader: anonymous, or the plan of a Bearer key. */
@@ -72,6 +73,8 @@ export interface Deps {
   readonly dbKind: 'postgres' | 'embedded';
   /** Active bundles with their files, by short code (bundle info, status, share page). */
   readonly bundles: BundleCache;
+  /** New bundles with their files, committed in groups (see db/bundle-writer.ts). */
+  readonly newBundles: BundleWriter;
   /** Absent in tests that build route tables without a server. */
   readonly metrics?: Metrics;
   /** notify_email: finished downloads are recorded here. Absent in tests that build route tables. */

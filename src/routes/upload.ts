@@ -4,7 +4,7 @@ import { sendJson, send } from '../http/reply.ts';
 import type { Route } from '../http/server.ts';
 import { ingestMultipart, type IngestedFile, type IngestResult } from '../ingest/multipart.ts';
 import { AppError, toAppError } from '../errors.ts';
-import { appendFiles, findBundleByTokenHash, insertBundle, MAX_FILES_PER_BUNDLE, type FileRow, type NewFile } from '../db/bundles.ts';
+import { appendFiles, findBundleByTokenHash, MAX_FILES_PER_BUNDLE, type FileRow, type NewFile } from '../db/bundles.ts';
 import { hashSecret, newUploadToken, secretMatches, UPLOAD_TOKEN_RE } from '../auth/tokens.ts';
 import { newFileKey } from '../storage/disk.ts';
 import { isoUtc, DAY_MS } from '../util/time.ts';
@@ -56,8 +56,7 @@ async function createBundle(ctx: Ctx, deps: Deps): Promise<void> {
     if (ctx.aborted) throw new AppError('MALFORMED_MULTIPART', 'client went away');
     const token = newUploadToken();
     const now = Date.now();
-    const { bundle, files } = await insertBundle(
-      deps.sql,
+    const { bundle, files } = await deps.newBundles.insert(
       {
         uploadTokenHash: hashSecret(token),
         description,

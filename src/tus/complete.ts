@@ -1,6 +1,6 @@
 import fsp from 'node:fs/promises';
 import type { Deps } from '../routes/deps.ts';
-import { appendFiles, insertBundle, type BundleRow, type NewFile } from '../db/bundles.ts';
+import { appendFiles, type BundleRow, type NewFile } from '../db/bundles.ts';
 import { hashSecret, newUploadToken } from '../auth/tokens.ts';
 import { newFileKey } from '../storage/disk.ts';
 import { DAY_MS } from '../util/time.ts';
@@ -37,8 +37,7 @@ export async function completeUpload(deps: Deps, row: TusRow, partPath: string):
     } else {
       const nb = row.new_bundle!;
       const token = newUploadToken();
-      const { bundle, files } = await insertBundle(
-        deps.sql,
+      const { bundle, files } = await deps.newBundles.insert(
         {
           uploadTokenHash: hashSecret(token),
           description: nb.description,
