@@ -119,3 +119,49 @@ describe('staging pool', () => {
     assert.equal(live, 1);
   });
 });
+
+describe('part file syncs', () => {
+  test('a file written in one piece is opened O_DSYNC and closed without an fsync; others, and empty ones, are fsynced', async () => {
+    const { createPartFile } = await import('../src/storage/part-file.ts');
+    const dir = await fsp.mkdtemp(path.join(os.tmpdir(), 'sluice-sync-'));
+    const flagsOf = new Map<string, number>();
+    let fsyncs = 0;
+    const { open, fsync } = fs;
+    const wasDirect = direct.supported;
+    direct.supported = false; // the page-cache path, where the two differ
+    (fs as { open: unknown }).open = (p: string, flags: number, mode: number, cb: unknown) => {
+      if (p.startsWith(dir)) flagsOf.set(p, flags);
+      return (open as (...a: unknown[]) => void)(p, flags, mode, cb);
+    };
+    (fs as { fsync: unknown }).fsync = (fd: number, cb: unknown) => {
+      fsyncs++;
+      return (fsync as (...a: unknown[]) => void)(fd, cb);
+    };
+    try {
+      const store = async (name: string, pieces: Buffer[]): Promise<number> => {
+        const before = fsyncs;
+        const p = path.join(dir, name);
+        const f = createPartFile(p, (err) => assert.fail(err), () => {});
+        let at = 0;
+        await Promise.all(pieces.map((b) => {
+          const written = new Promise<void>((resolve) => f.write(b, b.length, at, resolve, pieces.length === 1));
+          at += b.length;
+          return written;
+        }));
+        await f.close();
+        assert.ok((await fsp.readFile(p)).equals(Buffer.concat(pieces)), `bytes of ${name}`);
+        return fsyncs - before;
+      };
+      assert.equal(await store('one', [randomBytes(1024)]), 0);
+      assert.ok(flagsOf.get(path.join(dir, 'one'))! & fs.constants.O_DSYNC, 'one piece: O_DSYNC');
+      assert.equal(await store('two', [randomBytes(1024), randomBytes(2048)]), 1);
+      assert.equal(flagsOf.get(path.join(dir, 'two'))! & fs.constants.O_DSYNC, 0);
+      assert.equal(await store('empty', []), 1, 'an empty file is created at close and fsynced');
+    } finally {
+      (fs as { open: unknown }).open = open;
+      (fs as { fsync: unknown }).fsync = fsync;
+      direct.supported = wasDirect;
+      await fsp.rm(dir, { recursive: true, force: true });
+    }
+  });
+});

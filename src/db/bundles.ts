@@ -94,7 +94,7 @@ export async function insertBundles(
     return c;
   });
   const bs = items.map((it) => it.bundle);
-  const fs = items.flatMap((it, i) => it.files.map((f) => ({ n: i + 1, f })));
+  const fileList = items.flatMap((it, i) => it.files.map((f) => ({ n: i + 1, f })));
   // Arrays go as text where postgres.js cannot type them (booleans, nullable numbers and times).
   const rows = await sql<Record<string, unknown>[]>`
     with x as (
@@ -119,9 +119,9 @@ export async function insertBundles(
     ), f as (
       insert into files (bundle_id, storage_key, name, size, mime_type, sha256, crc32)
       select b.id, y.storage_key, y.name, y.size, y.mime_type, decode(y.sha256, 'hex'), y.crc32
-      from unnest(${fs.map((e) => e.n)}::int8[], ${fs.map((e) => e.f.storageKey)}::text[], ${fs.map((e) => e.f.name)}::text[],
-                  ${fs.map((e) => e.f.size)}::int8[], ${fs.map((e) => e.f.mimeType)}::text[],
-                  ${fs.map((e) => e.f.sha256)}::text[], ${fs.map((e) => e.f.crc32)}::int8[])
+      from unnest(${fileList.map((e) => e.n)}::int8[], ${fileList.map((e) => e.f.storageKey)}::text[], ${fileList.map((e) => e.f.name)}::text[],
+                  ${fileList.map((e) => e.f.size)}::int8[], ${fileList.map((e) => e.f.mimeType)}::text[],
+                  ${fileList.map((e) => e.f.sha256)}::text[], ${fileList.map((e) => e.f.crc32)}::int8[])
            with ordinality as y(bundle_n, storage_key, name, size, mime_type, sha256, crc32, m)
       join x on x.n = y.bundle_n
       join b on b.short_code = x.short_code

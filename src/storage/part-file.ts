@@ -84,8 +84,8 @@ export function createPartFile(path: string, onError: (err: Error) => void, onSe
     opening = true;
     const tryDirect = direct.supported && !onePiece;
     const flags = fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL;
-    const mode = tryDirect ? fs.constants.O_DIRECT : onePiece ? fs.constants.O_DSYNC : 0;
-    fs.open(path, flags | mode, 0o600, (err, opened) => {
+    const how = tryDirect ? fs.constants.O_DIRECT : onePiece ? fs.constants.O_DSYNC : 0;
+    fs.open(path, flags | how, 0o600, (err, opened) => {
       if (err && tryDirect && err.code === 'EINVAL') {
         direct.supported = false; // this filesystem has no O_DIRECT
         opening = false;
