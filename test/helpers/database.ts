@@ -10,22 +10,29 @@ import type { Backend } from './server.ts';
 
 const PG_ADMIN_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 
+/** A new empty database on the test PostgreSQL server, named so parallel test files never collide. */
+export async function createPgDatabase(): Promise<{ name: string; url: string }> {
+  const name = `sluice_t_${randomBytes(6).toString('hex')}`;
+  const admin = postgres(PG_ADMIN_URL, { max: 1, onnotice: () => {} });
+  await admin.unsafe(`create database ${name}`);
+  await admin.end();
+  const u = new URL(PG_ADMIN_URL);
+  u.pathname = `/${name}`;
+  return { name, url: u.toString() };
+}
+
+/** Drops a database createPgDatabase made, whoever is still connected. */
+export async function dropPgDatabase(name: string): Promise<void> {
+  const admin = postgres(PG_ADMIN_URL, { max: 1, onnotice: () => {} });
+  await admin.unsafe(`drop database if exists ${name} with (force)`).catch(() => {});
+  await admin.end();
+}
+
 /** A migrated database of the backend's kind in this process: embedded PGlite or a fresh PostgreSQL database. */
 export async function database(backend: Backend): Promise<{ db: Db; dataDir: string; drop: () => Promise<void> }> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'sl-db-'));
-  const log = pino({ level: 'silent' });
-  let databaseUrl: string | undefined;
-  let name: string | undefined;
-  if (backend === 'postgres') {
-    name = `sluice_t_${randomBytes(6).toString('hex')}`;
-    const admin = postgres(PG_ADMIN_URL, { max: 1, onnotice: () => {} });
-    await admin.unsafe(`create database ${name}`);
-    await admin.end();
-    const u = new URL(PG_ADMIN_URL);
-    u.pathname = `/${name}`;
-    databaseUrl = u.toString();
-  }
-  const db = await connectDb({ databaseUrl, dataDir, log, max: 4 });
+  const pg = backend === 'postgres' ? await createPgDatabase() : null;
+  const db = await connectDb({ databaseUrl: pg?.url, dataDir, log: pino({ level: 'silent' }), max: 4 });
   await migrate(db.sql);
   return {
     db,
@@ -33,11 +40,7 @@ export async function database(backend: Backend): Promise<{ db: Db; dataDir: str
     async drop() {
       await db.close();
       fs.rmSync(dataDir, { recursive: true, force: true });
-      if (name) {
-        const admin = postgres(PG_ADMIN_URL, { max: 1, onnotice: () => {} });
-        await admin.unsafe(`drop database if exists ${name} with (force)`).catch(() => {});
-        await admin.end();
-      }
+      if (pg) await dropPgDatabase(pg.name);
     },
   };
 }

@@ -2,11 +2,10 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';
+import { createPgDatabase, dropPgDatabase } from './database.ts';
 
 export const ROOT = path.resolve(import.meta.dirname, '../..');
-const PG_ADMIN_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 
 export type Backend = 'embedded' | 'postgres';
 
@@ -62,13 +61,9 @@ export async function startServer(backend: Backend, extraEnv: Record<string, str
   };
   let dbName: string | undefined;
   if (backend === 'postgres') {
-    dbName = `sluice_t_${randomBytes(6).toString('hex')}`;
-    const admin = postgres(PG_ADMIN_URL, { max: 1, onnotice: () => {} });
-    await admin.unsafe(`create database ${dbName}`);
-    await admin.end();
-    const u = new URL(PG_ADMIN_URL);
-    u.pathname = `/${dbName}`;
-    env.DATABASE_URL = u.toString();
+    const pg = await createPgDatabase();
+    dbName = pg.name;
+    env.DATABASE_URL = pg.url;
     env.REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
   }
   let proc!: ChildProcess;
@@ -123,11 +118,7 @@ export async function startServer(backend: Backend, extraEnv: Record<string, str
     async close() {
       await server.stop();
       fs.rmSync(dataDir, { recursive: true, force: true });
-      if (dbName) {
-        const admin = postgres(PG_ADMIN_URL, { max: 1, onnotice: () => {} });
-        await admin.unsafe(`drop database if exists ${dbName} with (force)`).catch(() => {});
-        await admin.end();
-      }
+      if (dbName) await dropPgDatabase(dbName);
     },
   };
   await launch();
