@@ -24,7 +24,6 @@ const file = (name: string, size = 10): NewFile => ({
   name,
   size,
   mimeType: 'text/plain',
-  sha256: randomBytes(32).toString('hex'),
   crc32: 7,
 });
 

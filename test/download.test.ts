@@ -111,7 +111,7 @@ for (const backend of backends()) {
       assert.equal(header(r.headers, 'content-type'), 'application/x-test');
       assert.equal(header(r.headers, 'content-disposition'), 'attachment; filename="data.bin"');
       assert.equal(header(r.headers, 'content-length'), String(size));
-      assert.match(header(r.headers, 'etag') ?? '', /^"[^"]+"$/, 'a strong quoted ETag');
+      assert.match(header(r.headers, 'etag') ?? '', /^"[0-9a-z]+-[0-9a-z]+-[0-9a-z]+-[0-9a-f]{8}"$/, 'a strong quoted ETag');
       const lm = header(r.headers, 'last-modified') ?? '';
       assert.match(lm, /^[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT$/);
       assert.ok(Math.abs(Date.parse(lm) - Date.now()) < 10 * 60_000, `Last-Modified ${lm} is the upload time`);
@@ -188,6 +188,16 @@ for (const backend of backends()) {
         assert.equal(sha256(r.body), sha256(content));
       });
     }
+
+    test('the ETag names the stored file: the same bytes uploaded again get their own, and neither validates the other', async () => {
+      const etag = header((await get(srv, path)).headers, 'etag')!;
+      const again = (await upload(srv, [{ name: 'data.bin', data: content, type: 'application/x-test' }])).files[0]!;
+      const other = header((await get(srv, again.download_url)).headers, 'etag')!;
+      assert.notEqual(other, etag);
+      assert.equal(header((await get(srv, path)).headers, 'etag'), etag, 'stable across requests');
+      assert.equal((await get(srv, again.download_url, { 'if-none-match': etag })).status, 200);
+      assert.equal((await get(srv, path, { 'if-none-match': other })).status, 200);
+    });
 
     test('If-None-Match with the ETag → 304 without a body', async () => {
       const etag = header((await get(srv, path)).headers, 'etag')!;

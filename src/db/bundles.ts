@@ -27,7 +27,6 @@ export interface FileRow {
   name: string;
   size: number;
   mime_type: string;
-  sha256: Uint8Array;
   crc32: number;
   download_count: number;
   created_at: Date;
@@ -38,7 +37,6 @@ export interface NewFile {
   name: string;
   size: number;
   mimeType: string;
-  sha256: string;
   crc32: number;
 }
 
@@ -59,7 +57,7 @@ export const MAX_FILES_PER_BUNDLE = 10_000;
 
 const BUNDLE_COLS = 'b.*, (b.expires_at is not null and b.expires_at <= now()) as is_expired';
 
-const FILE_COLS = ['id', 'bundle_id', 'storage_key', 'name', 'size', 'mime_type', 'sha256', 'crc32', 'download_count', 'created_at'];
+const FILE_COLS = ['id', 'bundle_id', 'storage_key', 'name', 'size', 'mime_type', 'crc32', 'download_count', 'created_at'];
 const FILE_COLS_AS = FILE_COLS.map((c) => `f.${c} as file__${c}`).join(', ');
 
 /** One bundle to create with its files (at least one), and what creating it gave. */
@@ -117,12 +115,12 @@ export async function insertBundles(
       on conflict (short_code) do nothing
       returning *
     ), f as (
-      insert into files (bundle_id, storage_key, name, size, mime_type, sha256, crc32)
-      select b.id, y.storage_key, y.name, y.size, y.mime_type, decode(y.sha256, 'hex'), y.crc32
+      insert into files (bundle_id, storage_key, name, size, mime_type, crc32)
+      select b.id, y.storage_key, y.name, y.size, y.mime_type, y.crc32
       from unnest(${fileList.map((e) => e.n)}::int8[], ${fileList.map((e) => e.f.storageKey)}::text[], ${fileList.map((e) => e.f.name)}::text[],
                   ${fileList.map((e) => e.f.size)}::int8[], ${fileList.map((e) => e.f.mimeType)}::text[],
-                  ${fileList.map((e) => e.f.sha256)}::text[], ${fileList.map((e) => e.f.crc32)}::int8[])
-           with ordinality as y(bundle_n, storage_key, name, size, mime_type, sha256, crc32, m)
+                  ${fileList.map((e) => e.f.crc32)}::int8[])
+           with ordinality as y(bundle_n, storage_key, name, size, mime_type, crc32, m)
       join x on x.n = y.bundle_n
       join b on b.short_code = x.short_code
       order by y.m
@@ -149,8 +147,8 @@ async function insertFiles(tx: Sql, bundleId: number, files: NewFile[]): Promise
   // One statement per file keeps ids in upload order; bundles rarely hold more than a handful per request.
   for (const f of files) {
     const [row] = await tx<FileRow[]>`
-      insert into files (bundle_id, storage_key, name, size, mime_type, sha256, crc32)
-      values (${bundleId}, ${f.storageKey}, ${f.name}, ${f.size}, ${f.mimeType}, ${Buffer.from(f.sha256, 'hex')}, ${f.crc32})
+      insert into files (bundle_id, storage_key, name, size, mime_type, crc32)
+      values (${bundleId}, ${f.storageKey}, ${f.name}, ${f.size}, ${f.mimeType}, ${f.crc32})
       returning *`;
     rows.push(row!);
   }

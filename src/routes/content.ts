@@ -9,7 +9,7 @@ import { SHORT_CODE_RE } from '../auth/tokens.ts';
 import { createLimiter } from '../thumbs/limit.ts';
 import { createPreviews, type Previews } from '../thumbs/preview.ts';
 import { cardFields, createOgCards, type OgCards } from '../thumbs/og-card.ts';
-import { parseFileId, sendStoredFile } from './download.ts';
+import { fileTag, parseFileId, sendStoredFile } from './download.ts';
 import type { Deps } from './deps.ts';
 
 /** Version prefix of thumbnail ETags: bump when the thumbnail recipe changes. */
@@ -67,7 +67,7 @@ async function fileOrPreview(ctx: Ctx, deps: Deps, previews: Previews): Promise<
   // Untrusted SVG is never rasterized; the content itself is sniffed again before decoding.
   const mime = file.mime_type.toLowerCase();
   if (!mime.startsWith('image/') || mime.startsWith('image/svg')) throw new AppError('FILE_NOT_FOUND');
-  const etag = `"${THUMB_ETAG}-${Buffer.from(file.sha256).toString('hex').slice(0, 40)}"`;
+  const etag = `"${THUMB_ETAG}-${fileTag(file)}"`;
   const headers: Array<[string, string]> = [
     ['ETag', etag],
     ['Cache-Control', 'private, max-age=3600'],

@@ -150,7 +150,7 @@ async function commitParts(deps: Deps, files: readonly IngestedFile[], committed
     const key = newFileKey();
     committed.push(key); // before the rename: a failed directory fsync must still remove it
     await deps.disk.commit(f.partPath, key, f.finishedAt);
-    out.push({ storageKey: key, name: f.name, size: f.size, mimeType: f.mimeType, sha256: f.sha256, crc32: f.crc32 });
+    out.push({ storageKey: key, name: f.name, size: f.size, mimeType: f.mimeType, crc32: f.crc32 });
   }
   return out;
 }

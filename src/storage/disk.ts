@@ -52,7 +52,7 @@ export interface Disk {
   /** Removes every temp part this process created (shutdown, after in-flight uploads are gone). */
   removeOwnParts(): Promise<number>;
   /**
-   * Size, SHA-256 and CRC-32 of a finished file, read and hashed off the event loop (bounded
+   * Size and CRC-32 of a finished file, read and checksummed off the event loop (bounded
    * memory). With a `key` it continues from what digestAhead(key, …) already hashed.
    */
   digest(filePath: string, key?: string): Promise<FileDigest>;

@@ -1,9 +1,8 @@
-// Hashes file bytes off the event loop: SHA-256 and CRC-32 per upload stream, in arrival order,
-// or of a whole file read here in 1 MiB pieces (one buffer per file job, so memory stays bounded).
+// Checksums file bytes off the event loop: the CRC-32 of each upload stream, in arrival order, or of
+// a whole file read here in 1 MiB pieces (one buffer per file job, so memory stays bounded).
 // Buffers arrive transferred and go back transferred, so nothing is copied between threads.
 // Plain JS so it runs in a worker thread whatever loader the main thread uses.
 import { parentPort } from 'node:worker_threads';
-import { createHash } from 'node:crypto';
 import { open } from 'node:fs/promises';
 import { crc32 } from 'node:zlib';
 
@@ -15,7 +14,7 @@ const FILE_PIECE = 1 << 20;
  */
 const pieces = [];
 /**
- * Files hashed ahead while they grow (tus parts), by key: { hash, crc, pos, chain }. A state covers
+ * Files hashed ahead while they grow (tus parts), by key: { crc, pos, chain }. A state covers
  * bytes [0, pos) of the part. They come from the file (`ahead`: bytes below a durable offset, which
  * never change) or from memory as a PATCH streams (`feed`: a copy of bytes about to be written at
  * exactly `pos`). Fed bytes may run past what the PATCH made durable (a failed write or sync, a
@@ -36,7 +35,6 @@ async function advance(st, path, upto) {
       const { bytesRead } = await fh.read(buf, 0, want, st.pos);
       if (bytesRead === 0) break;
       const view = buf.subarray(0, bytesRead);
-      st.hash.update(view);
       st.crc = crc32(view, st.crc);
       st.pos += bytesRead;
     }
@@ -46,7 +44,7 @@ async function advance(st, path, upto) {
   }
 }
 
-const fresh = () => ({ hash: createHash('sha256'), crc: 0, pos: 0, chain: Promise.resolve() });
+const fresh = () => ({ crc: 0, pos: 0, chain: Promise.resolve() });
 
 function stateOf(key) {
   let st = followed.get(key);
@@ -64,24 +62,18 @@ async function digestFile(path, key) {
   await st.chain;
   if (key) followed.delete(key);
   await advance(st, path, null);
-  return { sha256: st.hash.digest('hex'), crc32: st.crc >>> 0, size: st.pos };
+  return { crc32: st.crc >>> 0, size: st.pos };
 }
 
 parentPort.on('message', (msg) => {
   if (msg.t === 'd') {
-    let s = streams.get(msg.id);
-    if (!s) {
-      s = { hash: createHash('sha256'), crc: 0 };
-      streams.set(msg.id, s);
-    }
     const view = new Uint8Array(msg.buf, 0, msg.len);
-    s.hash.update(view);
-    s.crc = crc32(view, s.crc);
+    streams.set(msg.id, crc32(view, streams.get(msg.id) ?? 0));
     parentPort.postMessage({ t: 'ack', id: msg.id, slot: msg.slot, buf: msg.buf }, [msg.buf]);
   } else if (msg.t === 'f') {
-    const s = streams.get(msg.id) ?? { hash: createHash('sha256'), crc: 0 };
+    const crc = streams.get(msg.id) ?? 0;
     streams.delete(msg.id);
-    parentPort.postMessage({ t: 'digest', id: msg.id, sha256: s.hash.digest('hex'), crc32: s.crc >>> 0 });
+    parentPort.postMessage({ t: 'digest', id: msg.id, crc32: crc >>> 0 });
   } else if (msg.t === 'x') {
     streams.delete(msg.id);
   } else if (msg.t === 'feed') {
@@ -89,9 +81,7 @@ parentPort.on('message', (msg) => {
     st.chain = st.chain.then(() => {
       // Anything but the next bytes (a state that started over, or was evicted) is left to `ahead`.
       if (msg.at !== st.pos) return;
-      const view = new Uint8Array(msg.buf, 0, msg.len);
-      st.hash.update(view);
-      st.crc = crc32(view, st.crc);
+      st.crc = crc32(new Uint8Array(msg.buf, 0, msg.len), st.crc);
       st.pos += msg.len;
     }).catch(() => followed.delete(msg.key));
     st.chain.then(() => parentPort.postMessage({ t: 'ack', id: msg.id, slot: 0, buf: msg.buf }, [msg.buf]));
@@ -100,7 +90,7 @@ parentPort.on('message', (msg) => {
     // A failed catch-up (the part was removed) drops the state: the final digest starts over.
     st.chain = st.chain
       .then(() => {
-        if (st.pos > msg.upto) Object.assign(st, { hash: createHash('sha256'), crc: 0, pos: 0 });
+        if (st.pos > msg.upto) Object.assign(st, { crc: 0, pos: 0 });
         if (st.pos < msg.upto) return advance(st, msg.path, msg.upto);
       })
       .catch(() => followed.delete(msg.key));

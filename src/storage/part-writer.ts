@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { crc32 } from 'node:zlib';
 import type { Digest, Hasher, HashStream } from './hasher.ts';
 import { spareBuffers } from './spare-buffers.ts';
@@ -7,8 +6,8 @@ import { createPartFile } from './part-file.ts';
 /** Disk writes are coalesced into slots of this size (busboy hands out ~30 KB pieces). */
 export const SLOT_BYTES = 1 << 20;
 /**
- * Files up to this size are hashed on the event loop when they finish (microseconds for SHA-256
- * and CRC-32) instead of two round trips to the hash worker, which cost more than the hashing.
+ * Files up to this size are checksummed on the event loop when they finish (microseconds for a
+ * CRC-32) instead of two round trips to the hash worker, which cost more than the checksum.
  */
 const INLINE_HASH_BYTES = 256 * 1024;
 /**
@@ -54,7 +53,7 @@ export interface PartWriter {
   onDrain(fn: () => void): void;
   /** True while the writer still references a chunk given to write() (not yet copied). */
   holding(): boolean;
-  /** Flushes, fsyncs and closes; resolves with size and hashes. */
+  /** Flushes, fsyncs and closes; resolves with size and CRC-32. */
   finish(): Promise<PartResult>;
   /** Stops writing and removes the part; safe to call at any time, more than once. */
   abort(): void;
@@ -164,7 +163,7 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
       const view = s.view!;
       if (inline) {
         const bytesOfFile = view.subarray(0, s.len);
-        inlineDigest = { sha256: createHash('sha256').update(bytesOfFile).digest('hex'), crc32: crc32(bytesOfFile) >>> 0 };
+        inlineDigest = { crc32: crc32(bytesOfFile) >>> 0 };
         slotBack(slot, view);
         continue;
       }
@@ -243,7 +242,7 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
           file.close().then(() => {
             if (!inline) return hashStream().digest().then((d) => resolve({ size: bytes, ...d }), reject);
             // (an empty file never filled a slot)
-            resolve({ size: bytes, ...(inlineDigest ?? { sha256: createHash('sha256').digest('hex'), crc32: 0 }) });
+            resolve({ size: bytes, ...(inlineDigest ?? { crc32: 0 }) });
           }, reject);
         };
         idleFn = complete;

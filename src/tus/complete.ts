@@ -25,7 +25,7 @@ export async function completeUpload(deps: Deps, row: TusRow, partPath: string):
   // restart, or on another process, it reads from 0.
   const d = await deps.disk.digest(partPath, row.id);
   const key = newFileKey();
-  const file: NewFile = { storageKey: key, name: row.file_name, size: d.size, mimeType: row.mime_type, sha256: d.sha256, crc32: d.crc32 };
+  const file: NewFile = { storageKey: key, name: row.file_name, size: d.size, mimeType: row.mime_type, crc32: d.crc32 };
   await deps.disk.commit(partPath, key);
   let done: Completed;
   try {
