@@ -83,4 +83,19 @@ describe('disk commit', () => {
     for (const [i, key] of keys.entries()) assert.equal(await fsp.readFile(disk.filePath(key), 'utf8'), `file ${i}`);
     assert.deepEqual(await fsp.readdir(disk.tmpDir), []);
   });
+
+  test('a shard directory removed by hand after its first use is made again by the next commit', async () => {
+    const key = (n: number): string => 'abcd' + String(n).repeat(28);
+    const commit = async (n: number): Promise<void> => {
+      const part = path.join(disk.tmpDir, `${process.pid}-gone${n}.part`);
+      await fsp.writeFile(part, `file ${n}`);
+      await disk.commit(part, key(n));
+    };
+    await commit(1);
+    await fsp.rm(path.join(disk.filesDir, 'ab'), { recursive: true });
+    await commit(2);
+    assert.equal(await fsp.readFile(disk.filePath(key(2)), 'utf8'), 'file 2');
+    // A missing part is still an error, not a retry loop.
+    await assert.rejects(disk.commit(path.join(disk.tmpDir, `${process.pid}-missing.part`), key(3)), { code: 'ENOENT' });
+  });
 });

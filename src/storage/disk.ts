@@ -116,7 +116,13 @@ export async function createDisk(dataDir: string, hasher: Hasher): Promise<Disk>
         const now = new Date();
         await fsp.utimes(partPath, now, now);
       }
-      await fsp.rename(partPath, dest);
+      await fsp.rename(partPath, dest).catch(async (err: NodeJS.ErrnoException) => {
+        // The shard directory went away after this process made it (removed by hand): make it
+        // again, once, rather than fail every upload of the shard's run.
+        if (err.code !== 'ENOENT' || !knownDirs.delete(dir)) throw err;
+        await ensureDir(dir);
+        await fsp.rename(partPath, dest);
+      });
       await syncDir(dir);
     },
     async removeOwnParts() {
