@@ -5,8 +5,9 @@ import { fromRoot } from '../paths.ts';
 /**
  * What is computed of every stored file: its CRC-32. A stored (uncompressed) zip entry needs it, so
  * `/zip` streams without reading a file twice, and it is the file's checksum. There is no SHA-256
- * of uploads: during 1 GiB uploads it took 26% of the server's CPU samples (the CRC-32 15%), its only
- * use was the download ETag, and an immutable file's row makes as strong a validator (fileTag in routes/download.ts).
+ * of uploads: during 1 GiB uploads it took 26% of the server's CPU samples (the CRC-32 15%), its
+ * only use was the download ETag, and an immutable file's row makes as strong a validator (fileTag
+ * in routes/download.ts).
  */
 export interface Digest {
   readonly crc32: number;
