@@ -139,6 +139,18 @@ for (const backend of backends()) {
       assert.ok(Number(locked.headers['retry-after']) > 0, `Retry-After on the lockout 429: ${locked.headers['retry-after']}`);
     });
 
+    test('wrong passwords sent all at once are still only 10 tries; right ones do not fill the window', async () => {
+      const [a, b] = [from(randomLoopback()), from(randomLoopback())];
+      const all = await Promise.all(Array.from({ length: 30 }, (_, i) => verifyAccess(srv, anonPw.short_code, `burst ${i}`, { agent: a })));
+      const statuses = all.map((r) => r.status).sort();
+      assert.deepEqual(statuses, [...Array(10).fill(403), ...Array(20).fill(429)], `statuses: ${statuses.join(',')}`);
+      // From another IP: twelve right passwords, then still ten wrong ones before the lockout.
+      for (let i = 0; i < 12; i++) assert.equal((await verifyAccess(srv, anonPw.short_code, PW_ANON, { agent: b })).status, 200, `right ${i}`);
+      for (let i = 1; i <= 10; i++) assertError(await verifyAccess(srv, anonPw.short_code, `guess ${i}`, { agent: b }), 403, `wrong ${i}`);
+      assertError(await verifyAccess(srv, anonPw.short_code, 'guess 11', { agent: b }), 429, 'wrong 11');
+      await Promise.all([a.close(), b.close()]);
+    });
+
     test('an access token opens only its bundle, only from its IP, only unaltered', async () => {
       const agent = from(randomLoopback());
       const local = await tokenFor(keyedPw, PW_KEYED); // requested from 127.0.0.1

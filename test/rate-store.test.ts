@@ -38,6 +38,21 @@ for (const [name, make] of stores) {
       assert.equal(h.count, 1);
     });
 
+    test('undo takes back one hit, never below zero, and never starts a window', async () => {
+      await store.hit('u', 60_000);
+      await store.hit('u', 60_000);
+      await store.undo('u');
+      assert.equal((await store.peek('u')).count, 1);
+      await store.undo('u');
+      await store.undo('u');
+      assert.equal((await store.peek('u')).count, 0);
+      assert.equal((await store.hit('u', 60_000)).count, 1);
+      await store.undo('never-hit');
+      const fresh = await store.hit('never-hit', 60_000);
+      assert.equal(fresh.count, 1, 'an undo before any hit leaves nothing behind');
+      assert.ok(fresh.resetMs > 0 && fresh.resetMs <= 60_000, `the window still ends: ${fresh.resetMs}`);
+    });
+
     test('concurrent hits are all counted exactly once', async () => {
       const hits = await Promise.all(Array.from({ length: 50 }, () => store.hit('burst', 60_000)));
       assert.deepEqual(

@@ -30,16 +30,20 @@ async function verify(ctx: Ctx, deps: Deps): Promise<void> {
   if (!bundle) throw new AppError('BUNDLE_NOT_FOUND');
   // Keyed by the bundle's token hash, never reused, unlike ids and codes after a delete or a fresh db.
   const attemptsKey = `pw:${Buffer.from(bundle.upload_token_hash).subarray(0, 12).toString('hex')}:${caller.ip}`;
-  const attempts = await deps.store.peek(attemptsKey).catch(() => ({ count: 0, resetMs: 0 }));
-  if (attempts.count >= MAX_WRONG) {
-    ctx.replyHeaders.push(['Retry-After', String(Math.max(1, Math.ceil(attempts.resetMs / 1000)))]);
+  // The attempt is counted before the password is checked, in one atomic hit, and given back when
+  // it was right: with a read first and a hit after the (slow) check, 30 guesses sent at once all
+  // read a count below the limit and were all tried. If the store cannot answer, verification
+  // fails open like the rest of the rate limiting.
+  const attempt = await deps.store.hit(attemptsKey, WINDOW_MS).catch(() => null);
+  const giveBack = (): Promise<void> => (attempt ? deps.store.undo(attemptsKey).catch(() => {}) : Promise.resolve());
+  if (attempt && attempt.count > MAX_WRONG) {
+    await giveBack(); // refused untried: only tried passwords fill the window
+    ctx.replyHeaders.push(['Retry-After', String(Math.max(1, Math.ceil(attempt.resetMs / 1000)))]);
     throw new AppError('RATE_LIMITED', 'Too many wrong passwords for this bundle; try again later');
   }
   const ok = bundle.access_password_hash === null || (await deps.passwords.verify(password, bundle.access_password_hash));
-  if (!ok) {
-    await deps.store.hit(attemptsKey, WINDOW_MS).catch(() => undefined);
-    throw new AppError('WRONG_PASSWORD');
-  }
+  if (!ok) throw new AppError('WRONG_PASSWORD');
+  await giveBack();
   const { token, expiresAt } = deps.signer.accessToken(bundle.id, caller.ip);
   sendJson(ctx, 200, { success: true, access_token: token, short_code: bundle.short_code, expires_in: 3600, expires_at: expiresAt });
 }

@@ -14,6 +14,11 @@ export interface RateStore {
   hit(key: string, windowMs: number): Promise<Hit>;
   /** The current window without counting (count 0 when none). */
   peek(key: string): Promise<Hit>;
+  /**
+   * Takes back one hit of the current window (never below 0; nothing once the window ended): for
+   * counters that reserve an attempt before knowing whether it counts (see verify-access.ts).
+   */
+  undo(key: string): Promise<void>;
   /** Resolves when the store answers (readiness); the memory store always does. */
   ping(): Promise<void>;
   close(): Promise<void>;
@@ -42,6 +47,10 @@ export function createMemoryRateStore(now: () => number = Date.now): RateStore {
       const t = now();
       return w && w.resetAt > t ? { count: w.count, resetMs: w.resetAt - t } : { count: 0, resetMs: 0 };
     },
+    async undo(key) {
+      const w = windows.get(key);
+      if (w && w.resetAt > now() && w.count > 0) w.count--;
+    },
     ping: async () => {},
     close: async () => windows.clear(),
   };
@@ -54,6 +63,12 @@ if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]); ttl = tonumber(ARGV[1]) end
 return {n, ttl}`;
+
+// Never DECR a missing key: it would come back as -1 with no expiry, a window that never ends.
+const UNDO_SCRIPT = `
+local n = tonumber(redis.call('GET', KEYS[1]) or '0')
+if n > 0 then return redis.call('DECR', KEYS[1]) end
+return 0`;
 
 /**
  * Redis store shared by every process and machine. Commands time out fast and are never queued
@@ -89,7 +104,11 @@ export function createRedisRateStore(url: string, log: Logger, prefix: string, o
     redis.once('ready', done);
   });
   redis.defineCommand('sluiceHit', { numberOfKeys: 1, lua: HIT_SCRIPT });
-  const run = redis as unknown as { sluiceHit(key: string, windowMs: number): Promise<[number, number]> };
+  redis.defineCommand('sluiceUndo', { numberOfKeys: 1, lua: UNDO_SCRIPT });
+  const run = redis as unknown as {
+    sluiceHit(key: string, windowMs: number): Promise<[number, number]>;
+    sluiceUndo(key: string): Promise<number>;
+  };
   /** Every failed command is reported (metrics) before the caller decides to fail open. */
   const counted = async <T>(p: Promise<T>): Promise<T> => {
     try {
@@ -113,6 +132,10 @@ export function createRedisRateStore(url: string, log: Logger, prefix: string, o
         [unknown, number],
       ];
       return { count: Number(count ?? 0), resetMs: Math.max(0, ttl) };
+    },
+    async undo(key) {
+      if (firstConnect) await firstConnect;
+      await counted(run.sluiceUndo(prefix + key));
     },
     async ping() {
       if (firstConnect) await firstConnect;
