@@ -262,18 +262,32 @@ for (const backend of backends()) {
       assert.equal(await offsetOf(srv, fits), 0);
     });
 
-    test('rate limiting counts the creation POST, not the PATCHes', async () => {
+    test('rate limiting counts the creation POST, not the PATCHes; every tus response states the budget', async () => {
       const ip = '10.200.0.1';
       const r = await call(srv, 'POST', '/api/v1/tus/', { 'upload-length': String(64 * 1024), 'x-forwarded-for': ip });
       assert.equal(r.status, 201);
+      assert.deepEqual([r.headers['x-ratelimit-limit'], r.headers['x-ratelimit-remaining']], [String(RATE), String(RATE - 1)]);
       const loc = new URL(r.headers.location!).pathname;
+      /** CONTRACT: every /api/* response carries both headers; these requests leave Remaining where it was. */
+      const states = (res: Res, what: string): void =>
+        assert.deepEqual([res.headers['x-ratelimit-limit'], res.headers['x-ratelimit-remaining']], [String(RATE), String(RATE - 1)], what);
       for (let i = 0; i < RATE * 3; i++) {
         const p = await call(srv, 'PATCH', loc, {
           'content-type': 'application/offset+octet-stream', 'upload-offset': String(i * 1024), 'x-forwarded-for': ip,
         }, randomBytes(1024));
         assert.equal(p.status, 204, p.body);
-        assert.equal((await call(srv, 'HEAD', loc, { 'x-forwarded-for': ip })).status, 200);
+        states(p, `PATCH ${i}`);
+        const h = await call(srv, 'HEAD', loc, { 'x-forwarded-for': ip });
+        assert.equal(h.status, 200);
+        states(h, `HEAD ${i}`);
       }
+      states(await call(srv, 'OPTIONS', '/api/v1/tus/', { 'x-forwarded-for': ip }), 'OPTIONS');
+      const wrongOffset = await call(srv, 'PATCH', loc, { 'content-type': 'application/offset+octet-stream', 'upload-offset': '1', 'x-forwarded-for': ip }, randomBytes(10));
+      assert.equal(wrongOffset.status, 409);
+      states(wrongOffset, 'a refused PATCH');
+      const missing = await call(srv, 'DELETE', `/api/v1/tus/${'0'.repeat(32)}`, { 'x-forwarded-for': ip });
+      assert.equal(missing.status, 404);
+      states(missing, 'DELETE of an unknown upload');
       for (let i = 1; i < RATE; i++) {
         assert.equal((await call(srv, 'POST', '/api/v1/tus/', { 'upload-length': '10', 'x-forwarded-for': ip })).status, 201);
       }
@@ -301,6 +315,32 @@ for (const backend of backends()) {
       assert.equal(tooBig.status, 413);
       const badToken = await call(srv, 'POST', '/api/v1/tus/', { 'upload-length': '1', 'upload-metadata': meta({ upload_token: 'f'.repeat(64) }) });
       assert.equal(badToken.status, 403);
+    });
+
+    test('a password or upload token in the metadata is used, never stored or echoed', async () => {
+      const password = 'tus secret pw 7';
+      const first = await call(srv, 'POST', '/api/v1/tus/', {
+        'upload-length': '5', 'upload-metadata': meta({ filename: 'p.txt', access_password: password, description: 'locked' }),
+        'content-type': 'application/offset+octet-stream',
+      }, Buffer.from('hello'));
+      assert.equal(first.status, 201, first.body);
+      const loc = new URL(first.headers.location!).pathname;
+      const token = first.headers['sluice-upload-token']!;
+      const code = first.headers['sluice-short-code']!;
+      // The bundle is locked by that password: its files are hidden until it is given.
+      const info = await call(srv, 'GET', `/api/v1/bundle/${code}`);
+      assert.deepEqual(JSON.parse(info.body).files, []);
+      const second = await create(srv, 3, { filename: 'q.txt', upload_token: token, filetype: 'text/plain' });
+      for (const [where, echoed] of [[loc, meta({ filename: 'p.txt', description: 'locked' })], [second, meta({ filename: 'q.txt', filetype: 'text/plain' })]]) {
+        const h = await call(srv, 'HEAD', where!);
+        assert.equal(h.headers['upload-metadata'], echoed, 'HEAD echoes the other pairs, in order');
+      }
+      const rows = await srv.sql<{ metadata: string }[]>`select metadata from tus_uploads where id in (${path.basename(loc)}, ${path.basename(second)})`;
+      assert.equal(rows.length, 2);
+      for (const { metadata } of rows) {
+        assert.doesNotMatch(metadata, /access_password|upload_token/);
+        assert.ok(!metadata.includes(Buffer.from(password).toString('base64')) && !metadata.includes(Buffer.from(token).toString('base64')));
+      }
     });
 
     test('an expired unfinished upload is swept: row and part gone, HEAD 404', async () => {

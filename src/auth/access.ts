@@ -49,6 +49,18 @@ export function createAccess(deps: { config: Config; sql: Sql; store: RateStore;
     };
   }
 
+  /** The caller's hourly bucket and its limit. */
+  const budgetOf = (caller: Caller): [string, number] =>
+    caller.apiKey
+      ? [`key:${Buffer.from(caller.apiKey.key_hash).subarray(0, 12).toString('hex')}`, PLANS[caller.apiKey.plan].requestsPerHour]
+      : [`ip:${caller.ip}`, config.rateLimitAnonPerHour];
+  const storeDown = (err: unknown): void => {
+    if (Date.now() - lastWarn > 10_000) {
+      lastWarn = Date.now();
+      log.error({ err: (err as Error).message, store: store.kind }, 'rate limit store unavailable: failing open');
+    }
+  };
+
   return {
     ipOf,
     async admit(ctx) {
@@ -61,9 +73,7 @@ export function createAccess(deps: { config: Config; sql: Sql; store: RateStore;
         throw err;
       }
       callers.set(ctx, caller);
-      const [bucket, limit] = caller.apiKey
-        ? [`key:${Buffer.from(caller.apiKey.key_hash).subarray(0, 12).toString('hex')}`, PLANS[caller.apiKey.plan].requestsPerHour]
-        : [`ip:${caller.ip}`, config.rateLimitAnonPerHour];
+      const [bucket, limit] = budgetOf(caller);
       let remaining = limit;
       try {
         const hit = await store.hit(bucket, HOUR_MS);
@@ -78,13 +88,23 @@ export function createAccess(deps: { config: Config; sql: Sql; store: RateStore;
         }
       } catch (err) {
         if (err instanceof AppError) throw err;
-        if (Date.now() - lastWarn > 10_000) {
-          lastWarn = Date.now();
-          log.error({ err: (err as Error).message, store: store.kind }, 'rate limit store unavailable: failing open');
-        }
+        storeDown(err);
       }
       ctx.replyHeaders.push(['X-RateLimit-Limit', String(limit)], ['X-RateLimit-Remaining', String(remaining)]);
       return caller;
+    },
+    async meter(ctx) {
+      let [limit, spent] = [config.rateLimitAnonPerHour, 0];
+      try {
+        const caller = callers.get(ctx) ?? (await resolve(ctx));
+        callers.set(ctx, caller);
+        const [bucket, bucketLimit] = budgetOf(caller);
+        limit = bucketLimit;
+        spent = (await store.peek(bucket).catch((err: unknown) => (storeDown(err), { count: 0 }))).count;
+      } catch {
+        // the database could not say who this is: the anonymous budget is stated, as admit does
+      }
+      ctx.replyHeaders.push(['X-RateLimit-Limit', String(limit)], ['X-RateLimit-Remaining', String(Math.max(0, limit - spent))]);
     },
     async callerOf(ctx) {
       return callers.get(ctx) ?? (await resolve(ctx));

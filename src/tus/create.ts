@@ -12,7 +12,7 @@ import { tapBody } from './patch.ts';
 import { appendBody, hasBody } from './body.ts';
 import { findUpload, insertUpload, reserveInBundle, type NewUpload } from './store.ts';
 import {
-  BASE_HEADERS, checkResumable, httpDate, intHeader, OFFSET_TYPE, parseChecksum, parseMetadata, replyError, TusError, UPLOAD_TTL_MS,
+  BASE_HEADERS, checkResumable, httpDate, intHeader, OFFSET_TYPE, parseChecksum, parseMetadata, replyError, storableMetadata, TusError, UPLOAD_TTL_MS,
 } from './protocol.ts';
 
 /** The part of an upload: only the server-made id names it. */
@@ -29,7 +29,7 @@ export async function createUpload(ctx: Ctx, deps: Deps, dir: string): Promise<v
   const tap = withBody ? tapBody(ctx) : null;
   const fail = (err: unknown): void => {
     tap?.cancel();
-    replyError(ctx, err, (e) => deps.log.error({ err: e, path: ctx.path }, 'tus creation failed'), withBody);
+    replyError(ctx, err, (e) => deps.log.error({ err: e, reqId: ctx.id, route: 'POST /api/v1/tus/' }, 'tus creation failed'), withBody);
   };
   let uploader: Uploader;
   try {
@@ -61,7 +61,7 @@ export async function createUpload(ctx: Ctx, deps: Deps, dir: string): Promise<v
       max_bytes: uploader.maxBundleBytes,
       file_name: name,
       mime_type: cleanMimeType(meta.filetype ?? meta.type, name),
-      metadata: (h['upload-metadata'] ?? '').trim(),
+      metadata: storableMetadata(h['upload-metadata']),
       expires_at: new Date(Date.now() + UPLOAD_TTL_MS),
     };
     await fsp.mkdir(dir, { recursive: true, mode: 0o700 });

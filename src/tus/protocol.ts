@@ -80,6 +80,23 @@ export function parseMetadata(raw: string | undefined): Record<string, string> {
   return out;
 }
 
+/**
+ * Metadata keys that carry secrets: a new bundle's password and the upload token of the bundle to
+ * append to. They are used at creation (the password hashed, the token matched against its hash)
+ * and never stored, so neither the tus_uploads row nor HEAD's Upload-Metadata echo carries them.
+ */
+const SECRET_METADATA = new Set(['access_password', 'upload_token']);
+
+/** The Upload-Metadata value to keep and echo: the client's pairs, in order, minus SECRET_METADATA (already validated by parseMetadata). */
+export function storableMetadata(raw: string | undefined): string {
+  if (raw === undefined) return '';
+  return raw
+    .split(',')
+    .map((pair) => pair.trim())
+    .filter((pair) => pair !== '' && !SECRET_METADATA.has(pair.split(' ')[0]!))
+    .join(',');
+}
+
 export interface Checksum {
   readonly algorithm: (typeof CHECKSUM_ALGORITHMS)[number];
   readonly digest: Buffer;

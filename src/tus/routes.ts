@@ -21,12 +21,14 @@ export const tusDirOf = (filesDir: string): string => path.join(path.dirname(fil
 /**
  * tus 1.0.0 at /api/v1/tus/. Every route reads the body itself or has none to read, so none is
  * admitted by the server: only the creation POST spends rate-limit budget (one upload session),
- * PATCH, HEAD, DELETE and OPTIONS are authorized by the unguessable upload id alone.
+ * PATCH, HEAD, DELETE and OPTIONS are authorized by the unguessable upload id alone. They still
+ * carry the caller's X-RateLimit headers (access.meter), like every /api/ response.
  */
 export function tusRoutes(deps: Deps): Route[] {
   const dir = tusDirOf(deps.disk.filesDir);
   const create = (ctx: Ctx): Promise<void> => createUpload(ctx, deps, dir);
-  const options = (ctx: Ctx): void => {
+  const options = async (ctx: Ctx): Promise<void> => {
+    await deps.access.meter(ctx);
     const maxSize = Math.max(deps.config.anonMaxBundleBytes, ...Object.values(PLANS).map((p) => p.maxBundleBytes));
     send(ctx, 204, '', [
       ...BASE_HEADERS,
@@ -48,13 +50,16 @@ export function tusRoutes(deps: Deps): Route[] {
   ];
 }
 
-const logFailure = (deps: Deps, ctx: Ctx) => (err: unknown): void => deps.log.error({ err, path: ctx.path }, 'tus request failed');
+/** Logged with the route, never the path: an upload's id is all it takes to write to it or delete it. */
+const logFailure = (deps: Deps, ctx: Ctx) => (err: unknown): void =>
+  deps.log.error({ err, reqId: ctx.id, route: `${ctx.method.toUpperCase()} /api/v1/tus/:id` }, 'tus request failed');
 
 function notFound(): TusError {
   return new TusError(404, 'UPLOAD_NOT_FOUND', 'Upload not found or expired');
 }
 
 async function head(ctx: Ctx, deps: Deps): Promise<void> {
+  await deps.access.meter(ctx);
   try {
     checkResumable(ctx.headers);
     const id = ctx.params[0] ?? '';
@@ -101,6 +106,7 @@ async function patch(ctx: Ctx, deps: Deps, dir: string): Promise<void> {
   const h = ctx.headers;
   const tap: BodyTap | null = hasBody(h) ? tapBody(ctx) : null;
   const id = ctx.params[0] ?? '';
+  await deps.access.meter(ctx);
   try {
     checkResumable(h);
     if ((h['content-type'] ?? '').split(';')[0]!.trim().toLowerCase() !== OFFSET_TYPE) {
@@ -141,6 +147,7 @@ async function patch(ctx: Ctx, deps: Deps, dir: string): Promise<void> {
 
 async function terminate(ctx: Ctx, deps: Deps, dir: string): Promise<void> {
   const id = ctx.params[0] ?? '';
+  await deps.access.meter(ctx);
   try {
     checkResumable(ctx.headers);
     await withLease(deps, id, async (row) => {

@@ -1,0 +1,11 @@
+-- tus uploads kept their Upload-Metadata as sent, so a row held a new bundle's password (base64) or the
+-- upload token of the bundle it appends to, and HEAD echoed them to anyone with the upload's URL. New rows
+-- keep only the other pairs (storableMetadata in src/tus/protocol.ts); this removes the two keys from rows
+-- written before. (Their bundles were created with the password hashed and the token already matched.)
+update tus_uploads
+set metadata = coalesce(
+  (select string_agg(trim(pair), ',' order by n)
+   from unnest(string_to_array(metadata, ',')) with ordinality as p(pair, n)
+   where split_part(trim(pair), ' ', 1) not in ('access_password', 'upload_token')),
+  '')
+where metadata ~ '(^|,)\s*(access_password|upload_token)( |,|$)';
