@@ -95,6 +95,7 @@ describe(`web front end in Chromium (${backends()[0]})`, { skip }, () => {
   test('a password bundle unlocks in the page and its files download with the token', async () => {
     const page = await newPage(390, 844);
     const link = await uploadThroughPage(page, [{ name: 'secret.txt', body: 'the secret' }], 'pw-42');
+    const manageLink = await page.inputValue('#upload-link');
     await page.screenshot({ path: '/tmp/sluice-uploaded-phone.png', fullPage: true });
     await page.goto(link);
     assert.equal(await page.locator('#files li').count(), 0, 'nothing listed while locked');
@@ -113,6 +114,16 @@ describe(`web front end in Chromium (${backends()[0]})`, { skip }, () => {
     await page.screenshot({ path: '/tmp/sluice-unlocked-phone.png', fullPage: true });
     const [download] = await Promise.all([page.waitForEvent('download'), page.locator('#files a.btn').first().click()]);
     assert.equal(fs.readFileSync((await download.path())!, 'utf8'), 'the secret');
+
+    // The upload link adds files, but lists the bundle's files only once the password is given.
+    await page.goto(manageLink);
+    assert.equal(await page.locator('#files li').count(), 0, 'the manage page lists nothing while locked');
+    await page.screenshot({ path: '/tmp/sluice-manage-locked.png', fullPage: true });
+    await page.fill('#pw', 'pw-42');
+    await page.click('#unlock button');
+    await page.waitForURL(/\?t=/);
+    assert.deepEqual(await page.locator('#files .name').allTextContents(), ['secret.txt']);
+    assert.equal(await page.locator('#files [data-delete]').count(), 1);
     await page.close();
     assert.deepEqual(problems, []);
   });

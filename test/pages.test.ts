@@ -135,6 +135,25 @@ for (const backend of backends()) {
       assert.ok(open.text.includes(`href="/zip/${b.short_code}?t=${t}"`));
     });
 
+    test('/u/<token> of a locked bundle adds files but lists them only with the password', async () => {
+      const b = await uploaded(srv, [{ name: 'hidden-name.png', data: 'not really a png' }], { fields: { access_password: 'pw-manage' } });
+      const locked = await call(srv, 'GET', b.upload_url);
+      assertHtmlPage(locked, 200);
+      assert.equal(locked.headers['cache-control'], 'no-store');
+      assert.ok(!locked.text.includes('hidden-name'), 'no file name leaks');
+      assert.ok(!locked.text.includes(`data-delete="${b.files[0].id}"`) && !locked.text.includes(`/d/${b.files[0].id}`));
+      assert.match(locked.text, /<form id="unlock"[^>]*>/);
+      assert.ok(locked.text.includes(`data-endpoint="/api/v1/upload/${b.upload_token}"`), 'adding files still works');
+      assert.ok(!(await call(srv, 'GET', `${b.upload_url}?t=forged`)).text.includes('hidden-name'));
+      const v = await verifyAccess(srv, b.short_code, 'pw-manage');
+      assert.equal(v.status, 200, v.text);
+      const t = encodeURIComponent(v.json.access_token);
+      const open = await call(srv, 'GET', `${b.upload_url}?t=${t}`);
+      assert.ok(open.text.includes('hidden-name.png'));
+      assert.ok(open.text.includes(`data-delete="${b.files[0].id}"`));
+      assert.ok(open.text.includes(`src="/d/${b.files[0].id}?preview=1&amp;t=${t}"`), 'thumbnails carry the token');
+    });
+
     test('unknown, malformed and expired codes get the friendly 404 page', async () => {
       const b = await uploaded(srv, [{ name: 'old.txt', data: 'x' }]);
       await srv.sql`update bundles set expires_at = now() - interval '1 minute' where short_code = ${b.short_code}`;

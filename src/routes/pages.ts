@@ -57,7 +57,12 @@ async function managePageOf(ctx: Ctx, deps: Deps, view: View, notFound: (ctx: Ct
   if (!UPLOAD_TOKEN_RE.test(token)) return notFound(ctx);
   const bundle = await findBundleByTokenHash(deps.sql, hashSecret(token));
   if (!bundle || bundle.is_expired || !secretMatches(token, bundle.upload_token_hash)) return notFound(ctx);
-  const files = await listFiles(deps.sql, bundle.id);
+  // The upload token adds and deletes files; listing them is content, behind the password gate.
+  const caller = await deps.access.callerOf(ctx);
+  const readable = deps.access.canRead(ctx, caller, bundle);
+  const files = readable ? await listFiles(deps.sql, bundle.id) : null;
+  const t = ctx.query.get('t');
+  const query = readable && bundle.access_password_hash !== null && t ? `?t=${encodeURIComponent(t)}` : '';
   // The page embeds the upload token: never stored by caches.
-  sendHtml(ctx, 200, managePage(view, bundle, files, token, bundle.max_size_bytes, upload), 'no-store');
+  sendHtml(ctx, 200, managePage(view, bundle, files, token, bundle.max_size_bytes, upload, query), 'no-store');
 }

@@ -70,18 +70,23 @@ function ogTags(v: View, b: BundleView): Safe {
 <meta name="robots" content="noindex">`;
 }
 
-/** GET /<code>: the file list, or the password form when the bundle is locked for this viewer. */
-export function sharePage(v: View, b: BundleView, files: readonly FileView[] | null, query: string): Safe {
-  const code = b.short_code;
-  const list =
-    files === null
-      ? html`<form id="unlock" class="unlock" method="post" action="/api/verify-access">
+/** The password form of a locked bundle; common.js (SluiceUi.unlock) posts it to /api/verify-access. */
+function unlockForm(code: string): Safe {
+  return html`<form id="unlock" class="unlock" method="post" action="/api/verify-access">
 <input type="hidden" name="short_code" value="${code}">
 <label for="pw"><span class="lock" aria-hidden="true"></span>These files are protected by a password.</label>
 <div class="row"><input id="pw" name="password" type="password" required autocomplete="current-password" placeholder="Password">
 <button class="btn primary" type="submit">Unlock</button></div>
 <p class="error" role="alert" hidden></p>
-</form>
+</form>`;
+}
+
+/** GET /<code>: the file list, or the password form when the bundle is locked for this viewer. */
+export function sharePage(v: View, b: BundleView, files: readonly FileView[] | null, query: string): Safe {
+  const code = b.short_code;
+  const list =
+    files === null
+      ? html`${unlockForm(code)}
 <div id="unlocked" hidden>
 <div class="actions"><a class="btn primary" id="zip" href="/zip/${code}" download>Download all as .zip</a></div>
 <ul class="files" id="files"></ul>
@@ -146,18 +151,30 @@ ${linkBox('upload-link', '', 'Upload link: keep this to add or delete files')}
 }
 
 /** GET /u/<token>: the bundle's files with delete buttons, and the form to add more. */
+/**
+ * GET /u/<token>: the bundle's links, its files with delete buttons, and the form that adds files.
+ * `files` is null when the bundle is locked for this viewer: the upload token lets them add and
+ * delete files, but listing them takes the password like every content path (the form below
+ * reloads the page with ?t=<access token>; `query` carries it into the thumbnails).
+ */
 export function managePage(
-  v: View, b: BundleView, files: readonly FileView[], token: string, maxBytes: number, upload = DEFAULT_UPLOAD_OPTIONS,
+  v: View, b: BundleView, files: readonly FileView[] | null, token: string, maxBytes: number, upload = DEFAULT_UPLOAD_OPTIONS, query = '',
 ): Safe {
   const shareUrl = `${v.baseUrl}/${b.short_code}`;
-  const body = html`<section class="card" id="manage" data-token="${token}">
+  const list =
+    files === null
+      ? html`<p class="muted">The files already in this bundle are listed once it is unlocked.</p>
+${unlockForm(b.short_code)}
+<ul class="files" id="files"></ul>`
+      : html`<ul class="files" id="files">${files.map((f) => fileRow(f, { manage: true, query }))}</ul>
+${files.length === 0 ? html`<p class="muted" id="empty">No files left in this bundle.</p>` : null}`;
+  const body = html`<section class="card" id="manage" data-token="${token}" data-code="${b.short_code}">
 <p class="eyebrow">Manage bundle</p>
 <h1>${plural(b.file_count, 'file')} <span class="muted">· ${humanSize(b.total_size_bytes)}</span></h1>
 <p class="meta">${expiry(b.expires_at)}</p>
 ${linkBox('share-link', shareUrl, 'Share link')}
 <div class="qr-wrap"><img id="qr" class="qr" alt="QR code of the share link" data-qr="${shareUrl}"></div>
-<ul class="files" id="files">${files.map((f) => fileRow(f, { manage: true }))}</ul>
-${files.length === 0 ? html`<p class="muted" id="empty">No files left in this bundle.</p>` : null}
+${list}
 </section>
 <section class="card" id="compose">
 <h2>Add files</h2>

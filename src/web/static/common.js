@@ -13,5 +13,46 @@
     if (text !== undefined) e.textContent = text;
     return e;
   }
-  window.SluiceUi = { human: human, el: el };
+  /**
+   * The password form of a locked bundle (#unlock, with .error and a button): posts the password
+   * to /api/verify-access and calls onToken(accessToken), which may return a promise; its failure
+   * is shown like a wrong password.
+   */
+  function unlock(form, code, onToken) {
+    var errorBox = form.querySelector('.error');
+    var button = form.querySelector('button');
+    function showError(msg) { errorBox.textContent = msg; errorBox.hidden = !msg; }
+    function jsonOf(r) {
+      return r.json().catch(function () { return {}; }).then(function (j) { return { status: r.status, ok: r.ok, j: j, r: r }; });
+    }
+    form.addEventListener('submit', function (e) {
+      e.preventDefault();
+      var password = form.elements.password.value;
+      if (!password) return;
+      button.disabled = true;
+      showError('');
+      fetch('/api/verify-access', {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ short_code: code, password: password }),
+      })
+        .then(jsonOf)
+        .then(function (res) {
+          if (res.status === 403) throw new Error('Wrong password. Please try again.');
+          if (res.status === 429) {
+            var wait = Number(res.r.headers.get('Retry-After'));
+            throw new Error('Too many attempts. Try again in ' + (wait > 0 ? Math.ceil(wait / 60) + ' minutes.' : 'a while.'));
+          }
+          if (res.status === 404) throw new Error('These files are no longer available.');
+          if (!res.ok || !res.j.access_token) throw new Error(res.j.error || 'Could not unlock (HTTP ' + res.status + ').');
+          return onToken(res.j.access_token, jsonOf);
+        })
+        .catch(function (err) {
+          button.disabled = false;
+          showError(err.message || 'Network error. Please try again.');
+          form.elements.password.select();
+        });
+    });
+  }
+  window.SluiceUi = { human: human, el: el, unlock: unlock };
 })();

@@ -13,14 +13,6 @@
   var form = document.getElementById('unlock');
   if (!share || !form) return;
   var code = share.getAttribute('data-code');
-  var errorBox = form.querySelector('.error');
-  var button = form.querySelector('button');
-
-  function showError(msg) { errorBox.textContent = msg; errorBox.hidden = !msg; }
-
-  function jsonOf(r) {
-    return r.json().catch(function () { return {}; }).then(function (j) { return { status: r.status, ok: r.ok, j: j, r: r }; });
-  }
 
   // Every file row is built with textContent: names are data, never markup.
   function row(f, q) {
@@ -48,38 +40,12 @@
     return li;
   }
 
-  form.addEventListener('submit', function (e) {
-    e.preventDefault();
-    var password = form.elements.password.value;
-    if (!password) return;
-    button.disabled = true;
-    showError('');
-    fetch('/api/verify-access', {
-      method: 'POST',
-      headers: { 'Content-Type': 'application/json' },
-      body: JSON.stringify({ short_code: code, password: password }),
-    })
+  window.SluiceUi.unlock(form, code, function (token, jsonOf) {
+    return fetch('/api/v1/bundle/' + encodeURIComponent(code), { headers: { 'X-Access-Token': token } })
       .then(jsonOf)
-      .then(function (res) {
-        if (res.status === 403) throw new Error('Wrong password. Please try again.');
-        if (res.status === 429) {
-          var wait = Number(res.r.headers.get('Retry-After'));
-          throw new Error('Too many attempts. Try again in ' + (wait > 0 ? Math.ceil(wait / 60) + ' minutes.' : 'a while.'));
-        }
-        if (res.status === 404) throw new Error('These files are no longer available.');
-        if (!res.ok || !res.j.access_token) throw new Error(res.j.error || 'Could not unlock (HTTP ' + res.status + ').');
-        var token = res.j.access_token;
-        return fetch('/api/v1/bundle/' + encodeURIComponent(code), { headers: { 'X-Access-Token': token } })
-          .then(jsonOf)
-          .then(function (info) {
-            if (!info.ok) throw new Error(info.j.error || 'Could not load the files.');
-            show(info.j.files || [], token);
-          });
-      })
-      .catch(function (err) {
-        button.disabled = false;
-        showError(err.message || 'Network error. Please try again.');
-        form.elements.password.select();
+      .then(function (info) {
+        if (!info.ok) throw new Error(info.j.error || 'Could not load the files.');
+        show(info.j.files || [], token);
       });
   });
 

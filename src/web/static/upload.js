@@ -340,5 +340,14 @@
         })
         .catch(function (err) { btn.disabled = false; showError(err.message); });
     });
+    // A locked bundle lists its files only with the password: the page comes back with ?t=<access token>.
+    var unlockForm = $('unlock');
+    if (unlockForm) {
+      window.SluiceUi.unlock(unlockForm, manage.getAttribute('data-code'), function (accessToken) {
+        var params = new URLSearchParams(window.location.search);
+        params.set('t', accessToken);
+        window.location.replace(window.location.pathname + '?' + params.toString());
+      });
+    }
   }
 })();
