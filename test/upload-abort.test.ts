@@ -39,6 +39,7 @@ for (const backend of backends()) {
     afterEach(() => assertNoServerErrors(srv));
 
     it('malformed multipart bodies are 400 JSON and keep nothing', { timeout: 60_000 }, async () => {
+      const { upload_token: token } = await created(srv, [file('base.txt', 'appended to below')]);
       const before = await snapshot(srv);
       const b = newBoundary();
       const data = randomBytes(64 * 1024);
@@ -51,6 +52,18 @@ for (const backend of backends()) {
         ['truncated after a file', rawHead('/api/v1/upload', b, 0), Buffer.concat([partHead(b, 'a.bin'), data, Buffer.from(`\r\n--${b}\r\n`)])],
         ['part header never ends', rawHead('/api/v1/upload', b, 0), Buffer.from(`--${b}\r\nContent-Disposition: form-data; name="files[]"; filename="x"\r\n${'x'.repeat(100)}`)],
         ['no boundary parameter', rawHead('/api/v1/upload', b, 0).replace(`; boundary=${b}`, ''), Buffer.concat([partHead(b, 'a.bin'), data, closing(b)])],
+        // Parts that are not kept, and the body ends inside them: their stream errs, which once killed
+        // the process (an error event nobody listened to).
+        ['ends inside a part of another field', rawHead('/api/v1/upload', b, 0),
+          Buffer.from(`--${b}\r\nContent-Disposition: form-data; name="other"; filename="a.txt"\r\n\r\nabc`)],
+        ['ends inside an empty file input', rawHead('/api/v1/upload', b, 0),
+          Buffer.from(`--${b}\r\nContent-Disposition: form-data; name="files[]"; filename=""\r\n\r\nabc`)],
+        ['ends inside a skipped part, on the append path', rawHead(`/api/v1/upload/${token}`, b, 0),
+          Buffer.from(`--${b}\r\nContent-Disposition: form-data; name="other"; filename="a.txt"\r\n\r\nabc`)],
+        // The closing delimiter, then more parts: busboy took the form as complete and waited for the
+        // last part's end for good (no answer until the idle timeout dropped the connection).
+        ['parts after the closing delimiter', rawHead('/api/v1/upload', b, 0),
+          Buffer.from(`--${b}--\r\n--${b}\r\n--${b}\r\nContent-Disposition: form-data; name="files[]"; filename="n"\r\n\r\nx`)],
       ];
       for (const [name, head, body] of cases) {
         const r = await exchange(srv, head.replace('Content-Length: 0', `Content-Length: ${body.length}`), body);

@@ -48,6 +48,9 @@ const pool = spareBuffers('chunk', POOL_BYTES, 16);
  */
 const SMALL_CHUNK = 16 * 1024;
 const LIMITS = { fieldSize: 4096, fields: 32, files: 1000, parts: 1100, headerPairs: 64 };
+/** See watchEnd: a body busboy has not closed 1–2 s after its last byte was parsed is malformed. */
+const END_CHECK_MS = 1000;
+const END_GRACE_TICKS = 2;
 
 /**
  * Streams a multipart body from uWS through busboy into temp parts. Must be called before the
@@ -145,7 +148,31 @@ export function ingestMultipart(ctx: Ctx, disk: Disk): Ingest {
       // An ending stream never emits 'drain': without this the socket stayed paused, and the next
       // request on a kept-alive connection was never read.
       unstall(bb);
+      watchEnd();
     }
+  }
+
+  /** Set by busboy's 'close': every part was parsed to its end. */
+  let closed = false;
+  /**
+   * After the body's last byte, busboy closes (or errs) as soon as it has parsed what it holds: it
+   * parses synchronously, and file streams are consumed as they flow. One body keeps it waiting for
+   * good: a closing delimiter, then another part the body ends inside ("--b--", "--b", a part head,
+   * bytes). busboy 1.6 takes the form as complete at the first delimiter and then waits for that
+   * part's end, which never comes; the request hung until the idle timeout dropped it with no
+   * answer. So once busboy has held no unparsed input for END_GRACE_TICKS checks in a row without
+   * closing, the body is refused.
+   */
+  function watchEnd(): void {
+    let idle = 0;
+    const timer = setInterval(() => {
+      if (finished || closed || ctx.aborted) return clearInterval(timer);
+      idle = bb && bb.writableLength > 0 ? 0 : idle + 1;
+      if (idle < END_GRACE_TICKS) return;
+      clearInterval(timer);
+      fail(new AppError('MALFORMED_MULTIPART', 'Malformed multipart body: it ends inside a part'));
+    }, END_CHECK_MS);
+    timer.unref();
   }
 
   function fail(err: unknown): void {
@@ -186,7 +213,10 @@ export function ingestMultipart(ctx: Ctx, disk: Disk): Ingest {
       });
       bb.on('file', (field, stream, info) => {
         if (!FILE_FIELDS.has(field) || info.filename === undefined || info.filename === '') {
-          stream.resume(); // not a file we keep (e.g. an empty file input): consume and drop
+          // Not a file we keep (e.g. an empty file input): consume and drop. busboy destroys the
+          // stream with an error when the body ends inside it; unheard, that error killed the process.
+          stream.on('error', () => {});
+          stream.resume();
           return;
         }
         const name = cleanFileName(info.filename);
@@ -220,6 +250,7 @@ export function ingestMultipart(ctx: Ctx, disk: Disk): Ingest {
       bb.on('partsLimit', limitHit);
       bb.on('error', (err: Error) => fail(new AppError('MALFORMED_MULTIPART', `Malformed multipart body: ${err.message}`)));
       bb.on('close', () => {
+        closed = true;
         Promise.all(pending).then(
           (files) => {
             if (finished) return;
