@@ -137,6 +137,32 @@ for (const backend of backends()) {
       await assertStored(srv, empty, Buffer.alloc(0), 'e.txt');
     });
 
+    test('a creation answered with an error leaves no session behind, nor holds room in a bundle', async () => {
+      const rows = async (): Promise<number> => (await srv.sql<{ n: number }[]>`select count(*)::int as n from tus_uploads where completed_at is null`)[0]!.n;
+      const parts = (): string[] => fs.readdirSync(path.join(srv.dataDir, 'tus')).filter((f) => f.endsWith('.part'));
+      const [rowsBefore, partsBefore] = [await rows(), parts().length];
+      const body = { 'content-type': 'application/offset+octet-stream' };
+      const sum = (b: Buffer): string => `sha256 ${createHash('sha256').update(b).digest('base64')}`;
+      const badSum = await call(srv, 'POST', '/api/v1/tus/', { ...body, 'upload-length': '5', 'upload-checksum': sum(Buffer.from('other')) }, Buffer.from('hello'));
+      assert.equal(badSum.status, 460, badSum.body);
+      assert.equal(badSum.headers.location, undefined);
+      const tooLong = await call(srv, 'POST', '/api/v1/tus/', { ...body, 'upload-length': '5' }, Buffer.from('hellohello'));
+      assert.equal(tooLong.status, 413, tooLong.body);
+      assert.deepEqual([await rows(), parts().length], [rowsBefore, partsBefore], 'no row and no part of either');
+
+      // An append whose first bytes fail gives its room back at once.
+      const first = await call(srv, 'POST', '/api/v1/tus/', { ...body, 'upload-length': '1000', 'upload-metadata': meta({ filename: 'a.bin' }) }, randomBytes(1000));
+      const token = first.headers['sluice-upload-token']!;
+      const room = CAP - 1000;
+      const failed = await call(srv, 'POST', '/api/v1/tus/', {
+        ...body, 'upload-length': String(room), 'upload-metadata': meta({ upload_token: token }), 'upload-checksum': sum(Buffer.from('x')),
+      }, Buffer.from('y'));
+      assert.equal(failed.status, 460, failed.body);
+      const next = await create(srv, room, { filename: 'b.bin', upload_token: token });
+      assert.equal((await call(srv, 'DELETE', next)).status, 204);
+      assert.deepEqual([await rows(), parts().length], [rowsBefore, partsBefore]);
+    });
+
     test('creation-defer-length: the length arrives with a later PATCH', async () => {
       const data = randomBytes(300_000);
       const loc = await create(srv, null);

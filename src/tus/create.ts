@@ -10,7 +10,7 @@ import { cleanFileName, cleanMimeType, isEmail, descriptionProblem } from '../ut
 import { AppError } from '../errors.ts';
 import { tapBody } from './patch.ts';
 import { appendBody, hasBody } from './body.ts';
-import { findUpload, insertUpload, reserveInBundle, type NewUpload } from './store.ts';
+import { deleteUpload, findUpload, insertUpload, reserveInBundle, type NewUpload } from './store.ts';
 import {
   BASE_HEADERS, checkResumable, httpDate, intHeader, OFFSET_TYPE, parseChecksum, parseMetadata, replyError, storableMetadata, TusError, UPLOAD_TTL_MS,
 } from './protocol.ts';
@@ -39,6 +39,7 @@ export async function createUpload(ctx: Ctx, deps: Deps, dir: string): Promise<v
     return fail(err);
   }
   let partPath: string | null = null;
+  let id = '';
   try {
     const length = intHeader(h, 'upload-length');
     const deferred = h['upload-defer-length'];
@@ -49,9 +50,13 @@ export async function createUpload(ctx: Ctx, deps: Deps, dir: string): Promise<v
       throw new TusError(415, 'WRONG_CONTENT_TYPE', `Content-Type must be ${OFFSET_TYPE}`);
     }
     const checksum = withBody ? parseChecksum(h['upload-checksum']) : null;
+    const bodyLength = withBody ? intHeader(h, 'content-length') : undefined;
+    if (bodyLength !== undefined && bodyLength > (length ?? uploader.maxBundleBytes)) {
+      throw new TusError(413, 'SIZE_EXCEEDED', 'Body goes past Upload-Length or the size limit');
+    }
     const meta = parseMetadata(h['upload-metadata']);
     const name = cleanFileName(meta.filename ?? meta.name);
-    const id = newStorageKey();
+    id = newStorageKey();
     const base: NewUpload = {
       id,
       bundle_id: null,
@@ -99,21 +104,26 @@ export async function createUpload(ctx: Ctx, deps: Deps, dir: string): Promise<v
     if (!row) throw new AppError('INTERNAL', 'tus upload row vanished');
     const location = `${deps.config.baseUrl}/api/v1/tus/${id}`;
     const headers = withBody || base.upload_length === 0 ? await appendBody(ctx, deps, tap, row, partPath, checksum) : [];
-    if (ctx.aborted) return;
+    if (ctx.aborted) return await discard(deps, id, partPath);
     const all: Array<readonly [string, string]> = [...BASE_HEADERS, ['Location', location], ...headers];
     if (headers.length === 0) all.push(['Upload-Offset', '0'], ['Upload-Expires', httpDate(base.expires_at)]);
     send(ctx, 201, '', all);
   } catch (err) {
-    // A refused creation keeps no part; once its row exists (e.g. 460 on the first bytes) it stays resumable.
-    if (partPath) await removeIfNoRow(deps, partPath);
+    if (partPath) await discard(deps, id, partPath);
     return fail(err);
   }
 }
 
-async function removeIfNoRow(deps: Deps, partPath: string): Promise<void> {
-  const id = path.basename(partPath, '.part');
-  const [r] = await deps.sql<{ n: number }[]>`select count(*)::int as n from tus_uploads where id = ${id}`.catch(() => [{ n: 1 }]);
-  if (r?.n === 0) await fsp.rm(partPath, { force: true });
+/**
+ * A client learns an upload's URL only from the 201: a creation answered with an error (460 or 413
+ * on the first bytes, a failed write), or cut off by the client, leaves neither row nor part. Kept,
+ * they were out of everyone's reach for 24 hours, and an append's row held its room in the bundle
+ * all that time. The part goes only once the row is gone: a row never names a missing part (if the
+ * database cannot be reached, the sweeper reclaims both at expiry).
+ */
+async function discard(deps: Deps, id: string, partPath: string): Promise<void> {
+  const gone = await deleteUpload(deps.sql, id).then(() => true, () => false);
+  if (gone) await fsp.rm(partPath, { force: true });
 }
 
 const optional = (v: string | undefined): string | null => (v === undefined || v === '' ? null : v);
