@@ -21,3 +21,33 @@ for (const backend of backends()) {
     }
   });
 }
+
+for (const backend of backends()) {
+  test(`HEAD answers wherever GET does: same status and headers, no body (${backend})`, async () => {
+    const srv = await startServer(backend);
+    try {
+      const { body, contentType } = multipart([{ name: 'files[]', filename: 'a.txt', data: Buffer.from('hello') }]);
+      const up = await request(`${srv.url}/api/v1/upload`, { method: 'POST', body, headers: { 'content-type': contentType } });
+      const { short_code: code } = (await up.body.json()) as { short_code: string };
+      const paths = ['/healthz', '/readyz', '/metrics', '/api/v1/openapi.json', `/api/v1/bundle/${code}`, `/api/v1/bundle/${code}/status`,
+        '/api/v1/my/usage', '/api/v1/my/bundles', '/api-keys/portal', '/'];
+      for (const p of paths) {
+        // One kept-alive connection: a body after a HEAD answer would garble the GET that follows it.
+        const head = await request(`${srv.url}${p}`, { method: 'HEAD' });
+        const headBody = await head.body.text();
+        const get = await request(`${srv.url}${p}`);
+        const getBody = await get.body.text();
+        assert.equal(head.statusCode, get.statusCode, `${p}: HEAD ${head.statusCode}, GET ${get.statusCode}`);
+        assert.notEqual(head.statusCode, 404, p);
+        assert.equal(headBody, '', p);
+        assert.equal(head.headers['content-type'], get.headers['content-type'], p);
+        // (metrics and rate-limit counters move between the two requests; sizes of the fixed bodies match)
+        if (!['/metrics', '/readyz'].includes(p) && !p.startsWith('/api/v1/')) {
+          assert.equal(head.headers['content-length'], String(Buffer.byteLength(getBody)), p);
+        }
+      }
+    } finally {
+      await srv.close();
+    }
+  });
+}

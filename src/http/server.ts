@@ -15,6 +15,8 @@ export interface Route {
   readonly streamsBody?: boolean;
   /** Counted in the active transfers gauge while the handler runs. */
   readonly transfer?: 'upload' | 'download';
+  /** A GET whose handler does something once (a one-time reveal): no implied HEAD may spend it. */
+  readonly getOnly?: boolean;
 }
 
 export interface HttpServer {
@@ -58,7 +60,14 @@ export function createHttpServer(deps: {
   };
   metrics?.trackInflight(() => inflight);
 
-  for (const route of routes) {
+  // HEAD is answered wherever GET is (RFC 9110 §9.3.2: same status and headers, no body; `send`
+  // leaves the body out). Routes that treat HEAD themselves (downloads: no file read) declare it.
+  const heads = new Set(routes.filter((r) => r.method === 'head').map((r) => r.pattern));
+  const all = routes.flatMap((r): Route[] =>
+    r.method === 'get' && !r.getOnly && !heads.has(r.pattern) ? [r, { ...r, method: 'head' }] : [r],
+  );
+
+  for (const route of all) {
     const paramCount = route.pattern.split('/').filter((s) => s.startsWith(':')).length;
     const handler: Handler =
       route.pattern.startsWith('/api/') && !route.streamsBody

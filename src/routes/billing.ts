@@ -143,7 +143,8 @@ export function billingRoutes(deps: Deps & { billing: Billing }): Route[] {
     { method: 'head', pattern: '/api-keys', handler: (ctx) => plans(ctx) },
     { method: 'post', pattern: '/api-keys', handler: buy, streamsBody: true },
     { method: 'post', pattern: '/api-keys/webhook', handler: webhook, streamsBody: true },
-    { method: 'get', pattern: '/api-keys/success', handler: success },
+    // The key is shown once: a HEAD (a link checker, a prefetch) must not spend it.
+    { method: 'get', pattern: '/api-keys/success', getOnly: true, handler: success },
     { method: 'get', pattern: '/api-keys/portal', handler: (ctx) => sendHtml(ctx, 200, portalPage(view, { configured: billing.configured, sent: false })) },
     { method: 'post', pattern: '/api-keys/portal', handler: portalAsk, streamsBody: true },
     { method: 'get', pattern: '/api-keys/portal/open', handler: portalOpen },
