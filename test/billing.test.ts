@@ -4,6 +4,7 @@ import { backends, startServer, type TestServer } from './helpers/server.ts';
 import { startStripeDouble, signedEvent, type StripeDouble } from './helpers/stripe-double.ts';
 import { startMailSink, type MailSink } from './helpers/smtp.ts';
 import { bearer, call, DAY_MS, KEY_RE, type Res } from './access-util.ts';
+import { logOf } from './upload-util.ts';
 
 const WHSEC = 'whsec_testsecret123';
 const PRICES = {
@@ -123,6 +124,17 @@ for (const backend of backends()) {
         assert.match(String(r.headers['content-type']), /^text\/html/);
       }
       assert.equal(stripe.calls.length, 0);
+    });
+
+    test('a form post of the wrong type or size is a 4xx page and logs no unhandled rejection', async () => {
+      const mark = logOf(srv).text.length;
+      for (const path of ['/api-keys', '/api-keys/portal', '/api-keys/portal/open']) {
+        const r = await post(path, 'a'.repeat(20_000), { 'content-type': 'text/plain' });
+        assert.ok(r.status >= 400 && r.status < 500, `${path}: ${r.status}`);
+        assert.match(String(r.headers['content-type']), /^text\/html/);
+      }
+      await new Promise((r) => setTimeout(r, 200));
+      assert.doesNotMatch(logOf(srv).text.slice(mark), /unhandled rejection/);
     });
 
     test('Stripe being down answers 502 with a page, not a stack trace', async () => {

@@ -82,7 +82,8 @@ export async function ensureRunning(srv: TestServer): Promise<void> {
 const logs = new WeakMap<object, { text: string }>();
 const marks = new WeakMap<TestServer, number>();
 
-function logOf(srv: TestServer): { text: string } {
+/** The server's log (stderr) as it arrives, from the first call on. */
+export function logOf(srv: TestServer): { text: string } {
   let entry = logs.get(srv.proc);
   if (!entry) {
     const e = { text: '' };

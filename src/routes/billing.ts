@@ -55,6 +55,16 @@ export function billingRoutes(deps: Deps & { billing: Billing }): Route[] {
       sendHtml(ctx, e.status, billingErrorPage(view, e.message), 'no-store');
     }
   };
+  /**
+   * Starts reading a form body (before the handler's first await). It is awaited only after the
+   * throttle and the content-type check, which may throw first: its rejection (too large, client
+   * gone) is observed here, or each such post logged an unhandled rejection.
+   */
+  const formBody = (ctx: Ctx): Promise<Buffer> => {
+    const body = readSmallBody(ctx, FORM_LIMIT);
+    body.catch(() => {});
+    return body;
+  };
   const form = async (ctx: Ctx, body: Promise<Buffer>): Promise<URLSearchParams> => {
     const ct = ctx.headers['content-type'] ?? '';
     if (!ct.startsWith('application/x-www-form-urlencoded')) throw new AppError('INVALID_FIELD', 'Expected a form');
@@ -71,7 +81,7 @@ export function billingRoutes(deps: Deps & { billing: Billing }): Route[] {
   };
 
   const buy = page(async (ctx) => {
-    const body = readSmallBody(ctx, FORM_LIMIT);
+    const body = formBody(ctx);
     await throttle(ctx);
     const f = await form(ctx, body);
     if (!billing.configured) return plans(ctx, 503);
@@ -113,7 +123,7 @@ export function billingRoutes(deps: Deps & { billing: Billing }): Route[] {
   });
 
   const portalAsk = page(async (ctx) => {
-    const body = readSmallBody(ctx, FORM_LIMIT);
+    const body = formBody(ctx);
     await throttle(ctx);
     const f = await form(ctx, body);
     if (!billing.configured) return sendHtml(ctx, 503, portalPage(view, { configured: false, sent: false }));
@@ -131,7 +141,7 @@ export function billingRoutes(deps: Deps & { billing: Billing }): Route[] {
   });
 
   const portalGo = page(async (ctx) => {
-    const body = readSmallBody(ctx, FORM_LIMIT);
+    const body = formBody(ctx);
     const f = await form(ctx, body);
     const url = await billing.openPortal(f.get('token') ?? '');
     if (url === null) return sendHtml(ctx, 410, portalOpenPage(view, null), 'no-store');
