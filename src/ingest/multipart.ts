@@ -144,16 +144,14 @@ export function ingestMultipart(ctx: Ctx, disk: Disk): Ingest {
     if (!bb || finished) return;
     if (chunk.length > 0 && !bb.write(chunk)) stall(bb);
     if (isLast) {
+      watchEnd(); // first: busboy's 'close', which stops the watch, may follow end() at once
       bb.end();
       // An ending stream never emits 'drain': without this the socket stayed paused, and the next
       // request on a kept-alive connection was never read.
       unstall(bb);
-      watchEnd();
     }
   }
 
-  /** Set by busboy's 'close': every part was parsed to its end. */
-  let closed = false;
   /**
    * After the body's last byte, busboy closes (or errs) as soon as it has parsed what it holds: it
    * parses synchronously, and file streams are consumed as they flow. One body keeps it waiting for
@@ -163,19 +161,18 @@ export function ingestMultipart(ctx: Ctx, disk: Disk): Ingest {
    * answer. So once busboy has held no unparsed input for END_GRACE_TICKS checks in a row without
    * closing, the body is refused.
    */
+  let endWatch: NodeJS.Timeout | undefined;
   function watchEnd(): void {
     let idle = 0;
-    const timer = setInterval(() => {
-      if (finished || closed || ctx.aborted) return clearInterval(timer);
+    endWatch = setInterval(() => {
       idle = bb && bb.writableLength > 0 ? 0 : idle + 1;
-      if (idle < END_GRACE_TICKS) return;
-      clearInterval(timer);
-      fail(new AppError('MALFORMED_MULTIPART', 'Malformed multipart body: it ends inside a part'));
+      if (idle >= END_GRACE_TICKS) fail(new AppError('MALFORMED_MULTIPART', 'Malformed multipart body: it ends inside a part'));
     }, END_CHECK_MS);
-    timer.unref();
+    endWatch.unref();
   }
 
   function fail(err: unknown): void {
+    clearInterval(endWatch);
     if (finished) return;
     finished = true;
     for (const w of writers) w.abort();
@@ -250,7 +247,7 @@ export function ingestMultipart(ctx: Ctx, disk: Disk): Ingest {
       bb.on('partsLimit', limitHit);
       bb.on('error', (err: Error) => fail(new AppError('MALFORMED_MULTIPART', `Malformed multipart body: ${err.message}`)));
       bb.on('close', () => {
-        closed = true;
+        clearInterval(endWatch);
         Promise.all(pending).then(
           (files) => {
             if (finished) return;
