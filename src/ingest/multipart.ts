@@ -6,6 +6,9 @@ import type { Disk } from '../storage/disk.ts';
 import type { PartResult, PartWriter } from '../storage/part-writer.ts';
 import { AppError, storageError } from '../errors.ts';
 import { cleanFileName, cleanMimeType } from '../util/names.ts';
+import { installFastSearch } from './fast-search.ts';
+
+installFastSearch();
 
 export interface IngestedFile extends PartResult {
   readonly partPath: string;
