@@ -12,8 +12,8 @@
 #                                            # NODE_TARBALL=<node-v22…-linux-x64.tar.xz> where NodeSource is out of reach
 #
 # Not part of `npm test`: it takes 5–30 minutes with KVM, about 35 under software emulation (TCG). Host tools it
-# installs if missing: qemu-system-x86, debootstrap, e2fsprogs, openssh-client. Work files go to $WORK (default /var/tmp/sluice-vm); the base image is
-# kept there and reused, every run boots a fresh copy of it. On a failure the service's status and journal are
+# installs if missing: qemu-system-x86, debootstrap, e2fsprogs, openssh-client. Work files go to $WORK (default
+# /var/tmp/sluice-vm); the base image is kept there and reused, every run boots a fresh copy of it. On a failure the service's status and journal are
 # printed; with KEEP=1 the VM is left running for a look inside.
 set -euo pipefail
 
