@@ -314,6 +314,10 @@ for (const backend of backends()) {
       const missing = await call(srv, 'DELETE', `/api/v1/tus/${'0'.repeat(32)}`, { 'x-forwarded-for': ip });
       assert.equal(missing.status, 404);
       states(missing, 'DELETE of an unknown upload');
+      // A creation refused for its protocol version is a request like any other: it counts, and says so.
+      const wrongVersion = await call(srv, 'POST', '/api/v1/tus/', { 'upload-length': '10', 'tus-resumable': '0.2.2', 'x-forwarded-for': '10.200.0.2' });
+      assert.equal(wrongVersion.status, 412);
+      assert.deepEqual([wrongVersion.headers['x-ratelimit-limit'], wrongVersion.headers['x-ratelimit-remaining']], [String(RATE), String(RATE - 1)]);
       for (let i = 1; i < RATE; i++) {
         assert.equal((await call(srv, 'POST', '/api/v1/tus/', { 'upload-length': '10', 'x-forwarded-for': ip })).status, 201);
       }

@@ -33,8 +33,10 @@ export async function createUpload(ctx: Ctx, deps: Deps, dir: string): Promise<v
   };
   let uploader: Uploader;
   try {
+    // Admitted first: a refused creation (412) counts and carries the X-RateLimit headers too.
+    const caller = await deps.access.admit(ctx);
     checkResumable(h);
-    uploader = deps.access.uploaderFor(await deps.access.admit(ctx));
+    uploader = deps.access.uploaderFor(caller);
   } catch (err) {
     return fail(err);
   }

@@ -150,7 +150,6 @@ ${linkBox('upload-link', '', 'Upload link: keep this to add or delete files')}
   return layout({ title: 'Sluice · share files', body, scripts: ['qrcode.js', 'common.js', 'tus.js', 'upload.js'], asset: v.asset });
 }
 
-/** GET /u/<token>: the bundle's files with delete buttons, and the form to add more. */
 /**
  * GET /u/<token>: the bundle's links, its files with delete buttons, and the form that adds files.
  * `files` is null when the bundle is locked for this viewer: the upload token lets them add and
