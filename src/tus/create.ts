@@ -12,7 +12,8 @@ import { tapBody } from './patch.ts';
 import { appendBody, hasBody } from './body.ts';
 import { deleteUpload, findUpload, insertUpload, reserveInBundle, type NewUpload } from './store.ts';
 import {
-  BASE_HEADERS, checkResumable, httpDate, intHeader, OFFSET_TYPE, parseChecksum, parseMetadata, replyError, storableMetadata, TusError, UPLOAD_TTL_MS,
+  BASE_HEADERS, checkResumable, httpDate, intHeader, OFFSET_TYPE, parseChecksum, parseMetadata, replyError, storableMetadata,
+  TusError, UPLOAD_TTL_MS,
 } from './protocol.ts';
 
 /** The part of an upload: only the server-made id names it. */
