@@ -40,8 +40,7 @@ async function sharePageOf(ctx: Ctx, deps: Deps, view: View, notFound: (ctx: Ctx
   // The password gate every content path asks; a browser can only pass it with ?t=<access token>.
   const caller = await deps.access.callerOf(ctx);
   const readable = deps.access.canRead(ctx, caller, bundle);
-  const token = ctx.query.get('t');
-  const query = readable && bundle.access_password_hash !== null && token ? `?t=${encodeURIComponent(token)}` : '';
+  const query = tokenQuery(ctx, bundle, readable);
   sendHtml(ctx, 200, sharePage(view, bundle, readable ? bundle.files : null, query), 'private, no-cache');
   if (ctx.method === 'get') {
     // Off the response path: a slow or failing counter never delays or breaks the page.
@@ -61,8 +60,13 @@ async function managePageOf(ctx: Ctx, deps: Deps, view: View, notFound: (ctx: Ct
   const caller = await deps.access.callerOf(ctx);
   const readable = deps.access.canRead(ctx, caller, bundle);
   const files = readable ? await listFiles(deps.sql, bundle.id) : null;
-  const t = ctx.query.get('t');
-  const query = readable && bundle.access_password_hash !== null && t ? `?t=${encodeURIComponent(t)}` : '';
+  const query = tokenQuery(ctx, bundle, readable);
   // The page embeds the upload token: never stored by caches.
   sendHtml(ctx, 200, managePage(view, bundle, files, token, bundle.max_size_bytes, upload, query), 'no-store');
+}
+
+/** `?t=<access token>` for the page's links when that token is what opened a locked bundle, else ''. */
+function tokenQuery(ctx: Ctx, bundle: { access_password_hash: unknown }, readable: boolean): string {
+  const token = ctx.query.get('t');
+  return readable && bundle.access_password_hash !== null && token ? `?t=${encodeURIComponent(token)}` : '';
 }

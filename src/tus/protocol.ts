@@ -87,7 +87,10 @@ export function parseMetadata(raw: string | undefined): Record<string, string> {
  */
 const SECRET_METADATA = new Set(['access_password', 'upload_token']);
 
-/** The Upload-Metadata value to keep and echo: the client's pairs, in order, minus SECRET_METADATA (already validated by parseMetadata). */
+/**
+ * The Upload-Metadata value to keep and echo: the client's pairs, in order, minus SECRET_METADATA
+ * (the header was already validated by parseMetadata).
+ */
 export function storableMetadata(raw: string | undefined): string {
   if (raw === undefined) return '';
   return raw

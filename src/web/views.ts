@@ -157,7 +157,8 @@ ${linkBox('upload-link', '', 'Upload link: keep this to add or delete files')}
  * reloads the page with ?t=<access token>; `query` carries it into the thumbnails).
  */
 export function managePage(
-  v: View, b: BundleView, files: readonly FileView[] | null, token: string, maxBytes: number, upload = DEFAULT_UPLOAD_OPTIONS, query = '',
+  v: View, b: BundleView, files: readonly FileView[] | null, token: string, maxBytes: number,
+  upload = DEFAULT_UPLOAD_OPTIONS, query = '',
 ): Safe {
   const shareUrl = `${v.baseUrl}/${b.short_code}`;
   const list =
