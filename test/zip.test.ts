@@ -176,6 +176,21 @@ for (const backend of backends()) {
       assert.deepEqual(names, ['_.._etc_passwd', 'file', 'hidden', 'a_b', 'ctl.txt', '_abs_a_b']);
     });
 
+    test('a file gone from the disk before the first byte: 404 JSON, not a 500; the server goes on', async () => {
+      const b = await upload(srv, [{ name: 'keep', data: Buffer.from('kept') }, { name: 'lost', data: randomBytes(4096) }]);
+      const [row] = await srv.sql<Array<{ storage_key: string }>>`select storage_key from files where id = ${b.files[1]!.id}`;
+      const stored = fs.readdirSync(path.join(srv.dataDir, 'files'), { recursive: true, encoding: 'utf8' });
+      const rel = stored.find((p) => p.endsWith(row!.storage_key));
+      assert.ok(rel, 'the stored file is found');
+      fs.rmSync(path.join(srv.dataDir, 'files', rel));
+      for (const headers of [{}, { range: 'bytes=100-' }] as Array<Record<string, string>>) {
+        const r = await get(srv, `/zip/${b.short_code}`, headers);
+        assertNotFound(r, `zip with ${JSON.stringify(headers)}`);
+        assert.match(JSON.parse(r.body.toString()).error, /file/i);
+      }
+      assert.equal((await get(srv, zipPath)).status, 200, 'other bundles are served');
+    });
+
     test('a bundle whose files were all deleted is a valid empty zip with a new ETag', async (t) => {
       const b = await upload(srv, [{ name: 'one', data: Buffer.from('1') }, { name: 'two', data: Buffer.from('22') }]);
       const full = await get(srv, `/zip/${b.short_code}`);

@@ -37,7 +37,14 @@ export function zipEtag(files: readonly FileRow[]): string {
   return `"${FORMAT_VERSION}-${h.digest('hex').slice(0, 40)}"`;
 }
 
-async function sendZip(ctx: Ctx, deps: Deps): Promise<void> {
+/**
+ * A file is opened only when the archive reaches it. One gone before the first byte (deleted between
+ * the listing and the open) is answered by listing again once, so the archive leaves it out; still
+ * gone then (a row whose file is missing), the answer is 404, as for /d/<id>. One deleted after the
+ * headers went out ends the response early: the archive it promised no longer exists, and its new
+ * ETag stops a resume with the old one.
+ */
+async function sendZip(ctx: Ctx, deps: Deps, listedAgain = false): Promise<void> {
   const code = ctx.params[0] ?? '';
   if (!SHORT_CODE_RE.test(code)) throw new AppError('BUNDLE_NOT_FOUND');
   const bundle = await findActiveBundle(deps.sql, code);
@@ -76,6 +83,14 @@ async function sendZip(ctx: Ctx, deps: Deps): Promise<void> {
     return;
   }
   const paths = files.map((f) => deps.disk.filePath(f.storage_key));
-  const complete = await sendZipRange(ctx, layout, paths, status, headers, start, length);
+  let complete: boolean;
+  try {
+    complete = await sendZipRange(ctx, layout, paths, status, headers, start, length);
+  } catch (err) {
+    // (streamBody rejects only before the first byte: nothing was sent yet)
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT' || ctx.aborted) throw err;
+    if (!listedAgain) return sendZip(ctx, deps, true);
+    throw new AppError('FILE_NOT_FOUND');
+  }
   if (complete && start + length === layout.size) void deps.downloads?.downloaded(bundle.id, bundle.notify_email, `all ${files.length} files as ${bundle.short_code}.zip`);
 }
