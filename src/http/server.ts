@@ -54,7 +54,9 @@ export function createHttpServer(deps: {
   // The route pattern is logged, never the path: paths carry upload tokens (/api/v1/upload/:token).
   const fail = (ctx: Ctx, route: Route, err: unknown): void => {
     const appErr = toAppError(err);
-    if (appErr.status >= 500) log.error({ err: (err as AppError).cause ?? err, reqId: ctx.id, route: route.pattern }, 'request failed');
+    // A 503 is load shed on purpose (shutting down, image queue full): a warning, no stack.
+    if (appErr.status === 503) log.warn({ reqId: ctx.id, route: route.pattern, reason: appErr.message }, 'request refused: unavailable');
+    else if (appErr.status >= 500) log.error({ err: (err as AppError).cause ?? err, reqId: ctx.id, route: route.pattern }, 'request failed');
     if (appErr.code === 'DATABASE_ERROR') metrics?.dbError();
     sendError(ctx, appErr);
   };
