@@ -240,6 +240,26 @@ for (const backend of backends()) {
       }
     });
 
+    test('If-Match and If-Unmodified-Since: a resume naming another version gets 412, never its bytes', async () => {
+      const first = await get(srv, path);
+      const etag = header(first.headers, 'etag')!;
+      const lm = header(first.headers, 'last-modified')!;
+      const before = new Date(Date.parse(lm) - 3600_000).toUTCString();
+      for (const h of [{ 'if-match': etag }, { 'if-match': `"x", ${etag}` }, { 'if-match': '*' }, { 'if-unmodified-since': lm }, { 'if-unmodified-since': 'not a date' }, { 'if-match': etag, 'if-unmodified-since': before }] as Array<Record<string, string>>) {
+        const r = await get(srv, path, { ...h, range: 'bytes=0-9' });
+        assert.equal(r.status, 206, JSON.stringify(h));
+        assert.deepEqual(r.body, content.subarray(0, 10));
+      }
+      for (const h of [{ 'if-match': '"0123abcd"' }, { 'if-match': `W/${etag}` }, { 'if-unmodified-since': before }] as Array<Record<string, string>>) {
+        for (const method of ['GET', 'HEAD'] as const) {
+          const r = await get(srv, path, { ...h, range: 'bytes=10-' }, method);
+          assert.equal(r.status, 412, `${method} ${JSON.stringify(h)}`);
+          assert.equal(header(r.headers, 'etag'), etag);
+          if (method === 'GET') assert.equal(JSON.parse(r.body.toString()).code, 'PRECONDITION_FAILED');
+        }
+      }
+    });
+
     test('a 0-byte file downloads as an empty 200', async () => {
       const up = await upload(srv, [{ name: 'empty.txt', data: Buffer.alloc(0), type: 'text/plain' }]);
       assert.equal(up.files[0]!.size, 0);

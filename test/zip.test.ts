@@ -136,6 +136,15 @@ for (const backend of backends()) {
       assert.equal(hdr(bad.headers, 'content-range'), `bytes */${zip.length}`);
       const nm = await get(srv, zipPath, { 'if-none-match': etag });
       assert.equal(nm.status, 304);
+
+      // a resume guarded by If-Match instead of If-Range: 412 on a changed archive, never a splice
+      const matched = await get(srv, zipPath, { range: `bytes=${cut}-`, 'if-match': etag });
+      assert.equal(matched.status, 206);
+      const changed = await get(srv, zipPath, { range: `bytes=${cut}-`, 'if-match': '"z1-an-older-archive"' });
+      assert.equal(changed.status, 412);
+      assert.equal(hdr(changed.headers, 'etag'), etag);
+      const undated = await get(srv, zipPath, { range: 'bytes=0-9', 'if-unmodified-since': 'Tue, 01 Jan 2002 00:00:00 GMT' });
+      assert.equal(undated.status, 206, 'no modification date: If-Unmodified-Since is ignored');
     });
 
     test('a client that stops reading holds one file open; going away releases it', async () => {

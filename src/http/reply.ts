@@ -81,6 +81,21 @@ export function sendHeaders(ctx: Ctx, status: number, headers: Iterable<readonly
   });
 }
 
+/**
+ * RFC 9110 §13.2.2, steps 1 and 2: false when If-Match names neither `etag` (compared strongly) nor
+ * `*`, or, without If-Match, when the representation was modified after If-Unmodified-Since (a
+ * resource without a date ignores it; so does an unparsable date). A client resuming with these
+ * instead of If-Range must get 412, not bytes of another version spliced onto its copy.
+ */
+export function preconditionsHold(h: Readonly<Record<string, string>>, etag: string, modified?: Date): boolean {
+  const ifMatch = h['if-match'];
+  if (ifMatch !== undefined) return ifMatch.split(',').some((t) => t.trim() === '*' || t.trim() === etag);
+  const ius = h['if-unmodified-since'];
+  if (ius === undefined || modified === undefined) return true;
+  const since = Date.parse(ius);
+  return !Number.isFinite(since) || Math.floor(modified.getTime() / 1000) <= Math.floor(since / 1000);
+}
+
 /** True when If-None-Match names `etag` (weak or strong) or is `*`. */
 export const etagMatches = (ifNoneMatch: string | undefined, etag: string): boolean =>
   ifNoneMatch !== undefined && ifNoneMatch.split(',').some((t) => t.trim().replace(/^W\//, '') === etag || t.trim() === '*');

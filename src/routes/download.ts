@@ -1,5 +1,5 @@
 import type { Ctx } from '../http/context.ts';
-import { etagMatches, sendError, sendHeaders } from '../http/reply.ts';
+import { etagMatches, preconditionsHold, sendError, sendHeaders } from '../http/reply.ts';
 import type { Route } from '../http/server.ts';
 import { contentDisposition, parseRange } from '../http/range.ts';
 import { streamFile } from '../http/body-out.ts';
@@ -55,6 +55,7 @@ export async function sendStoredFile(ctx: Ctx, deps: Deps, file: DownloadRow): P
     ['X-Content-Type-Options', 'nosniff'],
   ];
   const h = ctx.headers;
+  if (!preconditionsHold(h, etag, file.created_at)) return sendError(ctx, new AppError('PRECONDITION_FAILED'), false, common);
   if (notModified(h['if-none-match'], h['if-modified-since'], etag, file.created_at)) {
     return sendHeaders(ctx, 304, common, null);
   }

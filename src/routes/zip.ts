@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Ctx } from '../http/context.ts';
-import { etagMatches, sendError, sendHeaders } from '../http/reply.ts';
+import { etagMatches, preconditionsHold, sendError, sendHeaders } from '../http/reply.ts';
 import type { Route } from '../http/server.ts';
 import { contentDisposition, parseRange } from '../http/range.ts';
 import { AppError } from '../errors.ts';
@@ -63,6 +63,8 @@ async function sendZip(ctx: Ctx, deps: Deps, listedAgain = false): Promise<void>
     ['X-Content-Type-Options', 'nosniff'],
   ];
   const h = ctx.headers;
+  // (no modification date: If-Unmodified-Since is ignored; If-Match guards a resume)
+  if (!preconditionsHold(h, etag)) return sendError(ctx, new AppError('PRECONDITION_FAILED'), false, common);
   if (etagMatches(h['if-none-match'], etag)) return sendHeaders(ctx, 304, common, null);
   // No Last-Modified: deleting a file changes the archive without a newer date, so only the ETag validates.
   const ifRange = h['if-range'];
