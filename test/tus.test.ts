@@ -175,6 +175,25 @@ for (const backend of backends()) {
       await assertStored(srv, done, data);
     });
 
+    test('bytes past the offset on record (a PATCH a crash cut off) never reach the file', async () => {
+      const data = randomBytes(150_000);
+      const partOf = (loc: string): string => path.join(srv.dataDir, 'tus', `${loc.split('/').pop()}.part`);
+      // deferred length, completed by an empty PATCH: the junk would have been counted
+      const a = await create(srv, null);
+      assert.equal((await patch(srv, a, 0, data.subarray(0, 100_000))).status, 204);
+      fs.appendFileSync(partOf(a), randomBytes(50_000));
+      const doneA = await patch(srv, a, 100_000, Buffer.alloc(0), { 'upload-length': '100000' });
+      assert.equal(doneA.status, 204, doneA.body);
+      await assertStored(srv, doneA, data.subarray(0, 100_000));
+      // a later PATCH writing fewer bytes than the junk: the junk's tail would have stayed
+      const b = await create(srv, null);
+      assert.equal((await patch(srv, b, 0, data.subarray(0, 100_000))).status, 204);
+      fs.appendFileSync(partOf(b), randomBytes(80_000));
+      const doneB = await patch(srv, b, 100_000, data.subarray(100_000), { 'upload-length': String(data.length) });
+      assert.equal(doneB.status, 204, doneB.body);
+      await assertStored(srv, doneB, data);
+    });
+
     test('termination removes the session and its part', async () => {
       const loc = await create(srv, 1000);
       await patch(srv, loc, 0, randomBytes(500));

@@ -31,7 +31,7 @@ export async function appendBody(
   const length = row.upload_length;
   let offset = start;
   if (tap) {
-    const fds = await openPart(partPath);
+    const fds = await openPart(partPath, start);
     let cut: number | null = null;
     let failure: Error | null = null;
     /** The offset on record once this PATCH is over: what the hash worker may keep of its bytes. */
@@ -46,8 +46,9 @@ export async function appendBody(
           if (r.complete) failure = new TusError(460, 'CHECKSUM_MISMATCH', 'Upload-Checksum does not match the body');
         } else offset = start + r.written;
       } finally {
-        // The fsync makes the written bytes and the size durable before the offset is recorded.
-        await closePart(fds, cut);
+        // The fsync makes the written bytes and the size durable before the offset is recorded. Bytes
+        // issued past a failed write or sync are cut off: they were never acknowledged.
+        await closePart(fds, cut ?? offset);
       }
       if (offset !== start || length !== null) await setProgress(deps.sql, row.id, offset, length);
       recorded = offset;

@@ -5,6 +5,7 @@ import { hashSecret, newUploadToken } from '../auth/tokens.ts';
 import { newFileKey } from '../storage/disk.ts';
 import { DAY_MS } from '../util/time.ts';
 import { markCompleted, type TusRow } from './store.ts';
+import { settlePart } from './part-io.ts';
 
 export interface Completed {
   readonly bundle: BundleRow;
@@ -23,7 +24,10 @@ export async function completeUpload(deps: Deps, row: TusRow, partPath: string):
   // A hash worker reads the part in 1 MiB pieces, so the event loop only waits. Each PATCH had it
   // hash the durable bytes behind it (appendBody), so usually only the last piece is left; after a
   // restart, or on another process, it reads from 0.
+  // The file is exactly the bytes on record: none a crashed PATCH left past the last offset.
+  await settlePart(partPath, row.upload_offset);
   const d = await deps.disk.digest(partPath, row.id);
+  if (d.size !== row.upload_offset) throw new Error(`tus part digested ${d.size} bytes, ${row.upload_offset} on record`);
   const key = newFileKey();
   const file: NewFile = { storageKey: key, name: row.file_name, size: d.size, mimeType: row.mime_type, crc32: d.crc32 };
   await deps.disk.commit(partPath, key);

@@ -28,16 +28,54 @@ export interface PartFds {
   readonly directFd: number;
 }
 
-export async function openPart(path: string): Promise<PartFds> {
+/**
+ * Opens the part for a PATCH at `offset`, the offset on record. Bytes past it were never
+ * acknowledged (a PATCH cut off by a crash, or whose later write or sync failed): they are cut off
+ * first, so nothing of them can end up in the file, whatever this PATCH writes.
+ */
+export async function openPart(path: string, offset: number): Promise<PartFds> {
   const open = (flags: number): Promise<number> =>
     new Promise((resolve, reject) => fs.open(path, flags, (err, fd) => (err ? reject(err) : resolve(fd))));
   const fd = await open(fs.constants.O_WRONLY);
+  try {
+    await cutBack(fd, offset);
+  } catch (err) {
+    fs.close(fd, () => {});
+    throw err;
+  }
   if (!direct.supported) return { fd, directFd: -1 };
   const directFd = await open(fs.constants.O_WRONLY | fs.constants.O_DIRECT).catch((err: NodeJS.ErrnoException) => {
     if (err.code === 'EINVAL') direct.supported = false;
     return -1; // page-cache writes still work
   });
   return { fd, directFd };
+}
+
+const fstat = (fd: number): Promise<fs.Stats> =>
+  new Promise((resolve, reject) => fs.fstat(fd, (err, st) => (err ? reject(err) : resolve(st))));
+
+/** Truncates to `size` when the file is longer (no write when it is not). */
+async function cutBack(fd: number, size: number): Promise<void> {
+  if ((await fstat(fd)).size <= size) return;
+  await new Promise<void>((resolve, reject) => fs.ftruncate(fd, size, (err) => (err ? reject(err) : resolve())));
+}
+
+/**
+ * Makes the part exactly `size` bytes before it becomes a file: cuts off what lies past it
+ * (unacknowledged bytes, see openPart), fsyncs the cut, and fails if the part is shorter.
+ */
+export async function settlePart(path: string, size: number): Promise<void> {
+  const fd = await new Promise<number>((resolve, reject) => fs.open(path, fs.constants.O_WRONLY, (err, n) => (err ? reject(err) : resolve(n))));
+  try {
+    const have = (await fstat(fd)).size;
+    if (have < size) throw new Error(`tus part holds ${have} bytes, ${size} on record`);
+    if (have > size) {
+      await cutBack(fd, size);
+      await new Promise<void>((resolve, reject) => fs.fsync(fd, (err) => (err ? reject(err) : resolve())));
+    }
+  } finally {
+    fs.close(fd, () => {});
+  }
 }
 
 /**
