@@ -4,7 +4,8 @@ import { randomBytes } from 'node:crypto';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
 import {
   MiB, sha, file, upload, created, getJson, download, assertError, ensureRunning, assertServes, assertNoServerErrors, snapshot,
-  assertNothingKept, assertDiskMatchesRows, survives, waitFor, stored, type Sent,
+  assertNothingKept, assertDiskMatchesRows, survives, waitFor, stored, rawConnect, rawHead, partHead, closing, newBoundary, write,
+  assertJsonError, type Sent,
 } from './upload-util.ts';
 
 const CAP = 8 * MiB;
@@ -88,6 +89,81 @@ for (const backend of backends()) {
       const status = await getJson(srv, `/api/v1/bundle/${b.short_code}/status`);
       assert.equal(status.json.total_size_bytes, CAP);
       assert.equal(status.json.space_remaining, 0);
+    });
+
+    it('an append still streaming is refused as soon as another one committed into its room', async () => {
+      const b = await created(srv, [file('base.bin', randomBytes(2 * MiB))]); // 6 MiB of room
+      const boundary = newBoundary();
+      const total = 5 * MiB;
+      const conn = await rawConnect(srv.port);
+      await write(conn.sock, rawHead(`/api/v1/upload/${b.upload_token}`, boundary, partHead(boundary, 'slow.bin').length + total + closing(boundary).length));
+      await write(conn.sock, partHead(boundary, 'slow.bin'));
+      await write(conn.sock, randomBytes(2 * MiB)); // the slow one holds 2 MiB of the room
+      const fast = await survives(srv, upload(srv, [file('fast.bin', randomBytes(3 * MiB))], `/api/v1/upload/${b.upload_token}`));
+      assert.equal(fast.status, 200, JSON.stringify(fast.json)); // 2 + 3 of 6 MiB
+      // 2 + 3 + 3 MiB would cross the cap: the answer must come before the last of it is sent
+      let sent = 2 * MiB;
+      while (sent < total && !conn.answered()) {
+        await write(conn.sock, randomBytes(256 * 1024));
+        sent += 256 * 1024;
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      assertJsonError(await conn.response, 400, /size|limit/i);
+      assert.ok(sent < total, `refused only after the whole body (${sent} bytes) was sent`);
+      conn.sock.destroy();
+      const status = await getJson(srv, `/api/v1/bundle/${b.short_code}/status`);
+      assert.equal(status.json.total_size_bytes, 5 * MiB);
+      await waitFor('no temp parts left', () => stored(srv.dataDir).parts.length === 0);
+      await assertDiskMatchesRows(srv);
+    });
+
+    it('the length a tus upload declared stays reserved against multipart appends', async () => {
+      const b = await created(srv, [file('base.bin', randomBytes(2 * MiB))]); // 6 MiB of room
+      const meta = `filename ${Buffer.from('t.bin').toString('base64')},upload_token ${Buffer.from(b.upload_token).toString('base64')}`;
+      const tus = await fetch(`${srv.url}/api/v1/tus/`, {
+        method: 'POST',
+        headers: { 'tus-resumable': '1.0.0', 'upload-length': String(5 * MiB), 'upload-metadata': meta },
+      });
+      assert.equal(tus.status, 201, await tus.text());
+      assertError(await survives(srv, upload(srv, [file('m.bin', randomBytes(2 * MiB))], `/api/v1/upload/${b.upload_token}`)), 400, /size|limit/i);
+      const fits = await survives(srv, upload(srv, [file('m.bin', randomBytes(MiB))], `/api/v1/upload/${b.upload_token}`));
+      assert.equal(fits.status, 200, JSON.stringify(fits.json));
+      const loc = new URL(tus.headers.get('location')!).pathname;
+      const done = await fetch(`${srv.url}${loc}`, {
+        method: 'PATCH',
+        headers: { 'tus-resumable': '1.0.0', 'content-type': 'application/offset+octet-stream', 'upload-offset': '0' },
+        body: randomBytes(5 * MiB),
+      });
+      assert.equal(done.status, 204, await done.text());
+      const status = await getJson(srv, `/api/v1/bundle/${b.short_code}/status`);
+      assert.equal(status.json.total_size_bytes, CAP);
+    });
+
+    it('a tus append of deferred length is bounded by the room left now, and refused once the bundle expired', async () => {
+      const b = await created(srv, [file('base.bin', randomBytes(2 * MiB))]); // 6 MiB of room
+      const meta = `filename ${Buffer.from('t.bin').toString('base64')},upload_token ${Buffer.from(b.upload_token).toString('base64')}`;
+      const open = async (): Promise<string> => {
+        const r = await fetch(`${srv.url}/api/v1/tus/`, { method: 'POST', headers: { 'tus-resumable': '1.0.0', 'upload-defer-length': '1', 'upload-metadata': meta } });
+        assert.equal(r.status, 201, await r.text());
+        return new URL(r.headers.get('location')!).pathname;
+      };
+      const patch = (loc: string, body: Buffer, extra: Record<string, string> = {}): Promise<Response> =>
+        fetch(`${srv.url}${loc}`, {
+          method: 'PATCH',
+          headers: { 'tus-resumable': '1.0.0', 'content-type': 'application/offset+octet-stream', 'upload-offset': '0', ...extra },
+          body: new Uint8Array(body),
+        });
+      const [a, c] = [await open(), await open()];
+      const doneA = await patch(a, randomBytes(4 * MiB), { 'upload-length': String(4 * MiB) });
+      assert.equal(doneA.status, 204, await doneA.text());
+      const over = await patch(c, randomBytes(3 * MiB));
+      assert.equal(over.status, 413, await over.text());
+      const fits = await patch(c, randomBytes(2 * MiB));
+      assert.equal(fits.status, 204, await fits.text());
+      const late = await open();
+      await srv.sql`update bundles set expires_at = now() - interval '1 second' where short_code = ${b.short_code}`;
+      const expired = await patch(late, randomBytes(10));
+      assert.equal(expired.status, 403, await expired.text());
     });
 
     it('concurrent appends racing the cap never overshoot it', async () => {

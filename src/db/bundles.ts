@@ -159,13 +159,38 @@ async function insertFiles(tx: Sql, bundleId: number, files: NewFile[]): Promise
  * Adds files to a bundle under a row lock, so concurrent appends can never together pass the cap.
  * Throws SIZE_EXCEEDED or BUNDLE_EXPIRED (nothing is written then).
  */
-export async function appendFiles(sql: Sql, bundleId: number, files: NewFile[]): Promise<FileRow[]> {
+/**
+ * The bytes unfinished tus uploads hold in bundle `b` (the query's alias): each its declared
+ * length, or what it received while its length is deferred. `except` leaves one upload out (the
+ * one completing). Appends of either kind count this room as taken, so a declared length holds.
+ */
+export const tusReserved = (sql: Sql, except: string | null = null) => sql`
+  coalesce((select sum(coalesce(t.upload_length, t.upload_offset)) from tus_uploads t
+            where t.bundle_id = b.id and t.completed_at is null and t.expires_at > now()
+              and t.id is distinct from ${except}), 0)::bigint`;
+
+/**
+ * Room left in a bundle for appends: its cap minus what it holds and what tus uploads reserved
+ * (none for a bundle gone or expired, which `expired` tells).
+ */
+export async function bundleRoom(sql: Sql, bundleId: number, exceptTus: string | null = null): Promise<{ room: number; expired: boolean }> {
+  const [r] = await sql<Array<{ room: number; expired: boolean }>>`
+    select (b.max_size_bytes - b.total_size_bytes - ${tusReserved(sql, exceptTus)})::bigint as room,
+           (b.expires_at is not null and b.expires_at <= now()) as expired
+    from bundles b where b.id = ${bundleId}`;
+  return r === undefined || r.expired ? { room: 0, expired: true } : { room: Number(r.room), expired: false };
+}
+
+/** Appends files under the bundle's row lock; `exceptTus`: the completing tus upload, whose own room this is. */
+export async function appendFiles(sql: Sql, bundleId: number, files: NewFile[], exceptTus: string | null = null): Promise<FileRow[]> {
   const added = files.reduce((n, f) => n + f.size, 0);
   return sql.begin(async (tx) => {
-    const [b] = await tx<BundleRow[]>`select ${tx.unsafe(BUNDLE_COLS)} from bundles b where id = ${bundleId} for update`;
+    const t = tx as unknown as Sql;
+    const [b] = await tx<Array<BundleRow & { reserved: number }>>`
+      select ${tx.unsafe(BUNDLE_COLS)}, ${tusReserved(t, exceptTus)} as reserved from bundles b where id = ${bundleId} for update`;
     if (!b) throw new AppError('INVALID_UPLOAD_TOKEN');
     if (b.is_expired) throw new AppError('BUNDLE_EXPIRED');
-    if (b.total_size_bytes + added > b.max_size_bytes) throw new AppError('SIZE_EXCEEDED');
+    if (b.total_size_bytes + Number(b.reserved) + added > b.max_size_bytes) throw new AppError('SIZE_EXCEEDED');
     if (b.file_count + files.length > MAX_FILES_PER_BUNDLE) throw new AppError('TOO_MANY_FILES');
     await tx`update bundles set total_size_bytes = total_size_bytes + ${added}, file_count = file_count + ${files.length}
              where id = ${bundleId}`;

@@ -4,7 +4,7 @@ import { sendJson, send } from '../http/reply.ts';
 import type { Route } from '../http/server.ts';
 import { ingestMultipart, type IngestedFile, type IngestResult } from '../ingest/multipart.ts';
 import { AppError, toAppError } from '../errors.ts';
-import { appendFiles, findBundleByTokenHash, MAX_FILES_PER_BUNDLE, type FileRow, type NewFile } from '../db/bundles.ts';
+import { appendFiles, bundleRoom, findBundleByTokenHash, MAX_FILES_PER_BUNDLE, type FileRow, type NewFile } from '../db/bundles.ts';
 import { hashSecret, newUploadToken, secretMatches, UPLOAD_TOKEN_RE } from '../auth/tokens.ts';
 import { newFileKey } from '../storage/disk.ts';
 import { isoUtc, DAY_MS } from '../util/time.ts';
@@ -12,14 +12,24 @@ import { isEmail, descriptionProblem } from '../util/names.ts';
 import { fileJson, type Deps } from './deps.ts';
 
 export function uploadRoutes(deps: Deps): Route[] {
-  /** Bytes of not-yet-committed appends per bundle in this process, so parallel appends share the cap
-   * while they stream; the row lock in appendFiles is what holds across processes. */
-  const inflightByBundle = new Map<number, number>();
+  /**
+   * This process's appends per bundle, so parallel appends share the cap while they stream: the bytes
+   * streaming now, and those committed since (the room each read at its start no longer shows them
+   * as free). Across processes only the row lock in appendFiles holds the cap, at commit.
+   */
+  const inflightByBundle = new Map<number, AppendState>();
   return [
     // Body routes admit the caller themselves, after registering the body reader.
     { method: 'post', pattern: '/api/v1/upload', streamsBody: true, transfer: 'upload', handler: (ctx) => createBundle(ctx, deps) },
     { method: 'post', pattern: '/api/v1/upload/:token', streamsBody: true, transfer: 'upload', handler: (ctx) => appendToBundle(ctx, deps, inflightByBundle) },
   ];
+}
+
+interface AppendState {
+  streaming: number;
+  /** Bytes of this process's appends committed while any append to the bundle was streaming. */
+  committed: number;
+  requests: number;
 }
 
 async function createBundle(ctx: Ctx, deps: Deps): Promise<void> {
@@ -84,7 +94,7 @@ async function createBundle(ctx: Ctx, deps: Deps): Promise<void> {
   }
 }
 
-async function appendToBundle(ctx: Ctx, deps: Deps, inflightByBundle: Map<number, number>): Promise<void> {
+async function appendToBundle(ctx: Ctx, deps: Deps, inflightByBundle: Map<number, AppendState>): Promise<void> {
   const token = ctx.params[0] ?? '';
   const ingest = ingestMultipart(ctx, deps.disk);
   let bundle;
@@ -100,33 +110,40 @@ async function appendToBundle(ctx: Ctx, deps: Deps, inflightByBundle: Map<number
     return failUpload(ctx, deps, err);
   }
   const id = bundle.id;
-  const room = bundle.max_size_bytes - bundle.total_size_bytes;
+  const state = inflightByBundle.get(id) ?? { streaming: 0, committed: 0, requests: 0 };
+  inflightByBundle.set(id, state);
+  state.requests++;
+  // Taken before the room is read: a commit counted after this may already be in that room, so it
+  // can count twice (a refusal a little early), never not at all.
+  const committedBefore = state.committed;
   let mine = 0;
-  const release = (): void => {
-    const left = (inflightByBundle.get(id) ?? 0) - mine;
-    if (left > 0) inflightByBundle.set(id, left);
-    else inflightByBundle.delete(id);
+  const release = (stored: boolean): void => {
+    state.streaming -= mine;
+    if (stored) state.committed += mine;
     mine = 0;
+    if (--state.requests === 0) inflightByBundle.delete(id);
   };
   let result: IngestResult;
   try {
+    const { room } = await bundleRoom(deps.sql, id);
     result = await ingest.start((n) => {
-      const others = (inflightByBundle.get(id) ?? 0) - mine;
-      if (others + mine + n > room) return false;
+      if (state.streaming + (state.committed - committedBefore) + n > room) return false;
       mine += n;
-      inflightByBundle.set(id, others + mine);
+      state.streaming += n;
       return true;
     });
   } catch (err) {
-    release();
+    release(false);
     return failUpload(ctx, deps, err);
   }
   const committed: string[] = [];
+  let stored = false;
   try {
     if (result.files.length === 0) throw new AppError('NO_FILES');
     const newFiles = await commitParts(deps, result.files, committed);
     if (ctx.aborted) throw new AppError('MALFORMED_MULTIPART', 'client went away');
     const rows: FileRow[] = await appendFiles(deps.sql, id, newFiles);
+    stored = true;
     deps.bundles.invalidate(id);
     sendJson(ctx, 200, {
       success: true,
@@ -139,7 +156,7 @@ async function appendToBundle(ctx: Ctx, deps: Deps, inflightByBundle: Map<number
     await discard(deps, result.files, committed);
     return failUpload(ctx, deps, err);
   } finally {
-    release();
+    release(stored);
   }
 }
 

@@ -34,7 +34,7 @@ export async function completeUpload(deps: Deps, row: TusRow, partPath: string):
   let done: Completed;
   try {
     if (row.bundle_id !== null) {
-      const [f] = await appendFiles(deps.sql, row.bundle_id, [file]);
+      const [f] = await appendFiles(deps.sql, row.bundle_id, [file], row.id);
       deps.bundles.invalidate(row.bundle_id);
       const [bundle] = await deps.sql<BundleRow[]>`select b.*, false as is_expired from bundles b where id = ${row.bundle_id}`;
       done = { bundle: bundle!, fileId: f!.id, uploadToken: null };

@@ -9,6 +9,7 @@ import { PLANS } from '../auth/plans.ts';
 import { tapBody, type BodyTap } from './patch.ts';
 import { appendBody, hasBody } from './body.ts';
 import { createUpload, partPathOf } from './create.ts';
+import { bundleRoom } from '../db/bundles.ts';
 import { deleteUpload, findUpload, lease, LEASE_MS, releaseLease, renewLease, type TusRow } from './store.ts';
 import {
   BASE_HEADERS, CHECKSUM_ALGORITHMS, checkResumable, httpDate, intHeader, OFFSET_TYPE, parseChecksum, replyError, TUS_EXTENSIONS,
@@ -126,17 +127,25 @@ async function patch(ctx: Ctx, deps: Deps, dir: string): Promise<void> {
         if (tap) throw new TusError(400, 'UPLOAD_COMPLETE', 'The upload is already complete');
         return [['Upload-Offset', String(row.upload_offset)], ['Upload-Expires', httpDate(row.expires_at)]] as const;
       }
+      let maxBytes = row.max_bytes;
+      if (row.bundle_id !== null) {
+        // An append: refused once its bundle expired, like a multipart append. A deferred length
+        // reserved only what arrived, so the room left now bounds it, not the room at creation.
+        const target = await bundleRoom(deps.sql, row.bundle_id, row.id);
+        if (target.expired) throw new TusError(403, 'BUNDLE_EXPIRED', 'Bundle has expired');
+        if (row.upload_length === null) maxBytes = Math.min(maxBytes, target.room);
+      }
       let length = row.upload_length;
       if (declared !== undefined) {
         if (length !== null && declared !== length) throw new TusError(400, 'INVALID_LENGTH', 'Upload-Length cannot change');
         if (declared < offset) throw new TusError(400, 'INVALID_LENGTH', 'Upload-Length is below the offset');
-        if (declared > row.max_bytes) throw new TusError(413, 'SIZE_EXCEEDED', 'Upload-Length exceeds the size limit');
+        if (declared > maxBytes) throw new TusError(413, 'SIZE_EXCEEDED', 'Upload-Length exceeds the size limit');
         length = declared;
       }
-      if (contentLength !== undefined && offset + contentLength > (length ?? row.max_bytes)) {
+      if (contentLength !== undefined && offset + contentLength > (length ?? maxBytes)) {
         throw new TusError(413, 'SIZE_EXCEEDED', 'Body goes past Upload-Length or the size limit');
       }
-      return appendBody(ctx, deps, tap, { ...row, upload_length: length }, partPathOf(dir, id), checksum);
+      return appendBody(ctx, deps, tap, { ...row, upload_length: length, max_bytes: maxBytes }, partPathOf(dir, id), checksum);
     });
     send(ctx, 204, '', [...BASE_HEADERS, ...headers]);
   } catch (err) {

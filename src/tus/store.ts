@@ -1,5 +1,5 @@
 import type { Sql } from '../db/client.ts';
-import type { BundleRow } from '../db/bundles.ts';
+import { tusReserved, type BundleRow } from '../db/bundles.ts';
 import { TusError } from './protocol.ts';
 
 /** The new bundle's fields, fixed at creation (the password is already hashed). */
@@ -52,8 +52,7 @@ export async function reserveInBundle(sql: Sql, bundleId: number, length: number
   await sql.begin(async (tx) => {
     const [b] = await tx<(BundleRow & { reserved: number })[]>`
       select b.*, (b.expires_at is not null and b.expires_at <= now()) as is_expired,
-             coalesce((select sum(coalesce(t.upload_length, t.upload_offset)) from tus_uploads t
-                       where t.bundle_id = b.id and t.completed_at is null and t.expires_at > now()), 0)::bigint as reserved
+             ${tusReserved(tx as unknown as Sql)} as reserved
       from bundles b where b.id = ${bundleId} for update`;
     if (!b || b.is_expired) throw new TusError(403, 'BUNDLE_EXPIRED', 'Bundle has expired');
     const room = b.max_size_bytes - b.total_size_bytes - Number(b.reserved);
