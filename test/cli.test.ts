@@ -8,6 +8,7 @@ import { request } from 'undici';
 import { spawn } from 'node:child_process';
 import { ROOT, backends, runCli, startServer, storedPaths, type TestServer } from './helpers/server.ts';
 import { multipart } from './helpers/multipart.ts';
+import { startTag } from '../src/util/process-tag.ts';
 
 interface Upload {
   short_code: string;
@@ -122,7 +123,7 @@ for (const backend of backends()) {
       assert.equal(Number(row!.n), fs.readdirSync(path.join(import.meta.dirname, '../sql')).filter((f) => /^\d{4}_.*\.sql$/.test(f)).length);
     });
 
-    test('sweep removes expired bundles, their files and dead writers\' parts, and prints counts', async () => {
+    test('sweep removes expired bundles, their files and dead writers\' parts, and prints counts', async (t) => {
       const expired = await upload(srv, 2);
       const live = await upload(srv, 1);
       const expiredKeys = await storageKeys(srv, expired.short_code);
@@ -131,6 +132,13 @@ for (const backend of backends()) {
       // A part left by a writer that no longer exists (pid above any pid_max).
       const deadPart = path.join(srv.dataDir, 'tmp', `2147483646-${randomBytes(12).toString('hex')}.part`);
       fs.writeFileSync(deadPart, randomBytes(10));
+      // A crashed writer whose pid runs again as another process (a container's pid 1 at every start):
+      // this test runner's pid with another start tag. Beside it, a part that really is the runner's.
+      const tag = startTag(process.pid);
+      const reusedPid = path.join(srv.dataDir, 'tmp', `${process.pid}-${tag === '00000000' ? '11111111' : '00000000'}-${randomBytes(12).toString('hex')}.part`);
+      const livePart = path.join(srv.dataDir, 'tmp', `${process.pid}-${tag}-${randomBytes(12).toString('hex')}.part`);
+      fs.writeFileSync(reusedPid, randomBytes(10));
+      fs.writeFileSync(livePart, randomBytes(10));
 
       const r = await srv.cli(['sweep']);
       assert.equal(r.code, 0, r.stderr);
@@ -144,6 +152,12 @@ for (const backend of backends()) {
       const disk = onDisk(srv);
       for (const k of expiredKeys) assert.ok(!disk.has(k), `${k} of the expired bundle removed`);
       assert.ok(!fs.existsSync(deadPart), 'dead writer part removed');
+      if (tag === null) t.diagnostic('no /proc start times here: the reused-pid case is not checked');
+      else {
+        assert.ok(!fs.existsSync(reusedPid), 'a part of an earlier process with the same pid removed');
+        assert.ok(fs.existsSync(livePart), 'a live writer\'s part kept');
+      }
+      fs.rmSync(livePart, { force: true });
 
       assert.equal(await bundleRows(srv, live.short_code), 1);
       for (const k of liveKeys) assert.ok(disk.has(k), `${k} of the live bundle kept`);

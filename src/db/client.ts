@@ -4,6 +4,7 @@ import path from 'node:path';
 import postgres from 'postgres';
 import type { Logger } from 'pino';
 import { servePglite } from './pglite-server.ts';
+import { isAlive, ownTag, writerAlive } from '../util/process-tag.ts';
 
 export type Sql = postgres.Sql<Record<string, never>>;
 
@@ -108,17 +109,25 @@ async function connectEmbedded(opts: { dataDir: string; log: Logger; max: number
   throw new Error(`embedded database in ${opts.dataDir} is locked by another process that does not serve it`);
 }
 
-/** Exclusive host lock: a file holding our pid; a dead holder's lock is taken over. */
+/**
+ * Exclusive host lock: a file holding our pid and start tag (process-tag.ts); a dead holder's lock
+ * is taken over, also when its pid runs again as another process.
+ */
 function takeLock(lockPath: string): boolean {
+  const mine = `${process.pid} ${ownTag}`;
   try {
-    fs.writeFileSync(lockPath, String(process.pid), { flag: 'wx', mode: 0o600 });
+    fs.writeFileSync(lockPath, mine, { flag: 'wx', mode: 0o600 });
     return true;
   } catch {
-    const holder = Number(fs.readFileSync(lockPath, 'utf8').trim());
-    if (Number.isInteger(holder) && holder > 0 && holder !== process.pid && isAlive(holder)) return false;
+    const [pidText, tag] = fs.readFileSync(lockPath, 'utf8').trim().split(' ');
+    const holder = Number(pidText);
+    if (Number.isInteger(holder) && holder > 0) {
+      const alive = tag === undefined ? holder !== process.pid && isAlive(holder) : writerAlive(holder, tag);
+      if (alive) return false;
+    }
     fs.rmSync(lockPath, { force: true });
     try {
-      fs.writeFileSync(lockPath, String(process.pid), { flag: 'wx', mode: 0o600 });
+      fs.writeFileSync(lockPath, mine, { flag: 'wx', mode: 0o600 });
       return true;
     } catch {
       return false;
@@ -126,14 +135,6 @@ function takeLock(lockPath: string): boolean {
   }
 }
 
-export function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
 
 const EMBEDDED_SHARED_BUFFERS = '16MB';
 

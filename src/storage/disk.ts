@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { randomHex } from '../util/random.ts';
+import { ownTag } from '../util/process-tag.ts';
 import { createPartWriter, type PartWriter } from './part-writer.ts';
 import type { FileDigest, Hasher } from './hasher.ts';
 import { probeDirect } from './direct-io.ts';
@@ -102,9 +103,10 @@ export async function createDisk(dataDir: string, hasher: Hasher): Promise<Disk>
     tmpDir,
     cacheDir: path.join(dataDir, 'cache'),
     filePath,
-    // The pid in the name lets the sweeper tell a crashed writer's leftovers from a live one's.
+    // The pid and its start tag in the name let the sweeper tell a crashed writer's leftovers from a
+    // live one's, even when the pid runs again (process-tag.ts).
     createPart: (onError) =>
-      createPartWriter(path.join(tmpDir, `${process.pid}-${randomHex(12)}.part`), hasher, onError),
+      createPartWriter(path.join(tmpDir, `${process.pid}-${ownTag}-${randomHex(12)}.part`), hasher, onError),
     async commit(partPath, key, finishedAt) {
       const dest = filePath(key);
       const dir = path.dirname(dest);
@@ -126,7 +128,7 @@ export async function createDisk(dataDir: string, hasher: Hasher): Promise<Disk>
       await syncDir(dir);
     },
     async removeOwnParts() {
-      const mine = (await fsp.readdir(tmpDir)).filter((n) => n.startsWith(`${process.pid}-`) && n.endsWith('.part'));
+      const mine = (await fsp.readdir(tmpDir)).filter((n) => n.startsWith(`${process.pid}-${ownTag}-`) && n.endsWith('.part'));
       await Promise.all(mine.map((n) => fsp.rm(path.join(tmpDir, n), { force: true })));
       return mine.length;
     },

@@ -1,7 +1,7 @@
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import type { Sql } from '../db/client.ts';
-import { isAlive } from '../db/client.ts';
+import { isAlive, writerAlive } from '../util/process-tag.ts';
 import type { Disk } from '../storage/disk.ts';
 import { sweepTus } from '../tus/sweep.ts';
 
@@ -79,13 +79,17 @@ async function sweepParts(tmpDir: string, idleMs: number): Promise<number> {
   const now = Date.now();
   for (const name of await fsp.readdir(tmpDir).catch(() => [] as string[])) {
     const p = path.join(tmpDir, name);
-    const pid = Number(/^(\d+)-/.exec(name)?.[1]);
+    // <pid>-<start tag>-<random>.part; before tags, <pid>-<random>.part (24 hex digits)
+    const m = /^(\d+)-(?:([0-9a-f]{8})-)?[0-9a-f]{24}\.part$/.exec(name);
+    const pid = Number(m?.[1]);
     const st = await fsp.stat(p).catch(() => null);
     if (!st) continue;
     // A live process's finished parts sit untouched until its request commits them (a long
-    // multi-file upload can take hours): only a dead writer's parts are leftovers.
-    const named = Number.isInteger(pid) && pid > 0;
-    const deadWriter = named && pid !== process.pid && !isAlive(pid);
+    // multi-file upload can take hours): only a dead writer's parts are leftovers. A tagged part
+    // whose pid runs again as another process (a container's pid 1 after a crash) is one too.
+    const named = m !== null && pid > 0;
+    const tag = m?.[2];
+    const deadWriter = named && (tag === undefined ? pid !== process.pid && !isAlive(pid) : !writerAlive(pid, tag));
     if (deadWriter || (!named && now - st.mtimeMs > idleMs)) {
       await fsp.rm(p, { force: true });
       removed++;
