@@ -122,7 +122,8 @@ function takeLock(lockPath: string): boolean {
     const [pidText, tag] = fs.readFileSync(lockPath, 'utf8').trim().split(' ');
     const holder = Number(pidText);
     if (Number.isInteger(holder) && holder > 0) {
-      const alive = tag === undefined ? holder !== process.pid && isAlive(holder) : writerAlive(holder, tag);
+      // (our own pid: a lock this process left, or its predecessor's under the same pid; ours to take)
+      const alive = holder !== process.pid && (tag === undefined ? isAlive(holder) : writerAlive(holder, tag));
       if (alive) return false;
     }
     fs.rmSync(lockPath, { force: true });
