@@ -4,7 +4,7 @@ import { sendJson, send } from '../http/reply.ts';
 import type { Route } from '../http/server.ts';
 import { ingestMultipart, type IngestedFile, type IngestResult } from '../ingest/multipart.ts';
 import { AppError, toAppError } from '../errors.ts';
-import { appendFiles, bundleRoom, findBundleByTokenHash, MAX_FILES_PER_BUNDLE, type FileRow, type NewFile } from '../db/bundles.ts';
+import { appendFiles, bundleRoom, deleteBundle, findBundleByTokenHash, MAX_FILES_PER_BUNDLE, type FileRow, type NewFile } from '../db/bundles.ts';
 import { hashSecret, newUploadToken, secretMatches, UPLOAD_TOKEN_RE } from '../auth/tokens.ts';
 import { newFileKey } from '../storage/disk.ts';
 import { isoUtc, DAY_MS } from '../util/time.ts';
@@ -79,6 +79,11 @@ async function createBundle(ctx: Ctx, deps: Deps): Promise<void> {
       },
       newFiles,
     );
+    if (ctx.aborted) {
+      // Gone while the rows were written: the token was never delivered. Undo (the catch removes the files).
+      await deleteBundle(deps.sql, bundle.id);
+      throw new AppError('MALFORMED_MULTIPART', 'client went away');
+    }
     sendJson(ctx, 201, {
       success: true,
       short_code: bundle.short_code,
