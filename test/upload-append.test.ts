@@ -166,6 +166,15 @@ for (const backend of backends()) {
       assert.equal(expired.status, 403, await expired.text());
     });
 
+    it('file parts that are not kept still count against the cap', async () => {
+      const before = await snapshot(srv);
+      const junk = { name: 'junk', filename: 'junk.bin', data: randomBytes(CAP + MiB) };
+      assertError(await survives(srv, upload(srv, [file('a.txt', 'a'), junk])), 400, /size|limit/i);
+      const empty = { name: 'files[]', filename: '', data: randomBytes(CAP + MiB) };
+      assertError(await survives(srv, upload(srv, [file('a.txt', 'a'), empty])), 400, /size|limit/i);
+      await assertNothingKept(srv, before);
+    });
+
     it('concurrent appends racing the cap never overshoot it', async () => {
       const base = 5 * MiB;
       const b = await created(srv, [file('base.bin', randomBytes(base))]);

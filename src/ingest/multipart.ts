@@ -213,10 +213,14 @@ export function ingestMultipart(ctx: Ctx, disk: Disk): Ingest {
       });
       bb.on('file', (field, stream, info) => {
         if (!FILE_FIELDS.has(field) || info.filename === undefined || info.filename === '') {
-          // Not a file we keep (e.g. an empty file input): consume and drop. busboy destroys the
-          // stream with an error when the body ends inside it; unheard, that error killed the process.
+          // Not a file we keep (e.g. an empty file input): consume and drop, its bytes still counted
+          // against the cap (a body is refused once it holds more than the cap, whatever its parts).
+          // busboy destroys the stream with an error when the body ends inside it; unheard, that
+          // error killed the process.
           stream.on('error', () => {});
-          stream.resume();
+          stream.on('data', (chunk: Buffer) => {
+            if (!finished && !reserve(chunk.length)) fail(new AppError('SIZE_EXCEEDED'));
+          });
           return;
         }
         const name = cleanFileName(info.filename);
