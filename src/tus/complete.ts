@@ -21,11 +21,11 @@ export interface Completed {
  * the upload stays complete-able (an empty PATCH at the final offset retries).
  */
 export async function completeUpload(deps: Deps, row: TusRow, partPath: string): Promise<Completed> {
+  // The file is exactly the bytes on record: none a crashed PATCH left past the last offset.
+  await settlePart(partPath, row.upload_offset);
   // A hash worker reads the part in 1 MiB pieces, so the event loop only waits. Each PATCH had it
   // hash the durable bytes behind it (appendBody), so usually only the last piece is left; after a
   // restart, or on another process, it reads from 0.
-  // The file is exactly the bytes on record: none a crashed PATCH left past the last offset.
-  await settlePart(partPath, row.upload_offset);
   const d = await deps.disk.digest(partPath, row.id);
   if (d.size !== row.upload_offset) throw new Error(`tus part digested ${d.size} bytes, ${row.upload_offset} on record`);
   const key = newFileKey();

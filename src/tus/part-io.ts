@@ -79,7 +79,8 @@ export async function settlePart(path: string, size: number): Promise<void> {
 }
 
 /**
- * Drops bytes past `length` (a PATCH whose checksum failed), fsyncs and closes. The fsync of either
+ * Drops bytes past `length` (the PATCH's start when its checksum failed, else the bytes it wrote
+ * durably, in order), fsyncs and closes. The fsync of either
  * descriptor covers the inode, so it makes the direct writes' size and the device cache durable too.
  */
 export async function closePart(fds: PartFds, truncateTo: number | null): Promise<void> {
