@@ -136,7 +136,6 @@ function takeLock(lockPath: string): boolean {
   }
 }
 
-
 const EMBEDDED_SHARED_BUFFERS = '16MB';
 
 async function hostEmbedded(
