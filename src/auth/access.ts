@@ -93,19 +93,6 @@ export function createAccess(deps: { config: Config; sql: Sql; store: RateStore;
       ctx.replyHeaders.push(['X-RateLimit-Limit', String(limit)], ['X-RateLimit-Remaining', String(remaining)]);
       return caller;
     },
-    async meter(ctx) {
-      let [limit, spent] = [config.rateLimitAnonPerHour, 0];
-      try {
-        const caller = callers.get(ctx) ?? (await resolve(ctx));
-        callers.set(ctx, caller);
-        const [bucket, bucketLimit] = budgetOf(caller);
-        limit = bucketLimit;
-        spent = (await store.peek(bucket).catch((err: unknown) => (storeDown(err), { count: 0 }))).count;
-      } catch {
-        // the database could not say who this is: the anonymous budget is stated, as admit does
-      }
-      ctx.replyHeaders.push(['X-RateLimit-Limit', String(limit)], ['X-RateLimit-Remaining', String(Math.max(0, limit - spent))]);
-    },
     async callerOf(ctx) {
       return callers.get(ctx) ?? (await resolve(ctx));
     },

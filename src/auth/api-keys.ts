@@ -61,6 +61,12 @@ export async function findApiKey(sql: Sql, key: string): Promise<ApiKeyRow | und
   return row && secretMatches(key, row.key_hash) ? row : undefined;
 }
 
+/** Whether the key with this id is still active (neither revoked nor expired). */
+export async function isKeyActive(sql: Sql, id: number): Promise<boolean> {
+  const [row] = await sql`select 1 from api_keys where id = ${id} and revoked_at is null and (expires_at is null or expires_at > now())`;
+  return row !== undefined;
+}
+
 export const listApiKeys = (sql: Sql): Promise<ApiKeyRow[]> =>
   sql<ApiKeyRow[]>`select k.*, ${sql.unsafe(STATE)} from api_keys k order by k.id`;
 

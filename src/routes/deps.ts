@@ -37,13 +37,6 @@ export interface Access {
   ipOf(ctx: Ctx): string;
   /** Resolves the caller and spends one request of its hourly budget; throws RATE_LIMITED. */
   admit(ctx: Ctx): Promise<Caller>;
-  /**
-   * Sets the X-RateLimit headers of the caller's current window without spending from it: for the
-   * /api/ requests that the budget deliberately does not count (tus PATCH, HEAD, DELETE, OPTIONS of
-   * an upload session). Never throws: when the caller or the store cannot be read, it states the
-   * anonymous limit in full.
-   */
-  meter(ctx: Ctx): Promise<void>;
   /** The caller admitted for this request (content paths resolve one without spending budget). */
   callerOf(ctx: Ctx): Promise<Caller>;
   /** Upload limits of the caller; throws INVALID_API_KEY for a rejected Bearer value. */

@@ -10,6 +10,8 @@ import { tapBody, type BodyTap } from './patch.ts';
 import { appendBody, hasBody } from './body.ts';
 import { createUpload, partPathOf } from './create.ts';
 import { bundleRoom } from '../db/bundles.ts';
+import { isKeyActive } from '../auth/api-keys.ts';
+import { AppError } from '../errors.ts';
 import { deleteUpload, findUpload, lease, LEASE_MS, releaseLease, renewLease, type TusRow } from './store.ts';
 import {
   BASE_HEADERS, CHECKSUM_ALGORITHMS, checkResumable, httpDate, intHeader, OFFSET_TYPE, parseChecksum, replyError, TUS_EXTENSIONS,
@@ -20,16 +22,20 @@ import {
 export const tusDirOf = (filesDir: string): string => path.join(path.dirname(filesDir), 'tus');
 
 /**
- * tus 1.0.0 at /api/v1/tus/. Every route reads the body itself or has none to read, so none is
- * admitted by the server: only the creation POST spends rate-limit budget (one upload session),
- * PATCH, HEAD, DELETE and OPTIONS are authorized by the unguessable upload id alone. They still
- * carry the caller's X-RateLimit headers (access.meter), like every /api/ response.
+ * tus 1.0.0 at /api/v1/tus/. Every route reads the body itself or has none to read, so each admits
+ * its caller itself: every request counts against the caller's budget and carries the X-RateLimit
+ * headers (CONTRACT: every /api/* request counts). PATCH, HEAD and DELETE are authorized by the
+ * unguessable upload id; a PATCH of an upload started under a key also needs that key still active.
  */
 export function tusRoutes(deps: Deps): Route[] {
   const dir = tusDirOf(deps.disk.filesDir);
   const create = (ctx: Ctx): Promise<void> => createUpload(ctx, deps, dir);
   const options = async (ctx: Ctx): Promise<void> => {
-    await deps.access.meter(ctx);
+    try {
+      await deps.access.admit(ctx);
+    } catch (err) {
+      return replyError(ctx, err, logFailure(deps, ctx));
+    }
     const maxSize = Math.max(deps.config.anonMaxBundleBytes, ...Object.values(PLANS).map((p) => p.maxBundleBytes));
     send(ctx, 204, '', [
       ...BASE_HEADERS,
@@ -60,8 +66,8 @@ function notFound(): TusError {
 }
 
 async function head(ctx: Ctx, deps: Deps): Promise<void> {
-  await deps.access.meter(ctx);
   try {
+    await deps.access.admit(ctx);
     checkResumable(ctx.headers);
     const id = ctx.params[0] ?? '';
     const row = UPLOAD_ID_RE.test(id) ? await findUpload(deps.sql, id) : undefined;
@@ -107,8 +113,9 @@ async function patch(ctx: Ctx, deps: Deps, dir: string): Promise<void> {
   const h = ctx.headers;
   const tap: BodyTap | null = hasBody(h) ? tapBody(ctx) : null;
   const id = ctx.params[0] ?? '';
-  await deps.access.meter(ctx);
   try {
+    // A PATCH is an upload: a Bearer that is not an active key is refused (401), as on any upload.
+    deps.access.uploaderFor(await deps.access.admit(ctx));
     checkResumable(h);
     if ((h['content-type'] ?? '').split(';')[0]!.trim().toLowerCase() !== OFFSET_TYPE) {
       throw new TusError(415, 'WRONG_CONTENT_TYPE', `Content-Type must be ${OFFSET_TYPE}`);
@@ -120,6 +127,9 @@ async function patch(ctx: Ctx, deps: Deps, dir: string): Promise<void> {
     const contentLength = intHeader(h, 'content-length');
     const headers = await withLease(deps, id, async (row) => {
       if (row.is_expired) throw notFound();
+      // Started under a key: the key must still be active for every byte and for completion (a
+      // revoked key's upload would otherwise still become a bundle on its plan).
+      if (row.api_key_id !== null && !(await isKeyActive(deps.sql, row.api_key_id))) throw new AppError('INVALID_API_KEY');
       if (offset !== row.upload_offset) {
         throw new TusError(409, 'OFFSET_MISMATCH', `Upload-Offset ${offset} does not match the upload's offset ${row.upload_offset}`);
       }
@@ -156,8 +166,8 @@ async function patch(ctx: Ctx, deps: Deps, dir: string): Promise<void> {
 
 async function terminate(ctx: Ctx, deps: Deps, dir: string): Promise<void> {
   const id = ctx.params[0] ?? '';
-  await deps.access.meter(ctx);
   try {
+    await deps.access.admit(ctx);
     checkResumable(ctx.headers);
     await withLease(deps, id, async (row) => {
       // A completed upload's file belongs to its bundle now: only the session goes.
