@@ -156,10 +156,6 @@ async function insertFiles(tx: Sql, bundleId: number, files: NewFile[]): Promise
 }
 
 /**
- * Adds files to a bundle under a row lock, so concurrent appends can never together pass the cap.
- * Throws SIZE_EXCEEDED or BUNDLE_EXPIRED (nothing is written then).
- */
-/**
  * The bytes unfinished tus uploads hold in bundle `b` (the query's alias): each its declared
  * length, or what it received while its length is deferred. `except` leaves one upload out (the
  * one completing). Appends of either kind count this room as taken, so a declared length holds.
@@ -181,7 +177,11 @@ export async function bundleRoom(sql: Sql, bundleId: number, exceptTus: string |
   return r === undefined || r.expired ? { room: 0, expired: true } : { room: Number(r.room), expired: false };
 }
 
-/** Appends files under the bundle's row lock; `exceptTus`: the completing tus upload, whose own room this is. */
+/**
+ * Adds files to a bundle under a row lock, so concurrent appends can never together pass the cap
+ * (less what tus uploads reserved; `exceptTus` is the completing tus upload, whose own room this is).
+ * Throws SIZE_EXCEEDED or BUNDLE_EXPIRED (nothing is written then).
+ */
 export async function appendFiles(sql: Sql, bundleId: number, files: NewFile[], exceptTus: string | null = null): Promise<FileRow[]> {
   const added = files.reduce((n, f) => n + f.size, 0);
   return sql.begin(async (tx) => {

@@ -32,7 +32,8 @@ export function startTag(pid: number): string | null {
 
 export const ownTag: string = startTag(process.pid) ?? randomHex(4);
 
-function pidAlive(pid: number): boolean {
+/** Whether `pid` runs at all (alone: for names written before tags, which carry the pid only). */
+export function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
@@ -48,10 +49,7 @@ function pidAlive(pid: number): boolean {
  */
 export function writerAlive(pid: number, tag: string): boolean {
   if (pid === process.pid) return tag === ownTag;
-  if (!pidAlive(pid)) return false;
+  if (!isAlive(pid)) return false;
   const now = startTag(pid);
   return now === null || now === tag;
 }
-
-/** Whether `pid` runs at all (for names written before tags, which carry the pid alone). */
-export const isAlive = pidAlive;
