@@ -8,7 +8,7 @@ import {
 import { CONTENT_LENGTH_LIMIT, uploadMultipart, type UploadResult } from './lib/http-client.ts';
 import { closeAll, describeFailure, selectServers, startTarget, type Target } from './lib/targets.ts';
 import { asUploadReply, cleanupUploads } from './lib/sluice-api.ts';
-import { durableWriteMs } from './lib/disk-ceiling.ts';
+import { durableWrite } from './lib/disk-ceiling.ts';
 
 /** The disk's durable write speed for the same bytes, sampled in the rotation (BENCH_DISK=0 skips it). */
 const DISK = 'disk (durable write)';
@@ -20,6 +20,8 @@ interface Run {
   peakRssMiB: number;
   /** Server CPU seconds (all threads) per 10^9 bytes moved. */
   cpuPerGB: number;
+  /** Until the last body byte of every stream was sent; the rest of `ms` is the wait for the replies. */
+  sentMs: number;
   chunked: boolean;
 }
 
@@ -34,6 +36,7 @@ interface CaseResult {
   wallMs?: number;
   peakRssMiB?: number;
   cpuPerGB?: number;
+  sentMs?: number;
 }
 
 const PATH = '/api/v1/upload';
@@ -73,7 +76,9 @@ async function runOnce(target: Target, sizes: readonly number[], run: number): P
   }
   const total = sizes.reduce((a, b) => a + b, 0);
   const chunked = settled.some((s) => s.status === 'fulfilled' && s.value.chunked);
-  return { run: { ms, mbps: mbps(total, ms), peakRssMiB, cpuPerGB: cpu / (total / 1e9), chunked } };
+  // (each stream starts within microseconds of `started`, so its sentMs is on the same clock)
+  const sentMs = Math.max(...settled.map((s) => (s.status === 'fulfilled' ? s.value.sentMs : NaN)));
+  return { run: { ms, mbps: mbps(total, ms), peakRssMiB, cpuPerGB: cpu / (total / 1e9), sentMs, chunked } };
 }
 
 async function main(): Promise<void> {
@@ -111,9 +116,10 @@ async function main(): Promise<void> {
       const disk: CaseResult = { server: DISK, size, streams, encoding: 'none', runs: [], errors: [] };
       for (let r = 0; r < runs; r++) {
         if (WITH_DISK) {
-          const ms = await durableWriteMs(parts);
-          disk.runs.push({ ms, mbps: mbps(size, ms), peakRssMiB: NaN, cpuPerGB: NaN, chunked: false });
-          console.log(`  ${formatSize(size)} ${streams === 1 ? 'single' : `x${streams}`} run ${r + 1} disk: ${fixed(mbps(size, ms))} MB/s`);
+          const { ms, writtenMs } = await durableWrite(parts);
+          disk.runs.push({ ms, mbps: mbps(size, ms), peakRssMiB: NaN, cpuPerGB: NaN, sentMs: writtenMs, chunked: false });
+          const split = `written in ${fixed(writtenMs / 1000, 2)} s + fsync ${fixed((ms - writtenMs) / 1000, 2)} s`;
+          console.log(`  ${formatSize(size)} ${streams === 1 ? 'single' : `x${streams}`} run ${r + 1} disk: ${fixed(mbps(size, ms))} MB/s, ${split}`);
         }
         // rotate the order each run so no server always goes first after a disk flush
         for (let k = 0; k < targets.length; k++) {
@@ -123,7 +129,8 @@ async function main(): Promise<void> {
           if (out.run) c.runs.push(out.run);
           else c.errors.push((out.error = describeFailure(targets[i]!, out.error ?? 'unknown')));
           const label = `${formatSize(size)} ${streams === 1 ? 'single' : `x${streams}`} run ${r + 1} ${c.server}`;
-          console.log(`  ${label}: ${runLine(out.run, out.error)}`);
+          const after = out.run ? `, sent in ${fixed(out.run.sentMs / 1000, 2)} s + reply after ${fixed((out.run.ms - out.run.sentMs) / 1000, 2)} s` : '';
+          console.log(`  ${label}: ${runLine(out.run, out.error)}${after}`);
         }
       }
       for (const c of cases) {
@@ -132,12 +139,14 @@ async function main(): Promise<void> {
           c.mbps = median(c.runs.map((x) => x.mbps));
           c.wallMs = median(c.runs.map((x) => x.ms));
           c.peakRssMiB = Math.max(...c.runs.map((x) => x.peakRssMiB));
-        c.cpuPerGB = median(c.runs.map((x) => x.cpuPerGB));
+          c.cpuPerGB = median(c.runs.map((x) => x.cpuPerGB));
+          c.sentMs = median(c.runs.map((x) => x.sentMs));
         }
       }
       if (disk.runs.length > 0) {
         disk.mbps = median(disk.runs.map((x) => x.mbps));
         disk.wallMs = median(disk.runs.map((x) => x.ms));
+        disk.sentMs = median(disk.runs.map((x) => x.sentMs));
         cases.push(disk);
       }
       results.push(...cases);
@@ -154,6 +163,7 @@ async function main(): Promise<void> {
     c.encoding,
     fixed(c.mbps),
     fixed(c.wallMs === undefined ? undefined : c.wallMs / 1000, 2),
+    fixed(c.sentMs === undefined ? undefined : c.sentMs / 1000, 2),
     fixed(c.peakRssMiB),
     fixed(c.cpuPerGB, 2),
     c.server === 'sluice' ? ratio(c.mbps, find('express-multer', c)) : '',
@@ -165,8 +175,13 @@ async function main(): Promise<void> {
   ]);
   console.log(`\nmedians of ${runs} run(s); MB/s = 10^6 bytes/s over the whole body; RSS = server peak (max of runs)`);
   console.log(`${DISK}: the same bytes from memory to disk with O_DIRECT and fsync, no network: a durable server's ceiling`);
+  console.log(
+    "sent s = until the client's last body byte went into the socket (the slowest stream); the rest of wall s is the\n" +
+      'wait for the replies after it: for a durable server mostly its final fsync, the disk flushing what it was given\n' +
+      '(for the disk row, sent s is until its writes were done and the rest its fsyncs)',
+  );
   printTable(
-    ['server', 'total', 'streams', 'body', 'MB/s', 'wall s', 'peak RSS MiB', 'srv CPU s/GB', 'vs express-multer', 'vs multer+fsync', 'vs nginx', 'vs node-busboy', 'vs disk', 'errors'],
+    ['server', 'total', 'streams', 'body', 'MB/s', 'wall s', 'sent s', 'peak RSS MiB', 'srv CPU s/GB', 'vs express-multer', 'vs multer+fsync', 'vs nginx', 'vs node-busboy', 'vs disk', 'errors'],
     rows,
   );
   const file = writeResults('upload', { scenario: 'upload', environment: env, runs, concurrency: conc, results });

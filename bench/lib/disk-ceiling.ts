@@ -25,7 +25,8 @@ function buffers(streams: number): Buffer[] {
 const op = <T>(fn: (cb: (err: NodeJS.ErrnoException | null, v: T) => void) => void): Promise<T> =>
   new Promise((resolve, reject) => fn((err, v) => (err ? reject(err) : resolve(v))));
 
-async function writeOne(file: string, size: number, bufs: Buffer[]): Promise<void> {
+/** Resolves with the moment (performance.now()) the writes were done, before the fsync. */
+async function writeOne(file: string, size: number, bufs: Buffer[]): Promise<number> {
   const padded = Math.ceil(size / 4096) * 4096;
   const fd = await op<number>((cb) => fs.open(file, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_DIRECT, 0o600, cb));
   let next = 0;
@@ -40,21 +41,26 @@ async function writeOne(file: string, size: number, bufs: Buffer[]): Promise<voi
     }),
   );
   await op<void>((cb) => fs.ftruncate(fd, size, (err) => cb(err, undefined)));
+  const written = performance.now();
   await op<void>((cb) => fs.fsync(fd, (err) => cb(err, undefined)));
   await op<void>((cb) => fs.close(fd, (err) => cb(err, undefined)));
+  return written;
 }
 
-/** Milliseconds to write `sizes` (one file each, all at once) durably into a fresh directory. */
-export async function durableWriteMs(sizes: readonly number[]): Promise<number> {
+/**
+ * Milliseconds to write `sizes` (one file each, all at once) durably into a fresh directory, and of
+ * those, until the last file's writes were done (the rest is the fsyncs: the disk's flush).
+ */
+export async function durableWrite(sizes: readonly number[]): Promise<{ ms: number; writtenMs: number }> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'sluice-bench-disk-'));
   const bufs = buffers(sizes.length);
   try {
     const started = performance.now();
-    await Promise.all(sizes.map((size, i) => writeOne(path.join(dir, `f${i}`), size, bufs.slice(i * IN_FLIGHT, (i + 1) * IN_FLIGHT))));
+    const written = await Promise.all(sizes.map((size, i) => writeOne(path.join(dir, `f${i}`), size, bufs.slice(i * IN_FLIGHT, (i + 1) * IN_FLIGHT))));
     const dirFd = fs.openSync(dir, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY);
     fs.fsyncSync(dirFd);
     fs.closeSync(dirFd);
-    return performance.now() - started;
+    return { ms: performance.now() - started, writtenMs: Math.max(...written) - started };
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

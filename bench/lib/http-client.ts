@@ -53,6 +53,8 @@ export interface UploadResult {
   bodyBytes: number;
   chunked: boolean;
   ms: number;
+  /** When the last body byte was handed to the kernel (ms from the start); NaN if it never was. */
+  sentMs: number;
 }
 
 export interface UploadOptions {
@@ -85,8 +87,10 @@ export function uploadMultipart(url: string, files: readonly FilePart[], opts: U
   const started = performance.now();
   return new Promise<UploadResult>((resolve, reject) => {
     let responded = false;
+    let sentMs = NaN;
     const req = http.request(url, { method: 'POST', headers, agent: false });
     req.on('error', reject);
+    req.on('finish', () => (sentMs = performance.now() - started));
     // a stalled server fails the run instead of hanging the bench
     req.setTimeout(IDLE_TIMEOUT_MS, () => req.destroy(new Error(`upload idle for ${IDLE_TIMEOUT_MS / 1000} s`)));
     req.on('response', (res) => {
@@ -103,7 +107,7 @@ export function uploadMultipart(url: string, files: readonly FilePart[], opts: U
         } catch {
           json = undefined;
         }
-        resolve({ status: res.statusCode ?? 0, body, json, bodyBytes, chunked, ms: performance.now() - started });
+        resolve({ status: res.statusCode ?? 0, body, json, bodyBytes, chunked, ms: performance.now() - started, sentMs });
       });
     });
     function* pieces(): Generator<Buffer> {
