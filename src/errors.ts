@@ -4,6 +4,7 @@ export const ERRORS = {
   BUNDLE_NOT_FOUND: [404, 'Bundle not found or expired'],
   FILE_NOT_FOUND: [404, 'File not found or expired'],
   ROUTE_NOT_FOUND: [404, 'No such endpoint'],
+  METHOD_NOT_ALLOWED: [405, 'This endpoint does not take that method: see the Allow header'],
   INVALID_SHORT_CODE: [400, 'Invalid short code: expected 5 letters or digits'],
   INVALID_FILE_ID: [400, 'Invalid file id'],
   INVALID_UPLOAD_TOKEN: [403, 'Invalid upload token'],

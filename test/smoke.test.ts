@@ -51,3 +51,34 @@ for (const backend of backends()) {
     }
   });
 }
+
+for (const backend of backends()) {
+  test(`a known path with a method it does not take: 405 with Allow; an unknown path: 404 (${backend})`, async () => {
+    const srv = await startServer(backend);
+    try {
+      const cases: Array<[string, string, string]> = [
+        ['GET', '/api/v1/upload', 'POST'],
+        ['PUT', '/api/v1/upload/sometoken', 'POST'],
+        ['POST', '/api/v1/bundle/abcde', 'DELETE, GET, HEAD'],
+        ['DELETE', '/healthz', 'GET, HEAD'],
+        ['PUT', '/api/v1/tus/someid', 'DELETE, HEAD, OPTIONS, PATCH'],
+      ];
+      for (const [method, p, allow] of cases) {
+        const res = await request(`${srv.url}${p}`, { method });
+        const body = (await res.body.json()) as { success: boolean; code: string };
+        assert.equal(res.statusCode, 405, `${method} ${p}`);
+        assert.equal(res.headers['allow'], allow, `${method} ${p}`);
+        assert.deepEqual([body.success, body.code], [false, 'METHOD_NOT_ALLOWED'], `${method} ${p}`);
+        // an /api/ request counts against the budget like any other
+        if (p.startsWith('/api/')) assert.ok(res.headers['x-ratelimit-remaining'] !== undefined, `${method} ${p}`);
+      }
+      const unknown = await request(`${srv.url}/api/v1/nothing-here`, { method: 'POST' });
+      assert.equal(unknown.statusCode, 404);
+      assert.equal(((await unknown.body.json()) as { code: string }).code, 'ROUTE_NOT_FOUND');
+      // the server still answers the methods the path takes
+      assert.equal((await request(`${srv.url}/healthz`)).statusCode, 200);
+    } finally {
+      await srv.close();
+    }
+  });
+}

@@ -32,6 +32,24 @@ export interface HttpServer {
 }
 
 /**
+ * A known path asked with a method it does not take gets 405 with `Allow` (RFC 9110 §15.5.6), not
+ * the 404 of an unknown path. uWS tries a pattern's `any` handler after its method handlers.
+ */
+function methodNotAllowed(routes: readonly Route[]): Route[] {
+  const allowed = new Map<string, Set<string>>();
+  for (const r of routes) {
+    if (r.method === 'any') continue;
+    const methods = allowed.get(r.pattern) ?? new Set<string>();
+    methods.add(r.method === 'del' ? 'DELETE' : r.method.toUpperCase());
+    allowed.set(r.pattern, methods);
+  }
+  return [...allowed].map(([pattern, methods]): Route => {
+    const allow = [...methods].sort().join(', ');
+    return { method: 'any', pattern, handler: (ctx) => sendError(ctx, new AppError('METHOD_NOT_ALLOWED'), false, [['Allow', allow]]) };
+  });
+}
+
+/**
  * Mounts the route table on a uWS app. Handlers run synchronously until their first await, so
  * body readers registered at the top of a handler see every byte. Errors become the interface's
  * JSON error shape; unexpected ones are logged with their stack.
@@ -68,6 +86,7 @@ export function createHttpServer(deps: {
   const all = routes.flatMap((r): Route[] =>
     r.method === 'get' && !r.getOnly && !heads.has(r.pattern) ? [r, { ...r, method: 'head' }] : [r],
   );
+  all.push(...methodNotAllowed(all));
 
   for (const route of all) {
     const paramCount = route.pattern.split('/').filter((s) => s.startsWith(':')).length;
