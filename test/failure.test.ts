@@ -431,7 +431,11 @@ describe('graceful shutdown', { skip: pgSkip ?? false }, () => {
       // A new request on an old connection is refused with 503 and the connection closed.
       idle.write('GET /api/v1/bundle/abcde HTTP/1.1\r\nHost: x\r\n\r\n');
       await idleClosed;
-      assert.match(idleText.slice(idleText.indexOf('\r\n\r\n')), /HTTP\/1\.1 503[^]*"code":"UNAVAILABLE"/);
+      const refused = idleText.slice(idleText.indexOf('\r\n\r\n'));
+      assert.match(refused, /HTTP\/1\.1 503[^]*"code":"UNAVAILABLE"/);
+      // ... still an /api/ request: it carries the rate-limit headers like any other
+      assert.match(refused, /X-RateLimit-Limit: \d+\r\n/i);
+      assert.match(refused, /X-RateLimit-Remaining: \d+\r\n/i);
       await sleep(300);
       await write(slow.conn.sock, slow.tail);
       const done = await slow.conn.response;

@@ -80,6 +80,19 @@ export function createHttpServer(deps: {
   };
   metrics?.trackInflight(() => inflight);
 
+  /**
+   * 503 with Connection: close. An /api/ request still counts and carries the rate-limit headers, as
+   * every /api/ request does; it is in flight meanwhile, so the database and Redis stay open for it.
+   */
+  const refuseDraining = (ctx: Ctx, api: boolean): void => {
+    if (!api) return sendError(ctx, new AppError('UNAVAILABLE'), true);
+    inflight++;
+    admit(ctx)
+      .then(() => new AppError('UNAVAILABLE'), (err: unknown) => toAppError(err))
+      .then((err) => sendError(ctx, err, true))
+      .finally(() => inflight--);
+  };
+
   // HEAD is answered wherever GET is (RFC 9110 §9.3.2: same status and headers, no body; `send`
   // leaves the body out). Routes that treat HEAD themselves (downloads: no file read) declare it.
   const heads = new Set(routes.filter((r) => r.method === 'head').map((r) => r.pattern));
@@ -102,7 +115,7 @@ export function createHttpServer(deps: {
       const ctx = createCtx(res, req, paramCount);
       // Draining: a new request on a kept-alive connection is refused and the connection closed, so
       // the client retries elsewhere (or after the restart) instead of starting what will be cut.
-      if (draining) return sendError(ctx, new AppError('UNAVAILABLE'), true);
+      if (draining) return refuseDraining(ctx, route.pattern.startsWith('/api/'));
       const started = record ? performance.now() : 0;
       inflight++;
       live.add(ctx);
