@@ -82,13 +82,18 @@ export function createHttpServer(deps: {
 
   /**
    * 503 with Connection: close. An /api/ request still counts and carries the rate-limit headers, as
-   * every /api/ request does; it is in flight meanwhile, so the database and Redis stay open for it.
+   * every /api/ request does (429 once over its budget); it is in flight meanwhile, so the database
+   * and Redis stay open for it. Should the caller not be resolved, it is 503 all the same.
    */
   const refuseDraining = (ctx: Ctx, api: boolean): void => {
-    if (!api) return sendError(ctx, new AppError('UNAVAILABLE'), true);
+    const unavailable = new AppError('UNAVAILABLE');
+    if (!api) return sendError(ctx, unavailable, true);
     inflight++;
     admit(ctx)
-      .then(() => new AppError('UNAVAILABLE'), (err: unknown) => toAppError(err))
+      .then(
+        () => unavailable,
+        (err: unknown) => (err instanceof AppError && err.code === 'RATE_LIMITED' ? err : unavailable),
+      )
       .then((err) => sendError(ctx, err, true))
       .finally(() => inflight--);
   };
