@@ -12,8 +12,6 @@ export interface Hit {
 export interface RateStore {
   readonly kind: 'memory' | 'redis';
   hit(key: string, windowMs: number): Promise<Hit>;
-  /** The current window without counting (count 0 when none). */
-  peek(key: string): Promise<Hit>;
   /**
    * Takes back one hit of the current window (never below 0; nothing once the window ended): for
    * counters that reserve an attempt before knowing whether it counts (see verify-access.ts).
@@ -41,11 +39,6 @@ export function createMemoryRateStore(now: () => number = Date.now): RateStore {
       }
       w.count++;
       return { count: w.count, resetMs: w.resetAt - t };
-    },
-    async peek(key) {
-      const w = windows.get(key);
-      const t = now();
-      return w && w.resetAt > t ? { count: w.count, resetMs: w.resetAt - t } : { count: 0, resetMs: 0 };
     },
     async undo(key) {
       const w = windows.get(key);
@@ -124,14 +117,6 @@ export function createRedisRateStore(url: string, log: Logger, prefix: string, o
       if (firstConnect) await firstConnect;
       const [count, resetMs] = await counted(run.sluiceHit(prefix + key, windowMs));
       return { count, resetMs };
-    },
-    async peek(key) {
-      if (firstConnect) await firstConnect;
-      const [[, count], [, ttl]] = (await counted(redis.multi().get(prefix + key).pttl(prefix + key).exec())) as [
-        [unknown, string | null],
-        [unknown, number],
-      ];
-      return { count: Number(count ?? 0), resetMs: Math.max(0, ttl) };
     },
     async undo(key) {
       if (firstConnect) await firstConnect;
