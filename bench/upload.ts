@@ -20,7 +20,10 @@ interface Run {
   peakRssMiB: number;
   /** Server CPU seconds (all threads) per 10^9 bytes moved. */
   cpuPerGB: number;
-  /** Until the last body byte of every stream was sent; the rest of `ms` is the wait for the replies. */
+  /**
+   * Until the last body byte of every stream was sent; the rest of `ms` is the wait for the replies.
+   * For the disk row: until its writes were done; the rest is its fsyncs.
+   */
   sentMs: number;
   chunked: boolean;
 }
