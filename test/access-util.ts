@@ -80,11 +80,26 @@ export async function mintKey(srv: TestServer, plan = 'starter', extra: string[]
   return r.stdout.trim();
 }
 
-export function verifyAccess(srv: TestServer, code: string, password: string, o: { form?: boolean; agent?: Agent } = {}): Promise<Res> {
-  const body = o.form
-    ? new URLSearchParams({ short_code: code, password }).toString()
-    : JSON.stringify({ short_code: code, password });
-  const type = o.form ? 'application/x-www-form-urlencoded' : 'application/json';
+/** How verifyAccess sends its fields: JSON (the default), an urlencoded form, or a multipart form. */
+export type VerifyBody = 'json' | 'form' | 'multipart';
+
+export function verifyAccess(
+  srv: TestServer,
+  code: string,
+  password: string,
+  o: { form?: boolean; as?: VerifyBody; agent?: Agent } = {},
+): Promise<Res> {
+  const as = o.as ?? (o.form ? 'form' : 'json');
+  const boundary = 'verify-boundary-7c1e';
+  const body =
+    as === 'form'
+      ? new URLSearchParams({ short_code: code, password }).toString()
+      : as === 'multipart'
+        ? Object.entries({ short_code: code, password })
+            .map(([k, v]) => `--${boundary}\r\nContent-Disposition: form-data; name="${k}"\r\n\r\n${v}\r\n`)
+            .join('') + `--${boundary}--\r\n`
+        : JSON.stringify({ short_code: code, password });
+  const type = { json: 'application/json', form: 'application/x-www-form-urlencoded', multipart: `multipart/form-data; boundary=${boundary}` }[as];
   return call(srv, 'POST', '/api/verify-access', { headers: { 'content-type': type }, body, agent: o.agent });
 }
 

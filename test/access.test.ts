@@ -95,9 +95,9 @@ for (const backend of backends()) {
       assert.equal(await gate(anonPw, {}, q(t)), 'full');
     });
 
-    test('verify-access takes a JSON or an urlencoded form body', async () => {
-      for (const form of [false, true]) {
-        const r = await verifyAccess(srv, anonPw.short_code, PW_ANON, { form });
+    test('verify-access takes a JSON, an urlencoded or a multipart form body', async () => {
+      for (const as of ['json', 'form', 'multipart'] as const) {
+        const r = await verifyAccess(srv, anonPw.short_code, PW_ANON, { as });
         assert.equal(r.status, 200, r.text);
         assert.equal(r.json.success, true);
         assert.equal(typeof r.json.access_token, 'string');
@@ -111,6 +111,7 @@ for (const backend of backends()) {
       const agent = from(randomLoopback()); // its own password-attempt bucket
       assertError(await verifyAccess(srv, anonPw.short_code, 'wrong', { agent }), 403, 'wrong password');
       assertError(await verifyAccess(srv, anonPw.short_code, 'wrong', { agent, form: true }), 403, 'wrong password (form)');
+      assertError(await verifyAccess(srv, anonPw.short_code, 'wrong', { agent, as: 'multipart' }), 403, 'wrong password (multipart)');
       assertError(await verifyAccess(srv, 'Zz9Q0', PW_ANON), 404, 'unknown code');
       const gone = await make([{ name: 'e.txt', data: 'e' }], { fields: { access_password: PW_ANON } });
       await srv.sql`update bundles set expires_at = now() - interval '1 second' where short_code = ${gone.short_code}`;
@@ -121,6 +122,12 @@ for (const backend of backends()) {
         assertError(await post(body), 400, `body ${body}`);
       }
       assertError(await post(`short_code=${anonPw.short_code}`, 'application/x-www-form-urlencoded'), 400, 'form without password');
+      const mp = 'multipart/form-data; boundary=b';
+      const part = (name: string, value: string): string => `--b\r\nContent-Disposition: form-data; name="${name}"\r\n\r\n${value}\r\n`;
+      assertError(await post(`${part('short_code', anonPw.short_code)}--b--\r\n`, mp), 400, 'multipart without password');
+      assertError(await post(part('short_code', anonPw.short_code), mp), 400, 'multipart without its closing boundary');
+      assertError(await post('x', 'multipart/form-data'), 400, 'multipart without a boundary');
+      assertError(await post('<a/>', 'text/xml'), 400, 'another type');
       for (const code of ['abcd', 'abcdef', 'ab-de', 'ab de']) assertError(await verifyAccess(srv, code, PW_ANON), 400, `code ${code}`);
       await agent.close();
     });

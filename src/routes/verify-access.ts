@@ -1,3 +1,4 @@
+import busboy from 'busboy';
 import type { Ctx } from '../http/context.ts';
 import { sendJson } from '../http/reply.ts';
 import type { Route } from '../http/server.ts';
@@ -19,7 +20,7 @@ async function verify(ctx: Ctx, deps: Deps): Promise<void> {
   const body = readSmallBody(ctx, 16 * 1024);
   body.catch(() => {}); // awaited below; if admit throws first, its rejection is moot
   const caller = await deps.access.admit(ctx);
-  const fields = parseFields(ctx.headers['content-type'] ?? '', await body);
+  const fields = await parseFields(ctx.headers['content-type'] ?? '', await body);
   const code = fields.short_code ?? fields.code;
   const password = fields.password ?? fields.access_password;
   if (typeof code !== 'string' || typeof password !== 'string' || code === '' || password === '') {
@@ -48,7 +49,8 @@ async function verify(ctx: Ctx, deps: Deps): Promise<void> {
   sendJson(ctx, 200, { success: true, access_token: token, short_code: bundle.short_code, expires_in: 3600, expires_at: expiresAt });
 }
 
-function parseFields(contentType: string, body: Buffer): Record<string, unknown> {
+/** JSON, an urlencoded form, or a multipart form (`curl -F`, an HTML form with enctype multipart). */
+async function parseFields(contentType: string, body: Buffer): Promise<Record<string, unknown>> {
   const type = contentType.split(';')[0]!.trim().toLowerCase();
   if (type === 'application/json') {
     try {
@@ -62,5 +64,27 @@ function parseFields(contentType: string, body: Buffer): Record<string, unknown>
   if (type === 'application/x-www-form-urlencoded' || type === '') {
     return Object.fromEntries(new URLSearchParams(body.toString('utf8')));
   }
-  throw new AppError('INVALID_FIELD', 'Send JSON or an urlencoded form');
+  if (type === 'multipart/form-data') return multipartFields(contentType, body);
+  throw new AppError('INVALID_FIELD', 'Send JSON or a form (urlencoded or multipart)');
+}
+
+/** The text fields of a whole (small, already read) multipart body; file parts are skipped. */
+function multipartFields(contentType: string, body: Buffer): Promise<Record<string, string>> {
+  const malformed = (): AppError => new AppError('INVALID_FIELD', 'Malformed multipart form');
+  return new Promise((resolve, reject) => {
+    let bb: busboy.Busboy;
+    try {
+      bb = busboy({ headers: { 'content-type': contentType }, limits: { fields: 16, fieldSize: 4096, files: 0 }, defParamCharset: 'utf8' });
+    } catch {
+      return reject(malformed()); // no boundary
+    }
+    const fields: Record<string, string> = {};
+    bb.on('field', (name, value) => {
+      fields[name] = value;
+    });
+    bb.on('file', (_name, stream) => stream.resume());
+    bb.on('error', () => reject(malformed()));
+    bb.on('close', () => resolve(fields));
+    bb.end(body);
+  });
 }
