@@ -289,9 +289,10 @@ for (const backend of backends()) {
       assert.deepEqual(withBody, [], 'bytes after a HEAD response header block must be the next response');
     });
 
-    test('unknown and malformed ids → 404 JSON', async () => {
-      for (const id of ['999999999', 'abc', '0', '-1', '1.5', '01', '99999999999999999999999', '9007199254740993', '1e3']) {
-        assertJsonError(await get(srv, `/api/v1/download/${id}`), 404);
+    test('an unknown id → 404 JSON, a malformed one → 400 JSON', async () => {
+      assertJsonError(await get(srv, '/api/v1/download/999999999'), 404);
+      for (const id of ['abc', '0', '-1', '1.5', '01', '99999999999999999999999', '9007199254740993', '1e3']) {
+        assertJsonError(await get(srv, `/api/v1/download/${id}`), 400);
       }
     });
 

@@ -15,7 +15,7 @@ export function downloadRoutes(deps: Deps): Route[] {
   ];
 }
 
-/** Parses a file id path segment; anything but a positive integer is "not found". */
+/** Parses a file id path segment: a positive integer, else null (the API answers 400 INVALID_FILE_ID). */
 export function parseFileId(raw: string | undefined): number | null {
   if (raw === undefined || !/^[1-9]\d{0,15}$/.test(raw)) return null;
   const n = Number(raw);
@@ -24,7 +24,7 @@ export function parseFileId(raw: string | undefined): number | null {
 
 async function download(ctx: Ctx, deps: Deps): Promise<void> {
   const id = parseFileId(ctx.params[0]);
-  if (id === null) throw new AppError('FILE_NOT_FOUND');
+  if (id === null) throw new AppError('INVALID_FILE_ID');
   const file = await findDownloadableFile(deps.sql, id);
   if (!file) throw new AppError('FILE_NOT_FOUND');
   // Hidden, not forbidden: a locked file is indistinguishable from a missing one.
