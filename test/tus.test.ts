@@ -381,10 +381,11 @@ for (const backend of backends()) {
       assert.equal(badToken.status, 403);
     });
 
-    test('a password or upload token in the metadata is used, never stored or echoed', async () => {
+    test('a password, upload token or notify_email in the metadata is used, never stored or echoed', async () => {
       const password = 'tus secret pw 7';
       const first = await call(srv, 'POST', '/api/v1/tus/', {
-        'upload-length': '5', 'upload-metadata': meta({ filename: 'p.txt', access_password: password, description: 'locked' }),
+        'upload-length': '5',
+        'upload-metadata': meta({ filename: 'p.txt', access_password: password, notify_email: 'owner@example.com', description: 'locked' }),
         'content-type': 'application/offset+octet-stream',
       }, Buffer.from('hello'));
       assert.equal(first.status, 201, first.body);
@@ -394,6 +395,9 @@ for (const backend of backends()) {
       // The bundle is locked by that password: its files are hidden until it is given.
       const info = await call(srv, 'GET', `/api/v1/bundle/${code}`);
       assert.deepEqual(JSON.parse(info.body).files, []);
+      // The write-only address went to the bundle it made.
+      const [kept] = await srv.sql<{ notify_email: string }[]>`select notify_email from bundles where short_code = ${code}`;
+      assert.equal(kept?.notify_email, 'owner@example.com');
       const second = await create(srv, 3, { filename: 'q.txt', upload_token: token, filetype: 'text/plain' });
       for (const [where, echoed] of [[loc, meta({ filename: 'p.txt', description: 'locked' })], [second, meta({ filename: 'q.txt', filetype: 'text/plain' })]]) {
         const h = await call(srv, 'HEAD', where!);
@@ -402,7 +406,7 @@ for (const backend of backends()) {
       const rows = await srv.sql<{ metadata: string }[]>`select metadata from tus_uploads where id in (${path.basename(loc)}, ${path.basename(second)})`;
       assert.equal(rows.length, 2);
       for (const { metadata } of rows) {
-        assert.doesNotMatch(metadata, /access_password|upload_token/);
+        assert.doesNotMatch(metadata, /access_password|upload_token|notify_email/);
         assert.ok(!metadata.includes(Buffer.from(password).toString('base64')) && !metadata.includes(Buffer.from(token).toString('base64')));
       }
     });

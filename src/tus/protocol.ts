@@ -81,14 +81,15 @@ export function parseMetadata(raw: string | undefined): Record<string, string> {
 }
 
 /**
- * Metadata keys that carry secrets: a new bundle's password and the upload token of the bundle to
- * append to. They are used at creation (the password hashed, the token matched against its hash)
- * and never stored, so neither the tus_uploads row nor HEAD's Upload-Metadata echo carries them.
+ * Metadata keys that are never echoed: the secrets (a new bundle's password and the upload token of
+ * the bundle to append to) and the write-only notify_email. They are read at creation (the password
+ * hashed, the token matched against its hash, the address kept with the new bundle's settings), so
+ * neither the tus_uploads row's metadata nor HEAD's Upload-Metadata echo carries them.
  */
-const SECRET_METADATA = new Set(['access_password', 'upload_token']);
+const UNECHOED_METADATA = new Set(['access_password', 'upload_token', 'notify_email']);
 
 /**
- * The Upload-Metadata value to keep and echo: the client's pairs, in order, minus SECRET_METADATA
+ * The Upload-Metadata value to keep and echo: the client's pairs, in order, minus UNECHOED_METADATA
  * (the header was already validated by parseMetadata).
  */
 export function storableMetadata(raw: string | undefined): string {
@@ -96,7 +97,7 @@ export function storableMetadata(raw: string | undefined): string {
   return raw
     .split(',')
     .map((pair) => pair.trim())
-    .filter((pair) => pair !== '' && !SECRET_METADATA.has(pair.split(' ')[0]!))
+    .filter((pair) => pair !== '' && !UNECHOED_METADATA.has(pair.split(' ')[0]!))
     .join(',');
 }
 
