@@ -301,6 +301,16 @@ for (const backend of backends()) {
       await created(srv, [file('still.txt', 'serving')]);
     });
 
+    it('400 for a text field sent as a file part (the bundle would have come out public), with nothing kept', async () => {
+      const before = await snapshot(srv);
+      for (const name of ['access_password', 'description', 'notify_email', 'encrypted']) {
+        const r = await upload(srv, [file('a.txt', 'a'), { name, filename: 'pw.txt', data: Buffer.from('secret\n') }]);
+        assertError(r, 400);
+        assert.match(r.json.error as string, new RegExp(`${name} must be a text field`));
+      }
+      await assertNothingKept(srv, before);
+    });
+
     it('a Bearer header on upload is 401 while no API keys exist', async () => {
       const before = await snapshot(srv);
       assertError(await upload(srv, [file('a.txt', 'a')], '/api/v1/upload', { authorization: 'Bearer sk_test_not_a_key' }), 401);

@@ -34,6 +34,11 @@ export interface Ingest {
 }
 
 const FILE_FIELDS = new Set(['files[]', 'files', 'file']);
+/**
+ * The form's text fields. One sent as a file part (`curl -F access_password=@pw.txt`) is refused:
+ * dropped, it left the bundle public while its uploader believed it locked.
+ */
+const TEXT_FIELDS = new Set(['access_password', 'description', 'notify_email', 'encrypted']);
 
 /**
  * onData chunks are copied (uWS reuses its memory) into buffers from this pool, shared by all
@@ -212,6 +217,11 @@ export function ingestMultipart(ctx: Ctx, disk: Disk): Ingest {
         fields[name] = value;
       });
       bb.on('file', (field, stream, info) => {
+        if (TEXT_FIELDS.has(field)) {
+          stream.on('error', () => {});
+          stream.resume();
+          return fail(new AppError('INVALID_FIELD', `${field} must be a text field, not a file`));
+        }
         if (!FILE_FIELDS.has(field) || info.filename === undefined || info.filename === '') {
           // Not a file we keep (e.g. an empty file input): consume and drop, its bytes still counted
           // against the cap (a body is refused once it holds more than the cap, whatever its parts).
