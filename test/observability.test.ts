@@ -148,11 +148,18 @@ for (const backend of backends()) {
       assert.ok((after.find((s) => s.name === 'sluice_http_bytes_out_total')?.value ?? 0) > 0);
     });
 
-    test('/readyz answers 200 with the database and Redis state', async () => {
+    test('/readyz answers 200 with the database and Redis state and what runs; /healthz is the bare {"success":true}', async () => {
       const r = await get(`${base}/readyz`);
       assert.equal(r.status, 200, r.text);
-      assert.deepEqual(JSON.parse(r.text), { success: true, db: 'ok', redis: srv.env.REDIS_URL ? 'ok' : 'absent' });
+      const { uws, ...rest } = JSON.parse(r.text) as { uws: { package: string; version: string; limits: unknown[] } };
+      assert.deepEqual(rest, { success: true, db: 'ok', redis: srv.env.REDIS_URL ? 'ok' : 'absent', database: srv.env.DATABASE_URL ? 'postgres' : 'embedded' });
+      assert.match(uws.package, /uws|uwebsockets/i);
+      assert.ok(Array.isArray(uws.limits));
       assert.ok(r.headers['x-request-id']);
+      const h = await get(`${base}/healthz`);
+      assert.equal(h.status, 200);
+      assert.equal(h.text, '{"success":true}');
+      assert.equal(h.headers['x-sluice-worker'], undefined, 'one process: no worker header');
     });
 
     test('uploads over the cap and abandoned uploads are counted', async () => {

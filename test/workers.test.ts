@@ -17,6 +17,12 @@ async function fresh(url: string, init: Parameters<typeof request>[1] = {}, loca
   }
 }
 
+/** Which worker answered /healthz: its X-Sluice-Worker header (the body is the bare {"success":true}). */
+function workerOf(r: { body: string; headers: Record<string, string | string[] | undefined> }): number {
+  assert.equal(r.body, '{"success":true}');
+  return Number(r.headers['x-sluice-worker']);
+}
+
 const childPids = (pid: number): number[] =>
   execFileSync('ps', ['--ppid', String(pid), '-o', 'pid=,args='], { encoding: 'utf8' })
     .split('\n')
@@ -39,7 +45,7 @@ describe('WORKERS=2 (postgres + redis)', { skip: !SELF && 'postgres backend not 
     for (let i = 0; i < 40 && seen.size < 2; i++) {
       const r = await fresh(`${s.url}/healthz`);
       assert.equal(r.status, 200);
-      seen.add((JSON.parse(r.body) as { worker: number }).worker);
+      seen.add(workerOf(r));
     }
     assert.deepEqual([...seen].sort(), [0, 1]);
   });
@@ -80,7 +86,7 @@ describe('WORKERS=2 (postgres + redis)', { skip: !SELF && 'postgres backend not 
     // Each worker answers /healthz a few times, then a scrape sees both parts.
     const answered = [0, 0];
     for (let i = 0; i < 200 && Math.min(...answered) < 3; i++) {
-      answered[(JSON.parse((await fresh(`${s.url}/healthz`)).body) as { worker: number }).worker]!++;
+      answered[workerOf(await fresh(`${s.url}/healthz`))]!++;
     }
     assert.ok(Math.min(...answered) >= 3, JSON.stringify(answered));
     const counted = healthzCount((await fresh(`${s.url}/metrics`)).body);
@@ -103,7 +109,7 @@ describe('WORKERS=2 (postgres + redis)', { skip: !SELF && 'postgres backend not 
       const r = await fresh(`${s.url}/healthz`);
       asked++;
       assert.equal(r.status, 200);
-      seen.add((JSON.parse(r.body) as { worker: number }).worker);
+      seen.add(workerOf(r));
     }
     assert.equal(seen.size, 2);
     // The dead worker's counts, as last scraped, stay in the sum: a counter never drops (Prometheus

@@ -24,16 +24,20 @@ async function probe(check: () => Promise<unknown>): Promise<'ok' | 'failed'> {
 }
 
 export function healthRoutes(deps: Deps): Route[] {
+  // What runs, for operators: the uWS binding and its limits, the database kind and, with
+  // WORKERS > 1, which worker process answered (0 … N-1). /readyz reports it; /healthz stays the
+  // bare {"success":true} that CONTRACT names (a multi-worker server adds X-Sluice-Worker).
   const binding = { package: deps.binding.name, version: deps.binding.version, limits: deps.binding.limits };
-  // With WORKERS > 1: which worker process answered (0 … N-1).
-  const worker = typeof deps.config.workerIndex === 'number' ? { worker: deps.config.workerIndex } : {};
-  // Fixed for the life of the process: serialized once.
-  const health = JSON.stringify({ success: true, uws: binding, database: deps.dbKind, ...worker });
+  const index = deps.config.workerIndex;
+  const worker = typeof index === 'number' ? { worker: index } : {};
+  const healthHeaders: Array<readonly [string, string]> =
+    typeof index === 'number' ? [...JSON_HEADERS, ['X-Sluice-Worker', String(index)]] : [...JSON_HEADERS];
+  const health = JSON.stringify({ success: true });
   return [
     {
       method: 'get',
       pattern: '/healthz',
-      handler: (ctx) => send(ctx, 200, health, JSON_HEADERS),
+      handler: (ctx) => send(ctx, 200, health, healthHeaders),
     },
     {
       // Ready to serve: the database answers and so does Redis when one is configured.
@@ -45,7 +49,8 @@ export function healthRoutes(deps: Deps): Route[] {
           deps.store.kind === 'redis' ? probe(() => deps.store.ping()) : Promise.resolve('absent' as const),
         ]);
         const ok = db === 'ok' && redis !== 'failed';
-        sendJson(ctx, ok ? 200 : 503, ok ? { success: true, db, redis } : { success: false, error: 'Not ready', db, redis });
+        const about = { uws: binding, database: deps.dbKind, ...worker };
+        sendJson(ctx, ok ? 200 : 503, ok ? { success: true, db, redis, ...about } : { success: false, error: 'Not ready', db, redis, ...about });
       },
     },
     {
