@@ -32,6 +32,8 @@ for (const backend of backends()) {
       const info = await call(srv, 'GET', `/api/v1/bundle/${b.short_code}${query}`, o);
       assert.equal(info.status, 200, info.text);
       assert.equal(info.json.success, true);
+      // What it lists depends on the credential: no cache on the way may keep it for somebody else.
+      assert.equal(info.headers['cache-control'], 'no-store');
       assert.equal(info.json.file_count, b.files.length);
       const downloads = await Promise.all(b.files.map((f: Json) => call(srv, 'GET', `${f.download_url}${query}`, o)));
       if (info.json.files.length === 0) {

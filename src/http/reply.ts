@@ -100,7 +100,15 @@ export function preconditionsHold(h: Readonly<Record<string, string>>, etag: str
 export const etagMatches = (ifNoneMatch: string | undefined, etag: string): boolean =>
   ifNoneMatch !== undefined && ifNoneMatch.split(',').some((t) => t.trim().replace(/^W\//, '') === etag || t.trim() === '*');
 
-export const JSON_HEADERS = [['Content-Type', 'application/json; charset=utf-8']] as const;
+/**
+ * Every JSON answer: it is per caller (a locked bundle lists its files only to a credential, and
+ * the rate-limit headers count this caller's requests), so no cache between client and server may
+ * keep it and hand it to somebody else.
+ */
+export const JSON_HEADERS = [
+  ['Content-Type', 'application/json; charset=utf-8'],
+  ['Cache-Control', 'no-store'],
+] as const;
 
 export function sendJson(ctx: Ctx, status: number, obj: unknown, closeConnection = false): void {
   send(ctx, status, JSON.stringify(obj), JSON_HEADERS, closeConnection);
@@ -112,6 +120,9 @@ export function sendError(
   closeConnection = false,
   headers: Iterable<readonly [string, string]> = [],
 ): void {
-  const extra: Array<readonly [string, string]> = [['Content-Type', 'application/json; charset=utf-8'], ...headers];
+  // A route's own Cache-Control (a download's 412 or 416 keeps the file's) replaces the default.
+  const own = [...headers];
+  const cached = own.some(([k]) => k.toLowerCase() === 'cache-control');
+  const extra: Array<readonly [string, string]> = [...JSON_HEADERS.filter(([k]) => !cached || k !== 'Cache-Control'), ...own];
   send(ctx, err.status, JSON.stringify({ success: false, error: err.message, code: err.code }), extra, closeConnection);
 }
