@@ -175,14 +175,15 @@ for (const backend of backends()) {
       for (const bad of [flip(local, 0), flip(local, local.length >> 1), flip(local, local.length - 8), `${local}A`, `x${local}`, '']) {
         assert.equal(await gate(keyedPw, token(bad)), 'hidden', `tampered ${bad}`);
       }
-      // Moving the visible parts (bundle id, expiry) invalidates it too.
+      // `<expiry>.<mac>`: the bundle's (sequential) id is not shown, and a moved expiry fails.
+      const [keyed] = await srv.sql<{ id: string }[]>`select id::text from bundles where short_code = ${keyedPw.short_code}`;
       const parts = local.split('.');
-      if (parts.length === 3) {
-        const [id, exp, mac] = parts as [string, string, string];
-        const anonToken = await tokenFor(anonPw, PW_ANON);
-        assert.equal(await gate(anonPw, token(`${anonToken.split('.')[0]}.${exp}.${mac}`)), 'hidden');
-        assert.equal(await gate(keyedPw, token(`${id}.${Number(exp) + 3600}.${mac}`)), 'hidden');
-      }
+      assert.equal(parts.length, 2, local);
+      const [exp, mac] = parts as [string, string];
+      assert.ok(Number(exp) * 1000 > Date.now() && Number(exp) * 1000 <= Date.now() + 3600_000, exp);
+      assert.notEqual(exp, keyed!.id);
+      assert.equal(await gate(keyedPw, token(`${Number(exp) + 3600}.${mac}`)), 'hidden');
+      assert.equal(await gate(keyedPw, token(`${keyed!.id}.${local}`)), 'hidden', 'the old layout, id first');
       await agent.close();
     });
 
