@@ -1,11 +1,25 @@
+/** Longest kept file name, in code points; a longer one is cut in its stem (see shorten). */
+const MAX_NAME = 255;
+/** An extension up to this long (dot included) survives the cut. */
+const MAX_KEPT_EXT = 16;
+
 /** A display name from a client's file name: no control characters, no path, bounded length. */
 export function cleanFileName(raw: string | undefined): string {
   let name = (raw ?? '').normalize('NFC');
   name = name.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g, '');
   name = name.split(/[\\/]/).pop() ?? '';
   name = name.trim().replace(/^\.+$/, '');
-  if ([...name].length > 255) name = [...name].slice(0, 255).join('');
-  return name === '' ? 'file' : name;
+  return name === '' ? 'file' : shorten(name);
+}
+
+/** Cuts a name to MAX_NAME code points, keeping a short extension: `<long stem>.pdf` stays a PDF. */
+function shorten(name: string): string {
+  const chars = [...name];
+  if (chars.length <= MAX_NAME) return name;
+  const dot = name.lastIndexOf('.');
+  const ext = dot > 0 ? [...name.slice(dot)] : [];
+  const keep = ext.length > 1 && ext.length <= MAX_KEPT_EXT ? ext : [];
+  return [...chars.slice(0, MAX_NAME - keep.length), ...keep].join('');
 }
 
 const EXT_TYPES: Record<string, string> = {
@@ -28,7 +42,6 @@ export function cleanMimeType(declared: string | undefined, name: string): strin
   return (ext && EXT_TYPES[ext]) ?? 'application/octet-stream';
 }
 
-/** Lenient but bounded check of a notification address. */
 /**
  * A bundle description as stored: at most 1000 characters and no NUL, which PostgreSQL text cannot
  * hold (it was a 500). Returns the error code for anything else.
@@ -39,5 +52,6 @@ export function descriptionProblem(d: string | null): 'DESCRIPTION_TOO_LONG' | '
   return [...d].length > 1000 ? 'DESCRIPTION_TOO_LONG' : null;
 }
 
+/** Lenient but bounded check of a notification address. */
 export const isEmail = (s: string): boolean =>
   s.length <= 255 && /^[^\s\u0000-\u001f\u007f@<>()[\]\\,;:"]+@[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)+$/i.test(s);
