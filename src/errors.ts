@@ -27,6 +27,7 @@ export const ERRORS = {
   INVALID_API_KEY: [401, 'Invalid, expired or revoked API key'],
   RATE_LIMITED: [429, 'Rate limit exceeded'],
   WRONG_PASSWORD: [403, 'Wrong password'],
+  CROSS_SITE: [403, 'Form posts from other sites are refused'],
   NOT_OWNER: [404, 'Bundle not found or not owned by this key'],
   BILLING_NOT_CONFIGURED: [503, 'Billing is not configured on this server'],
   WEBHOOK_SIGNATURE_INVALID: [400, 'Invalid Stripe-Signature'],

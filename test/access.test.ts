@@ -134,6 +134,31 @@ for (const backend of backends()) {
       await agent.close();
     });
 
+    test('verify-access refuses a browser form post from another site, before it counts as an attempt', async () => {
+      const agent = from(randomLoopback());
+      const form = new URLSearchParams({ short_code: anonPw.short_code, password: 'wrong' }).toString();
+      const post = (headers: Record<string, string>, body = form) =>
+        call(srv, 'POST', '/api/verify-access', { headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers }, body, agent });
+      for (const headers of [
+        { 'sec-fetch-site': 'cross-site' } as Record<string, string>,
+        { 'sec-fetch-site': 'same-site' },
+        { origin: 'https://evil.example' },
+        { origin: 'null' },
+      ]) {
+        for (let i = 0; i < 11; i++) {
+          const r = await post(headers);
+          assertError(r, 403, JSON.stringify(headers));
+          assert.equal(r.json.code, 'CROSS_SITE');
+        }
+      }
+      // None of those 44 counted: the attempt window is empty, and our own pages' posts go through.
+      const own = new URLSearchParams({ short_code: anonPw.short_code, password: PW_ANON }).toString();
+      assert.equal((await post({ 'sec-fetch-site': 'same-origin' }, own)).status, 200);
+      assert.equal((await post({ origin: srv.url }, own)).status, 200);
+      assert.equal((await post({}, own)).status, 200, 'a script or curl sends neither header');
+      await agent.close();
+    });
+
     test('10 wrong passwords for one bundle from one IP: 429 there; other IPs and bundles are unaffected', async () => {
       const [a, b] = [from(randomLoopback()), from(randomLoopback())];
       for (let i = 1; i <= 10; i++) assertError(await verifyAccess(srv, keyedPw.short_code, `guess ${i}`, { agent: a }), 403, `attempt ${i}`);

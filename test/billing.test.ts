@@ -126,6 +126,30 @@ for (const backend of backends()) {
       assert.equal(stripe.calls.length, 0);
     });
 
+    test('a form post from another site is refused with 403: no checkout, no mail, no portal session', async () => {
+      stripe.calls.length = 0;
+      const mails = smtp.mails.length;
+      const email = `cross-${Date.now()}@example.com`;
+      const forms: Array<[string, string]> = [
+        ['/api-keys', new URLSearchParams({ email, choice: 'starter:monthly' }).toString()],
+        ['/api-keys/portal', new URLSearchParams({ email }).toString()],
+        ['/api-keys/portal/open', new URLSearchParams({ token: 'A'.repeat(43) }).toString()],
+      ];
+      for (const [path, body] of forms) {
+        for (const from of [{ 'sec-fetch-site': 'cross-site' }, { origin: 'https://evil.example' }] as Array<Record<string, string>>) {
+          const r = await post(path, body, { ...FORM, ...from });
+          assert.equal(r.status, 403, `${path} ${JSON.stringify(from)}`);
+          assert.match(String(r.headers['content-type']), /^text\/html/);
+        }
+      }
+      // The same checkout from our own page goes through.
+      const own = await post('/api-keys', forms[0]![1], { ...FORM, 'sec-fetch-site': 'same-origin', origin: 'https://files.example.test' });
+      assert.equal(own.status, 303, own.text);
+      assert.equal(stripe.calls.length, 1);
+      await new Promise((r) => setTimeout(r, 300));
+      assert.equal(smtp.mails.length, mails);
+    });
+
     test('a form post of the wrong type or size is a 4xx page and logs no unhandled rejection', async () => {
       const mark = logOf(srv).text.length;
       for (const path of ['/api-keys', '/api-keys/portal', '/api-keys/portal/open']) {
