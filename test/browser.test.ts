@@ -99,6 +99,7 @@ describe(`web front end in Chromium (${backends()[0]})`, { skip }, () => {
     await page.screenshot({ path: '/tmp/sluice-uploaded-phone.png', fullPage: true });
     await page.goto(link);
     assert.equal(await page.locator('#files li').count(), 0, 'nothing listed while locked');
+    assert.equal(await page.locator('.desc').count(), 0, 'no description while locked');
     await page.emulateMedia({ colorScheme: 'dark' });
     await page.screenshot({ path: '/tmp/sluice-locked-dark.png', fullPage: true });
     await page.emulateMedia({ colorScheme: 'light' });
@@ -110,6 +111,7 @@ describe(`web front end in Chromium (${backends()[0]})`, { skip }, () => {
     await page.click('#unlock button');
     await page.locator('#unlocked').waitFor({ state: 'visible' });
     assert.deepEqual(await page.locator('#files .name').allTextContents(), ['secret.txt']);
+    assert.equal(await page.locator('.desc').textContent(), 'Holiday <b>notes</b>', 'the description, as text, once unlocked');
     assert.match((await page.getAttribute('#zip', 'href')) ?? '', /^\/zip\/[A-Za-z0-9]{5}\?t=/);
     await page.screenshot({ path: '/tmp/sluice-unlocked-phone.png', fullPage: true });
     const [download] = await Promise.all([page.waitForEvent('download'), page.locator('#files a.btn').first().click()]);

@@ -112,7 +112,7 @@ for (const backend of backends()) {
       await waitFor('the second view to be counted', async () => (await views()) === 2);
     });
 
-    test('a locked bundle shows the password form and no file names; a valid ?t= shows the files', async () => {
+    test('a locked bundle shows the password form, no file names and no description; a valid ?t= shows them', async () => {
       const b = await uploaded(srv, [{ name: 'secret-plans.pdf', data: 'top secret' }], {
         fields: { access_password: 'pw-123', description: 'for the team' },
       });
@@ -122,14 +122,19 @@ for (const backend of backends()) {
       assert.match(r.text, /name="password" type="password"/);
       assert.ok(!r.text.includes('secret-plans'), 'no file name leaks');
       assert.ok(!r.text.includes(`/d/${b.files[0].id}`), 'no download link leaks');
-      assert.ok(r.text.includes('for the team'), 'the description is shown');
+      assert.ok(!r.text.includes('for the team'), 'no description, in the page or its preview tags');
+      assert.ok(!r.text.includes(`/og/${b.short_code}.png`), 'no preview image (it is 404 without a credential)');
+      assert.match(r.text, /<meta property="og:title" content="1 file on Sluice">/);
       assert.match(r.text, /src="\/static\/share\.js\?v=/);
       const wrongToken = await call(srv, 'GET', `/${b.short_code}?t=forged`);
       assert.ok(!wrongToken.text.includes('secret-plans'));
       const v = await verifyAccess(srv, b.short_code, 'pw-123');
       assert.equal(v.status, 200, v.text);
+      assert.equal(v.json.description, 'for the team', 'the unlocking script shows it from here');
       const t = encodeURIComponent(v.json.access_token);
       const open = await call(srv, 'GET', `/${b.short_code}?t=${t}`);
+      assert.equal(open.headers['cache-control'], 'no-store', 'private names and the token in its links: kept nowhere');
+      assert.ok(open.text.includes('for the team'));
       assert.ok(open.text.includes('secret-plans.pdf'));
       assert.ok(open.text.includes(`href="/d/${b.files[0].id}?t=${t}"`));
       assert.ok(open.text.includes(`href="/zip/${b.short_code}?t=${t}"`));

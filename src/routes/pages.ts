@@ -41,7 +41,9 @@ async function sharePageOf(ctx: Ctx, deps: Deps, view: View, notFound: (ctx: Ctx
   const caller = await deps.access.callerOf(ctx);
   const readable = deps.access.canRead(ctx, caller, bundle);
   const query = tokenQuery(ctx, bundle, readable);
-  sendHtml(ctx, 200, sharePage(view, bundle, readable ? bundle.files : null, query), 'private, no-cache');
+  // An opened locked bundle lists private names and carries its token in every link: kept nowhere.
+  const cache = readable && bundle.access_password_hash !== null ? 'no-store' : 'private, no-cache';
+  sendHtml(ctx, 200, sharePage(view, bundle, readable ? bundle.files : null, query), cache);
   if (ctx.method === 'get') {
     // Off the response path: a slow or failing counter never delays or breaks the page.
     deps.sql`update bundles set view_count = view_count + 1 where id = ${bundle.id}`.catch((err: unknown) =>

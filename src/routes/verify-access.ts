@@ -48,7 +48,10 @@ async function verify(ctx: Ctx, deps: Deps): Promise<void> {
   if (!ok) throw new AppError('WRONG_PASSWORD');
   await giveBack();
   const { token, expiresAt } = deps.signer.accessToken(bundle.id, caller.ip);
-  sendJson(ctx, 200, { success: true, access_token: token, short_code: bundle.short_code, expires_in: 3600, expires_at: expiresAt });
+  // The description is the locked share page's too: shown once the password was given.
+  sendJson(ctx, 200, {
+    success: true, access_token: token, short_code: bundle.short_code, expires_in: 3600, expires_at: expiresAt, description: bundle.description,
+  });
 }
 
 /** JSON, an urlencoded form, or a multipart form (`curl -F`, an HTML form with enctype multipart). */

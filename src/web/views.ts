@@ -50,9 +50,13 @@ ${action}
 </li>`;
 }
 
-function ogTags(v: View, b: BundleView): Safe {
-  const title = b.description ? b.description.slice(0, 80) : `${plural(b.file_count, 'file')} on Sluice`;
-  const desc = `${plural(b.file_count, 'file')}, ${humanSize(b.total_size_bytes)} shared with Sluice`;
+/**
+ * Link-preview tags. A locked bundle's preview names no description (it often says what the files
+ * are) and no image (/og/ answers 404 without a credential, as every content path does).
+ */
+function ogTags(v: View, b: BundleView, locked: boolean): Safe {
+  const title = b.description && !locked ? b.description.slice(0, 80) : `${plural(b.file_count, 'file')} on Sluice`;
+  const desc = `${plural(b.file_count, 'file')}, ${humanSize(b.total_size_bytes)} shared with Sluice${locked ? ' (password-protected)' : ''}`;
   const image = `${v.baseUrl}/og/${b.short_code}.png`;
   return html`<meta name="description" content="${desc}">
 <meta property="og:type" content="website">
@@ -60,13 +64,15 @@ function ogTags(v: View, b: BundleView): Safe {
 <meta property="og:title" content="${title}">
 <meta property="og:description" content="${desc}">
 <meta property="og:url" content="${v.baseUrl}/${b.short_code}">
-<meta property="og:image" content="${image}">
+${locked
+  ? html`<meta name="twitter:card" content="summary">`
+  : html`<meta property="og:image" content="${image}">
 <meta property="og:image:width" content="1200">
 <meta property="og:image:height" content="630">
 <meta name="twitter:card" content="summary_large_image">
+<meta name="twitter:image" content="${image}">`}
 <meta name="twitter:title" content="${title}">
 <meta name="twitter:description" content="${desc}">
-<meta name="twitter:image" content="${image}">
 <meta name="robots" content="noindex">`;
 }
 
@@ -96,11 +102,12 @@ export function sharePage(v: View, b: BundleView, files: readonly FileView[] | n
   const body = html`<section class="card share" id="share" data-code="${code}">
 <p class="eyebrow">Shared files</p>
 <h1>${plural(b.file_count, 'file')} <span class="muted">· ${humanSize(b.total_size_bytes)}</span></h1>
-${b.description ? html`<p class="desc">${b.description}</p>` : null}
+${b.description && files !== null ? html`<p class="desc">${b.description}</p>` : null}
 <p class="meta">${expiry(b.expires_at)}</p>
 ${list}
 </section>`;
-  return layout({ title: `${plural(b.file_count, 'file')} · Sluice`, head: ogTags(v, b), body, scripts: ['common.js', 'share.js'], asset: v.asset });
+  const head = ogTags(v, b, files === null);
+  return layout({ title: `${plural(b.file_count, 'file')} · Sluice`, head, body, scripts: ['common.js', 'share.js'], asset: v.asset });
 }
 
 /** The upload form; with `token` it appends to that bundle instead of creating one. */

@@ -15,8 +15,8 @@
   }
   /**
    * The password form of a locked bundle (#unlock, with .error and a button): posts the password
-   * to /api/verify-access and calls onToken(accessToken), which may return a promise; its failure
-   * is shown like a wrong password.
+   * to /api/verify-access and calls onToken(accessToken, jsonOf, reply), which may return a promise;
+   * its failure is shown like a wrong password.
    */
   function unlock(form, code, onToken) {
     var errorBox = form.querySelector('.error');
@@ -45,7 +45,7 @@
           }
           if (res.status === 404) throw new Error('These files are no longer available.');
           if (!res.ok || !res.j.access_token) throw new Error(res.j.error || 'Could not unlock (HTTP ' + res.status + ').');
-          return onToken(res.j.access_token, jsonOf);
+          return onToken(res.j.access_token, jsonOf, res.j);
         })
         .catch(function (err) {
           button.disabled = false;

@@ -40,16 +40,21 @@
     return li;
   }
 
-  window.SluiceUi.unlock(form, code, function (token, jsonOf) {
+  window.SluiceUi.unlock(form, code, function (token, jsonOf, reply) {
     return fetch('/api/v1/bundle/' + encodeURIComponent(code), { headers: { 'X-Access-Token': token } })
       .then(jsonOf)
       .then(function (info) {
         if (!info.ok) throw new Error(info.j.error || 'Could not load the files.');
-        show(info.j.files || [], token);
+        show(info.j.files || [], token, reply.description);
       });
   });
 
-  function show(files, token) {
+  function show(files, token, description) {
+    // A locked page holds no description: it comes with the access token, as text.
+    if (description) {
+      var meta = share.querySelector('.meta');
+      share.insertBefore(el('p', 'desc', description), meta);
+    }
     var q = '?t=' + encodeURIComponent(token);
     var list = document.getElementById('files');
     list.textContent = '';
