@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { cleanFileName } from '../src/util/names.ts';
+import { cleanDescription, cleanFileName } from '../src/util/names.ts';
 
 test('cleanFileName keeps the last path segment without control characters', () => {
   assert.equal(cleanFileName('../../etc/passwd'), 'passwd');
@@ -25,4 +25,11 @@ test('a name over 255 code points is cut in its stem, keeping a short extension'
   // At the limit nothing changes.
   const exact = `${'w'.repeat(251)}.txt`;
   assert.equal(cleanFileName(exact), exact);
+});
+
+test('cleanDescription drops bidirectional overrides and isolates, keeps line breaks and other text', () => {
+  assert.equal(cleanDescription('\u202eevil \u2066desc\u2069'), 'evil desc');
+  assert.equal(cleanDescription('two\nlines <b>and</b> émoji 😀'), 'two\nlines <b>and</b> émoji 😀');
+  assert.equal(cleanDescription('\u202a\u202c'), null);
+  assert.equal(cleanDescription(null), null);
 });

@@ -8,7 +8,7 @@ import { appendFiles, bundleRoom, deleteBundle, findBundleByTokenHash, MAX_FILES
 import { hashSecret, newUploadToken, secretMatches, UPLOAD_TOKEN_RE } from '../auth/tokens.ts';
 import { newFileKey } from '../storage/disk.ts';
 import { isoUtc, DAY_MS } from '../util/time.ts';
-import { isEmail, descriptionProblem } from '../util/names.ts';
+import { isEmail, descriptionProblem, cleanDescription } from '../util/names.ts';
 import { fileJson, type Deps } from './deps.ts';
 
 export function uploadRoutes(deps: Deps): Route[] {
@@ -52,7 +52,7 @@ async function createBundle(ctx: Ctx, deps: Deps): Promise<void> {
   const committed: string[] = [];
   try {
     const f = result.fields;
-    const description = optional(f.description);
+    const description = cleanDescription(optional(f.description));
     const problem = descriptionProblem(description);
     if (problem) throw new AppError(problem);
     const notifyEmail = optional(f.notify_email);

@@ -6,7 +6,7 @@ import type { Deps, Uploader } from '../routes/deps.ts';
 import { findBundleByTokenHash } from '../db/bundles.ts';
 import { hashSecret, secretMatches, UPLOAD_TOKEN_RE } from '../auth/tokens.ts';
 import { newStorageKey } from '../storage/disk.ts';
-import { cleanFileName, cleanMimeType, isEmail, descriptionProblem } from '../util/names.ts';
+import { cleanFileName, cleanMimeType, isEmail, descriptionProblem, cleanDescription } from '../util/names.ts';
 import { AppError } from '../errors.ts';
 import { tapBody } from './patch.ts';
 import { appendBody, hasBody } from './body.ts';
@@ -87,7 +87,7 @@ export async function createUpload(ctx: Ctx, deps: Deps, dir: string): Promise<v
       if (base.upload_length !== null && base.upload_length > uploader.maxBundleBytes) {
         throw new TusError(413, 'SIZE_EXCEEDED', 'Upload-Length exceeds the bundle size limit');
       }
-      const description = optional(meta.description);
+      const description = cleanDescription(optional(meta.description));
       const problem = descriptionProblem(description);
       if (problem) throw new AppError(problem);
       const notifyEmail = optional(meta.notify_email);

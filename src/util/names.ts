@@ -43,6 +43,19 @@ export function cleanMimeType(declared: string | undefined, name: string): strin
 }
 
 /**
+ * Bidirectional overrides and isolates: they reorder the text around them, so a description could
+ * show a file type reversed or spill its direction into a chat app's link preview. File names lose
+ * them too (with every other control character).
+ */
+const BIDI_CONTROLS = /[\u202a-\u202e\u2066-\u2069]/g;
+
+/** A description as given, less its bidirectional controls (line breaks stay); nothing left is none. */
+export function cleanDescription(d: string | null): string | null {
+  const kept = d?.replace(BIDI_CONTROLS, '') ?? '';
+  return kept === '' ? null : kept;
+}
+
+/**
  * A bundle description as stored: at most 1000 characters and no NUL, which PostgreSQL text cannot
  * hold (it was a 500). Returns the error code for anything else.
  */
