@@ -262,10 +262,18 @@ for (const backend of backends()) {
       assert.match(page.text, /already shown/);
     });
 
-    test('a success page before the webhook says the payment is being confirmed and reloads', async () => {
+    test('a success page before the webhook says the payment is being confirmed and reloads, 30 times at most', async () => {
       const r = await call(srv, 'GET', '/api-keys/success?session_id=cs_test_notyet');
       assert.equal(r.status, 200);
-      assert.match(r.text, /http-equiv="refresh"/);
+      assert.match(r.text, /<meta http-equiv="refresh" content="3; url=\/api-keys\/success\?session_id=cs_test_notyet&amp;n=1">/);
+      const later = await call(srv, 'GET', '/api-keys/success?session_id=cs_test_notyet&n=29');
+      assert.match(later.text, /content="3; url=\/api-keys\/success\?session_id=cs_test_notyet&amp;n=30"/);
+      for (const n of ['30', '31', '99999999999999999999']) {
+        const last = await call(srv, 'GET', `/api-keys/success?session_id=cs_test_notyet&n=${n}`);
+        assert.equal(last.status, 200);
+        assert.doesNotMatch(last.text, /http-equiv="refresh"/, `n=${n}: a session that never was does not reload forever`);
+        assert.match(last.text, /arrives by e-mail/);
+      }
       assert.equal((await call(srv, 'GET', '/api-keys/success?session_id=../etc')).status, 404);
     });
 

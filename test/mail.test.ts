@@ -84,6 +84,13 @@ for (const backend of backends()) {
       assert.equal(hook.status, 503);
       assert.equal(hook.json.success, false);
       assert.match((await call(srv, 'GET', '/api-keys/portal')).text, /not configured/);
+      // No page promises a payment or a portal that cannot exist here.
+      for (const path of ['/api-keys/success?session_id=cs_test_whatever', `/api-keys/portal/open?token=${'A'.repeat(43)}`]) {
+        const r = await call(srv, 'GET', path);
+        assert.equal(r.status, 503, path);
+        assert.match(r.text, /not configured/, path);
+        assert.doesNotMatch(r.text, /http-equiv="refresh"|Continue to Stripe/, path);
+      }
     });
 
     test('a notification is written as a parseable .eml file with text and HTML bodies', async () => {

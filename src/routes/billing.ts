@@ -19,6 +19,8 @@ const FORM_LIMIT = 16 * 1024;
 /** Stripe event payloads are a few kilobytes; anything past this is not one. */
 const WEBHOOK_LIMIT = 1024 * 1024;
 const SESSION_ID_RE = /^cs_[A-Za-z0-9_]{1,250}$/;
+/** How often the success page reloads itself (every 3 s) waiting for the webhook. */
+const PENDING_RELOADS = 30;
 /**
  * Each purchase or portal form costs a Stripe API call or a lookup and maybe a mail: per client
  * address at most this many per window (pages spend no API budget, so they get their own).
@@ -117,13 +119,19 @@ export function billingRoutes(deps: Deps & { billing: Billing }): Route[] {
   };
 
   const success = page(async (ctx) => {
+    if (!billing.configured) throw new AppError('BILLING_NOT_CONFIGURED');
     const sessionId = ctx.query.get('session_id') ?? '';
     if (!SESSION_ID_RE.test(sessionId)) throw new AppError('NOT_FOUND');
     const r = await billing.reveal(sessionId);
     // The key page must never be kept by a browser cache or proxy.
     if (r.kind === 'key') sendHtml(ctx, 200, successKeyPage(view, { ...r, plan: PLANS[r.plan] }), 'no-store');
     else if (r.kind === 'gone') sendHtml(ctx, 200, successGonePage(view), 'no-store');
-    else sendHtml(ctx, 200, successPendingPage(view), 'no-store');
+    else {
+      // Reloads are counted in the URL and stop after PENDING_RELOADS (a minute and a half).
+      const n = Math.max(0, Math.min(PENDING_RELOADS, Number.parseInt(ctx.query.get('n') ?? '0', 10) || 0));
+      const next = n < PENDING_RELOADS ? `/api-keys/success?session_id=${encodeURIComponent(sessionId)}&n=${n + 1}` : null;
+      sendHtml(ctx, 200, successPendingPage(view, next), 'no-store');
+    }
   });
 
   const portalAsk = page(async (ctx) => {
@@ -140,6 +148,7 @@ export function billingRoutes(deps: Deps & { billing: Billing }): Route[] {
   });
 
   const portalOpen = page(async (ctx) => {
+    if (!billing.configured) return sendHtml(ctx, 503, portalPage(view, { configured: false, sent: false }));
     const token = ctx.query.get('token') ?? '';
     sendHtml(ctx, 200, portalOpenPage(view, PORTAL_TOKEN_RE.test(token) ? token : null), 'no-store', STRIPE_FORM_TARGETS);
   });

@@ -74,11 +74,18 @@ export function successGonePage(v: View): Safe {
   return layout({ title: 'API key · Sluice', body, asset: v.asset });
 }
 
-/** The webhook has not arrived yet: the page reloads itself (a meta refresh: no script needed). */
-export function successPendingPage(v: View): Safe {
+/**
+ * The webhook has not arrived yet: the page reloads itself (a meta refresh: no script needed) to
+ * `next`, the same page one attempt on, or, once `next` is null (the attempts are spent: a slow
+ * webhook, or a session id that never was), stops and points at the mail.
+ */
+export function successPendingPage(v: View, next: string | null): Safe {
   const body = html`<section class="card" id="key-pending"><h1>Confirming your payment…</h1>
-<p class="lead">This page reloads by itself. Your key also arrives by e-mail.</p></section>`;
-  return layout({ title: 'Confirming payment · Sluice', head: html`<meta http-equiv="refresh" content="3">`, body, asset: v.asset });
+${next === null
+  ? html`<p class="lead">This is taking longer than usual. Your key arrives by e-mail once the payment is confirmed; reload this page to look again.</p>`
+  : html`<p class="lead">This page reloads by itself. Your key also arrives by e-mail.</p>`}</section>`;
+  const head = next === null ? undefined : html`<meta http-equiv="refresh" content="3; url=${next}">`;
+  return layout({ title: 'Confirming payment · Sluice', head, body, asset: v.asset });
 }
 
 /** GET /api-keys/portal and the answer to its POST (the same page whatever the address). */
