@@ -140,7 +140,12 @@ describe('PostgreSQL restarted under traffic', { skip: pgSkip ?? false }, () => 
     assert.ok((await metric(srv.url, 'sluice_db_errors_total')) >= 6);
 
     await pg.start();
+    // Bundle info alone can answer from the cache before the database does: wait for an upload too
+    // (never cached), or the traffic could stop on an upload that still met the outage.
+    const restarted = seen.length;
     await until('bundle info to succeed again', 15_000, async () => (await timed(info)).status === 200);
+    await until('an upload in the traffic to succeed again', 15_000, async () =>
+      seen.slice(restarted).some((r) => r.kind === 'upload' && r.status === 201));
     running = false;
     await traffic;
 
