@@ -109,8 +109,15 @@ for (const backend of backends()) {
       assertCliFailure(await srv.cli(['bundles', 'expire', 'abcde', 'extra']));
     });
 
-    test('an unknown command → exit 1 with one line on stderr', async () => {
+    test('an unknown command, no command, or arguments a command does not take → exit 1 with one line on stderr', async () => {
       assertCliFailure(await srv.cli(['frobnicate']), /frobnicate/);
+      assertCliFailure(await srv.cli([]), /no command/);
+      for (const args of [['sweep', '--dry-run'], ['sweep', 'extra'], ['migrate', 'extra'], ['serve', '--bogus'], ['help', 'me']]) {
+        assertCliFailure(await srv.cli(args), new RegExp(args[1]!));
+      }
+      const help = await srv.cli(['help']);
+      assert.equal(help.code, 0, help.stderr);
+      assert.match(help.stdout, /^usage: sluice <command>/);
     });
 
     test('migrate is idempotent', async () => {

@@ -81,6 +81,9 @@ for (const backend of backends()) {
         ['keys', 'create', '--plan', 'starter', '--color', 'red'],
         ['keys', 'create', '--plan', 'starter', '--days', '0'],
         ['keys', 'create', '--plan', 'starter', '--email', 'not-an-address'],
+        ['keys', 'create', '--plan', 'starter', '--plan', 'power'],
+        ['keys', 'create', '--plan', 'starter', '--label', 'two\nlines'],
+        ['keys', 'create', '--plan', 'starter', '--label', 'a\ttab'],
       ];
       for (const args of cases) {
         const r = await srv.cli(args);
@@ -88,8 +91,12 @@ for (const backend of backends()) {
         assert.equal(r.stdout, '', args.join(' '));
         assert.match(r.stderr, /^[^\n]+\n$/, `${args.join(' ')}: ${JSON.stringify(r.stderr)}`);
       }
-      const [{ n }] = (await srv.sql`select count(*)::int as n from api_keys where plan = 'starter' and label is null`) as unknown as [{ n: number }];
+      const [{ n }] = (await srv.sql`select count(*)::int as n from api_keys where plan in ('starter', 'power') and (label is null or label ~ '[\t\n]')`) as unknown as [{ n: number }];
       assert.equal(n, 0, 'no key was minted by a refused command');
+      // Piped (as here), keys list prints the key rows alone: every line is a key.
+      const list = await srv.cli(['keys', 'list']);
+      assert.equal(list.code, 0, list.stderr);
+      for (const line of list.stdout.trimEnd().split('\n')) assert.match(line, /^sk_[A-Za-z0-9]{9}\t/, line);
     });
 
     test('each plan: size cap, expiry and rate in upload, bundle info, status and /my/usage', async () => {

@@ -6,14 +6,22 @@ import { sqlUtc } from '../util/time.ts';
 
 export class UsageError extends Error {}
 
-/** `sluice keys create|list|revoke`: prints results to stdout, throws UsageError for bad input. */
-export async function keysCommand(sql: Sql, args: string[], out: (line: string) => void): Promise<void> {
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
+const CONTROL_ALL = new RegExp(CONTROL.source, 'g');
+
+/**
+ * `sluice keys create|list|revoke`: prints results to stdout, throws UsageError for bad input.
+ * `tty`: stdout is a terminal (list then prints a header row).
+ */
+export async function keysCommand(sql: Sql, args: string[], out: (line: string) => void, tty = false): Promise<void> {
   const [action, ...rest] = args;
   if (action === 'create') {
     const flags = parseFlags(rest, ['plan', 'label', 'email', 'days']);
     const plan = flags.plan;
     if (plan === undefined || !isPlanName(plan)) throw new UsageError('--plan must be one of starter, power, max, premium');
     if (flags.email !== undefined && !isEmail(flags.email)) throw new UsageError(`invalid --email: ${flags.email}`);
+    // `keys list` prints one tab-separated row per key: a label must not break its row.
+    if (flags.label !== undefined && CONTROL.test(flags.label)) throw new UsageError('--label must not contain tabs, line breaks or other control characters');
     let days: number | null = null;
     if (flags.days !== undefined) {
       if (!/^[1-9]\d{0,4}$/.test(flags.days)) throw new UsageError(`invalid --days: ${flags.days}`);
@@ -25,9 +33,11 @@ export async function keysCommand(sql: Sql, args: string[], out: (line: string) 
   }
   if (action === 'list') {
     if (rest.length) throw new UsageError('usage: sluice keys list');
-    out(['prefix', 'label', 'plan', 'state', 'created', 'last used'].join('\t'));
+    // Column names for a person at a terminal; a script reading a pipe gets the key rows alone.
+    if (tty) out(['prefix', 'label', 'plan', 'state', 'created', 'last used'].join('\t'));
     for (const k of await listApiKeys(sql)) {
-      out([k.prefix, k.label ?? '', k.plan, k.state, sqlUtc(k.created_at), k.last_used_at ? sqlUtc(k.last_used_at) : 'never'].join('\t'));
+      const label = (k.label ?? '').replace(CONTROL_ALL, ' ');
+      out([k.prefix, label, k.plan, k.state, sqlUtc(k.created_at), k.last_used_at ? sqlUtc(k.last_used_at) : 'never'].join('\t'));
     }
     return;
   }
@@ -48,6 +58,7 @@ function parseFlags(args: string[], allowed: string[]): Record<string, string> {
     if (!m || !allowed.includes(m[1]!)) throw new UsageError(`unknown flag: ${args[i]}`);
     const value = m[2] ?? args[++i];
     if (value === undefined) throw new UsageError(`--${m[1]} needs a value`);
+    if (m[1]! in flags) throw new UsageError(`--${m[1]} given twice`);
     flags[m[1]!] = value;
   }
   return flags;

@@ -26,6 +26,7 @@ const USAGE = `usage: sluice <command>
 class CliError extends Error {}
 
 const COMMANDS = new Set(['help', '--help', 'migrate', 'sweep', 'bundles', 'keys']);
+const TAKES_NOTHING = new Set(['serve', 'help', '--help', 'migrate', 'sweep']);
 
 async function main(argv: string[]): Promise<void> {
   let config: Config;
@@ -39,10 +40,13 @@ async function main(argv: string[]): Promise<void> {
     throw err;
   }
   const [cmd, ...rest] = argv;
+  if (cmd === undefined) throw new CliError('no command given (see sluice help)');
+  if (cmd !== 'serve' && !COMMANDS.has(cmd)) throw new CliError(`unknown command: ${cmd} (see sluice help)`);
+  // Commands that take nothing refuse what they were given (a typo'd flag must not run a sweep).
+  if (TAKES_NOTHING.has(cmd) && rest.length > 0) throw new CliError(`sluice ${cmd} takes no arguments: ${rest.join(' ')}`);
   if (cmd === 'serve') return serve(config);
-  if (cmd !== undefined && !COMMANDS.has(cmd)) throw new CliError(`unknown command: ${cmd} (see sluice help)`);
-  const log = createLogger(cmd === undefined ? 'info' : config.logLevel === 'info' ? 'warn' : config.logLevel);
-  if (cmd === undefined || cmd === 'help' || cmd === '--help') {
+  const log = createLogger(config.logLevel === 'info' ? 'warn' : config.logLevel);
+  if (cmd === 'help' || cmd === '--help') {
     process.stdout.write(`${USAGE}\n`);
     return;
   }
@@ -64,7 +68,7 @@ async function main(argv: string[]): Promise<void> {
     }
     if (cmd === 'keys') {
       try {
-        await keysCommand(db.sql, rest, (line) => process.stdout.write(`${line}\n`));
+        await keysCommand(db.sql, rest, (line) => process.stdout.write(`${line}\n`), process.stdout.isTTY === true);
       } catch (err) {
         if (err instanceof UsageError) throw new CliError(err.message);
         throw err;
