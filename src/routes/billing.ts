@@ -43,7 +43,13 @@ const STRIPE_FORM_TARGETS = ['https://checkout.stripe.com', 'https://billing.str
 export function billingRoutes(deps: Deps & { billing: Billing }): Route[] {
   const { billing, log } = deps;
   const assets = loadAssets();
-  const view: View = { asset: (name) => assets.url(name), baseUrl: deps.config.baseUrl };
+  // A getter: with PORT=0 and no BASE_URL, the origin names the port only once the server listens.
+  const view: View = {
+    asset: (name) => assets.url(name),
+    get baseUrl() {
+      return deps.config.baseUrl;
+    },
+  };
   const offers = allOffers((plan, option) => billing.priceOf(plan, option) !== undefined);
   const plans = (ctx: Ctx, status = 200, error?: string, email?: string): void =>
     sendHtml(ctx, status, plansPage(view, { configured: billing.configured, offers, error, email }), 'no-cache', STRIPE_FORM_TARGETS);

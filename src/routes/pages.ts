@@ -14,7 +14,13 @@ import type { Deps } from './deps.ts';
  */
 export function pageRoutes(deps: Deps): Route[] {
   const assets = loadAssets();
-  const view: View = { asset: (name) => assets.url(name), baseUrl: deps.config.baseUrl };
+  // A getter: with PORT=0 and no BASE_URL, the origin names the port only once the server listens.
+  const view: View = {
+    asset: (name) => assets.url(name),
+    get baseUrl() {
+      return deps.config.baseUrl;
+    },
+  };
   const { anonMaxBundleBytes, anonExpiryDays } = deps.config;
   const notFound = (ctx: Ctx): void => sendHtml(ctx, 404, notFoundPage(view));
   const home = (ctx: Ctx): void => sendHtml(ctx, 200, uploadPage(view, anonMaxBundleBytes, anonExpiryDays, uploadOptionsFrom(ctx.query)));
