@@ -74,6 +74,8 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
   if (net.isIP(host) === 0 && host !== 'localhost') problems.push(`HOST: expected an IP address, got ${JSON.stringify(host)}`);
   const port = int('PORT', 8080, 0, 65535);
   const explicitBaseUrl = url('BASE_URL', ['http:', 'https:']);
+  // Links are BASE_URL + a path: a query or a fragment would land in the middle of every one.
+  if (explicitBaseUrl !== undefined && /[?#]/.test(explicitBaseUrl)) problems.push('BASE_URL: must not carry a query or a fragment');
   const baseUrl = (explicitBaseUrl ?? `http://localhost:${port}`).replace(/\/+$/, '');
   const trustProxy = (str('TRUST_PROXY') ?? '').split(',').map((s) => s.trim()).filter(Boolean);
   for (const entry of trustProxy) {
@@ -84,7 +86,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
       problems.push(`TRUST_PROXY: ${JSON.stringify(entry)} is not an IP address or CIDR`);
     }
   }
-  const logLevel = str('LOG_LEVEL') ?? 'info';
+  const logLevel = (str('LOG_LEVEL') ?? 'info').toLowerCase();
   if (!LOG_LEVELS.includes(logLevel)) problems.push(`LOG_LEVEL: expected one of ${LOG_LEVELS.join(', ')}`);
   const secret = str('SECRET');
   if (secret !== undefined && secret.length < 32) problems.push('SECRET: must be at least 32 characters');
@@ -107,6 +109,10 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
   const stripePrices: Record<string, string> = {};
   for (const [k, v] of Object.entries(env)) {
     const m = /^STRIPE_PRICE_(STARTER|POWER|MAX|PREMIUM)_(MONTHLY|ONCE)$/.exec(k);
+    // A misspelt price (STRIPE_PRICE_POWER_WEEKLY) would leave a plan silently unsold.
+    if (!m && k.startsWith('STRIPE_PRICE_') && v && v.trim()) {
+      problems.push(`${k}: not a price setting; expected STRIPE_PRICE_<STARTER|POWER|MAX|PREMIUM>_<MONTHLY|ONCE>`);
+    }
     if (m && v && v.trim()) {
       if (!/^price_[A-Za-z0-9_]+$/.test(v.trim())) problems.push(`${k}: expected a Stripe price id (price_…)`);
       stripePrices[`${m[1]!.toLowerCase()}_${m[2]!.toLowerCase()}`] = v.trim();

@@ -121,11 +121,20 @@ describe('loadConfig', () => {
       ['RATE_LIMIT_ANON_PER_HOUR', '1.5'],
       ['ANON_MAX_BUNDLE_BYTES', '1GB'],
       ['ANON_EXPIRY_DAYS', '0'],
+      ['BASE_URL', 'https://files.example.com/?q=1'],
+      ['BASE_URL', 'https://files.example.com#top'],
+      ['STRIPE_PRICE_POWER_WEEKLY', 'price_1'],
+      ['STRIPE_PRICE_FOO_MONTHLY', 'price_1'],
+      ['STRIPE_PRICE_power_monthly', 'price_1'],
     ] as const) {
       const problems = problemsOf({ [name]: value });
       assert.equal(problems.length, 1, `${name}=${value}: ${JSON.stringify(problems)}`);
       assert.match(problems[0]!, new RegExp(`\\b${name}\\b`), `${name}=${value}`);
     }
+  });
+
+  test('LOG_LEVEL is read case-insensitively', () => {
+    assert.equal(loadConfig({ LOG_LEVEL: 'WARN' }, '/srv').logLevel, 'warn');
   });
 
   test('several bad values are all reported at once, one problem each', () => {
