@@ -39,6 +39,7 @@ import { createStripeClient } from './billing/stripe-client.ts';
 import { createBilling } from './billing/billing.ts';
 import { billingRoutes } from './routes/billing.ts';
 import { startBackground, type Background } from './util/background.ts';
+import { ensurePortFree } from './http/port-free.ts';
 
 export interface RunningApp {
   readonly port: number;
@@ -160,6 +161,8 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
       notFound,
     ];
     const server = createHttpServer({ binding, routes, log, admit: (ctx) => access.admit(ctx), metrics });
+    // A worker shares its supervisor's port on purpose; anyone else must have it alone.
+    if (config.workerIndex === null && config.port !== 0) await ensurePortFree(config.host, config.port);
     const port = await server.listen(config.host, config.port);
     if (config.baseUrlFollowsPort) config.baseUrl = `http://localhost:${port}`;
     log.info({ host: config.host, port, database: db.kind }, 'sluice listening');

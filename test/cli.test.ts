@@ -247,3 +247,35 @@ describe('a stop signal while the server starts', () => {
     }
   });
 });
+
+describe('a port another server listens on', () => {
+  test('is refused at start (one process or several): exit 1 naming the port; the first server keeps it', { timeout: 60_000 }, async () => {
+    const first = await startServer('embedded');
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'sl-port-'));
+    try {
+      const base = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/root', DATA_DIR: dataDir, PORT: String(first.port), HOST: '127.0.0.1' };
+      const shared = {
+        DATABASE_URL: process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test',
+        REDIS_URL: process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379',
+        WORKERS: '2',
+      };
+      for (const env of [base, { ...base, ...shared }]) {
+        const proc = spawn(process.execPath, [path.join(ROOT, 'bin/sluice.js'), 'serve'], { cwd: ROOT, env });
+        let stderr = '';
+        proc.stderr.on('data', (c) => (stderr += c));
+        proc.stdout.resume();
+        const killer = setTimeout(() => proc.kill('SIGKILL'), 30_000); // it must not start serving
+        const code = await new Promise<number | null>((r) => proc.on('exit', (c) => r(c)));
+        clearTimeout(killer);
+        assert.equal(code, 1, stderr);
+        assert.match(stderr, new RegExp(`^sluice: port ${first.port} on 127\\.0\\.0\\.1 is already in use`, 'm'));
+      }
+      const still = await request(`${first.url}/healthz`);
+      assert.equal(still.statusCode, 200);
+      await still.body.text();
+    } finally {
+      fs.rmSync(dataDir, { recursive: true, force: true });
+      await first.close();
+    }
+  });
+});

@@ -1,4 +1,5 @@
 import { fork, type ChildProcess } from 'node:child_process';
+import { ensurePortFree } from '../http/port-free.ts';
 import net from 'node:net';
 import type { Logger } from 'pino';
 import { AggregatorRegistry } from 'prom-client';
@@ -172,6 +173,8 @@ export async function supervise(opts: SuperviseOptions): Promise<number> {
     for (const c of children.values()) c.kill('SIGHUP');
   });
 
+  // Taken by another server: refused before any worker starts (main prints why and exits 1).
+  if (port !== 0) await ensurePortFree(opts.host, port);
   try {
     if (port === 0) port = await freePort(opts.host);
     await start(0);
