@@ -316,7 +316,13 @@ for (const backend of backends()) {
       const before = await snapshot(srv);
       assertError(await upload(srv, [file('a.txt', 'a')], '/api/v1/upload', { authorization: 'Bearer sk_test_not_a_key' }), 401);
       assertError(await upload(srv, [file('a.txt', 'a')], '/api/v1/upload', { authorization: 'bearer x' }), 401);
+      // A Bearer without exactly one value is a key that is not valid, not an anonymous upload.
+      for (const authorization of ['Bearer ', 'Bearer', 'Bearer a b']) {
+        assertError(await upload(srv, [file('a.txt', 'a')], '/api/v1/upload', { authorization }), 401);
+      }
       await assertNothingKept(srv, before);
+      // Another scheme is no key at all: an anonymous upload.
+      assert.equal((await upload(srv, [file('b.txt', 'b')], '/api/v1/upload', { authorization: 'Basic dXNlcjpwdw==' })).status, 201);
     });
 
     it('the cap counts file bytes: exactly the cap is 201, one byte more is 400', async () => {

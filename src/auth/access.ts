@@ -33,8 +33,12 @@ export function createAccess(deps: { config: Config; sql: Sql; store: RateStore;
 
   async function resolve(ctx: Ctx): Promise<Caller> {
     const ip = ipOf(ctx);
-    const bearer = /^bearer\s+(\S+)\s*$/i.exec(ctx.headers.authorization ?? '')?.[1];
-    if (bearer === undefined) return { ip, uploader: anonymous, apiKey: null, bearerRejected: false };
+    const auth = ctx.headers.authorization ?? '';
+    // Another scheme (or none) is not a key at all; a Bearer without exactly one value (`Bearer `,
+    // `Bearer a b`) is a key that is not valid: refused on uploads and /my/* like any other.
+    if (!/^bearer(\s|$)/i.test(auth)) return { ip, uploader: anonymous, apiKey: null, bearerRejected: false };
+    const bearer = /^bearer\s+(\S+)\s*$/i.exec(auth)?.[1];
+    if (bearer === undefined) return { ip, uploader: anonymous, apiKey: null, bearerRejected: true };
     // A 64-hex Bearer is an upload token (DELETE /api/v1/file reads it itself): never a key, so
     // no lookup; like any other non-key it is refused on uploads and /my/* and ignored elsewhere.
     const key = UPLOAD_TOKEN_RE.test(bearer) ? undefined : await findApiKey(sql, bearer);
