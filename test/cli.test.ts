@@ -214,6 +214,17 @@ describe('configuration errors', () => {
     }
   });
 
+  test('a DATA_DIR that is a file, or a database that cannot be reached, stops serve with one line naming it', async () => {
+    const file = path.join(dataDir, 'not-a-dir');
+    fs.writeFileSync(file, 'x');
+    const asFile = await runCli(['serve'], env({ DATA_DIR: file, PORT: '0' }));
+    assert.equal(asFile.code, 1, asFile.stderr);
+    assert.match(asFile.stderr, /^sluice: DATA_DIR \S+not-a-dir: not a directory\n$/);
+    const noDb = await runCli(['serve'], env({ DATABASE_URL: 'postgres://postgres@127.0.0.1:9/none', PORT: '0' }));
+    assert.equal(noDb.code, 1, noDb.stderr);
+    assert.equal(lines(noDb.stderr).filter((l) => /^sluice: DATABASE_URL: /.test(l)).length, 1, noDb.stderr);
+  });
+
   test('other commands refuse a bad configuration the same way', async () => {
     const r = await runCli(['migrate'], env({ PORT: '70000', LOG_LEVEL: 'loud' }));
     assert.equal(r.code, 1, r.stderr);
