@@ -1,9 +1,9 @@
 import { fork, type ChildProcess } from 'node:child_process';
-import { ensurePortFree } from '../http/port-free.ts';
 import net from 'node:net';
 import type { Logger } from 'pino';
 import { AggregatorRegistry } from 'prom-client';
 import type { Notifier } from '../sd-notify.ts';
+import { ensurePortFree } from '../http/port-free.ts';
 
 /**
  * Messages between the supervisor and its worker processes (Node's IPC channel).

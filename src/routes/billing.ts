@@ -8,7 +8,7 @@ import { isPlanName, PLANS } from '../auth/plans.ts';
 import { isEmail } from '../util/names.ts';
 import { loadAssets } from '../web/assets.ts';
 import { sendHtml } from '../web/html.ts';
-import type { View } from '../web/views.ts';
+import { serverView } from '../web/views.ts';
 import {
   allOffers, billingErrorPage, plansPage, portalOpenPage, portalPage, successGonePage, successKeyPage, successPendingPage,
 } from '../web/billing-views.ts';
@@ -43,13 +43,7 @@ const STRIPE_FORM_TARGETS = ['https://checkout.stripe.com', 'https://billing.str
 export function billingRoutes(deps: Deps & { billing: Billing }): Route[] {
   const { billing, log } = deps;
   const assets = loadAssets();
-  // A getter: with PORT=0 and no BASE_URL, the origin names the port only once the server listens.
-  const view: View = {
-    asset: (name) => assets.url(name),
-    get baseUrl() {
-      return deps.config.baseUrl;
-    },
-  };
+  const view = serverView(assets, deps.config);
   const offers = allOffers((plan, option) => billing.priceOf(plan, option) !== undefined);
   const plans = (ctx: Ctx, status = 200, error?: string, email?: string): void =>
     sendHtml(ctx, status, plansPage(view, { configured: billing.configured, offers, error, email }), 'no-cache', STRIPE_FORM_TARGETS);

@@ -4,7 +4,7 @@ import { findBundleByTokenHash, listFiles } from '../db/bundles.ts';
 import { hashSecret, secretMatches, SHORT_CODE_RE, UPLOAD_TOKEN_RE } from '../auth/tokens.ts';
 import { loadAssets } from '../web/assets.ts';
 import { sendHtml } from '../web/html.ts';
-import { managePage, notFoundPage, sharePage, uploadPage, type View } from '../web/views.ts';
+import { managePage, notFoundPage, serverView, sharePage, uploadPage, type View } from '../web/views.ts';
 import { uploadOptionsFrom } from '../web/upload-options.ts';
 import type { Deps } from './deps.ts';
 
@@ -14,13 +14,7 @@ import type { Deps } from './deps.ts';
  */
 export function pageRoutes(deps: Deps): Route[] {
   const assets = loadAssets();
-  // A getter: with PORT=0 and no BASE_URL, the origin names the port only once the server listens.
-  const view: View = {
-    asset: (name) => assets.url(name),
-    get baseUrl() {
-      return deps.config.baseUrl;
-    },
-  };
+  const view = serverView(assets, deps.config);
   const { anonMaxBundleBytes, anonExpiryDays } = deps.config;
   const notFound = (ctx: Ctx): void => sendHtml(ctx, 404, notFoundPage(view));
   const home = (ctx: Ctx): void => sendHtml(ctx, 200, uploadPage(view, anonMaxBundleBytes, anonExpiryDays, uploadOptionsFrom(ctx.query)));

@@ -8,6 +8,19 @@ export interface View {
   readonly baseUrl: string;
 }
 
+/**
+ * The View of a running server. `baseUrl` is read when a page renders: with PORT=0 and no BASE_URL
+ * the origin names the port only once the server listens.
+ */
+export function serverView(assets: { url(name: string): string }, config: { readonly baseUrl: string }): View {
+  return {
+    asset: (name) => assets.url(name),
+    get baseUrl() {
+      return config.baseUrl;
+    },
+  };
+}
+
 export interface FileView {
   readonly id: number;
   readonly name: string;
