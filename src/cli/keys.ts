@@ -1,12 +1,12 @@
 import type { Sql } from '../db/client.ts';
 import { createApiKey, listApiKeys, revokeApiKey } from '../auth/api-keys.ts';
 import { isPlanName } from '../auth/plans.ts';
-import { isEmail } from '../util/names.ts';
+import { CONTROL_CHARS, isEmail } from '../util/names.ts';
 import { sqlUtc } from '../util/time.ts';
 
 export class UsageError extends Error {}
 
-const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
+const CONTROL = new RegExp(`[${CONTROL_CHARS}]`);
 const CONTROL_ALL = new RegExp(CONTROL.source, 'g');
 
 /**

@@ -1,3 +1,14 @@
+/** C0 and C1 control characters (tabs and line breaks among them), as a character-class body. */
+export const CONTROL_CHARS = '\\u0000-\\u001f\\u007f-\\u009f';
+/**
+ * Bidirectional overrides and isolates: they reorder the text around them, so a name or a
+ * description could show a file type reversed or spill its direction into a chat app's link preview.
+ */
+const BIDI_CHARS = '\\u202a-\\u202e\\u2066-\\u2069';
+/** What a file name never keeps: controls, the Unicode line and paragraph separators, bidi controls. */
+const NAME_UNSAFE = new RegExp(`[${CONTROL_CHARS}\\u2028\\u2029${BIDI_CHARS}]`, 'g');
+const BIDI_CONTROLS = new RegExp(`[${BIDI_CHARS}]`, 'g');
+
 /** Longest kept file name, in code points; a longer one is cut in its stem (see shorten). */
 const MAX_NAME = 255;
 /** An extension up to this long (dot included) survives the cut. */
@@ -6,7 +17,7 @@ const MAX_KEPT_EXT = 16;
 /** A display name from a client's file name: no control characters, no path, bounded length. */
 export function cleanFileName(raw: string | undefined): string {
   let name = (raw ?? '').normalize('NFC');
-  name = name.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g, '');
+  name = name.replace(NAME_UNSAFE, '');
   name = name.split(/[\\/]/).pop() ?? '';
   name = name.trim().replace(/^\.+$/, '');
   return name === '' ? 'file' : shorten(name);
@@ -41,13 +52,6 @@ export function cleanMimeType(declared: string | undefined, name: string): strin
   const ext = /\.([a-z0-9]{1,5})$/i.exec(name)?.[1]?.toLowerCase();
   return (ext && EXT_TYPES[ext]) ?? 'application/octet-stream';
 }
-
-/**
- * Bidirectional overrides and isolates: they reorder the text around them, so a description could
- * show a file type reversed or spill its direction into a chat app's link preview. File names lose
- * them too (with every other control character).
- */
-const BIDI_CONTROLS = /[\u202a-\u202e\u2066-\u2069]/g;
 
 /** A description as given, less its bidirectional controls (line breaks stay); nothing left is none. */
 export function cleanDescription(d: string | null): string | null {
