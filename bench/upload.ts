@@ -159,6 +159,9 @@ async function main(): Promise<void> {
 
   const find = (server: string, c: CaseResult): number | undefined =>
     results.find((x) => x.server === server && x.size === c.size && x.streams === c.streams)?.mbps;
+  // The disk row's ratios are the ceiling: what a server that syncs before it answers could reach here.
+  const vsPeer = (c: CaseResult, peer: string): string =>
+    c.server === 'sluice' || c.server === DISK ? ratio(c.mbps, find(peer, c)) : '';
   const rows: Cell[][] = results.map((c) => [
     c.server,
     formatSize(c.size),
@@ -169,11 +172,10 @@ async function main(): Promise<void> {
     fixed(c.sentMs === undefined ? undefined : c.sentMs / 1000, 2),
     fixed(c.peakRssMiB),
     fixed(c.cpuPerGB, 2),
-    // The disk row's ratios are the ceiling: what a server that syncs before it answers could reach here.
-    c.server === 'sluice' || c.server === DISK ? ratio(c.mbps, find('express-multer', c)) : '',
-    c.server === 'sluice' || c.server === DISK ? ratio(c.mbps, find('express-multer-fsync', c)) : '',
-    c.server === 'sluice' || c.server === DISK ? ratio(c.mbps, find('nginx', c)) : '',
-    c.server === 'sluice' || c.server === DISK ? ratio(c.mbps, find('node-busboy', c)) : '',
+    vsPeer(c, 'express-multer'),
+    vsPeer(c, 'express-multer-fsync'),
+    vsPeer(c, 'nginx'),
+    vsPeer(c, 'node-busboy'),
     c.server === 'sluice' ? ratio(c.mbps, find(DISK, c)) : '',
     c.errors.length > 0 ? `${c.errors.length} failed` : '',
   ]);
