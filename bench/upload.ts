@@ -14,7 +14,7 @@ import { durableWrite } from './lib/disk-ceiling.ts';
  * The disk's durable write speed for the same bytes, sampled in the rotation (BENCH_DISK=0 skips it):
  * with O_DIRECT as Sluice writes, and through the page cache; the faster is a durable server's ceiling.
  */
-const DISK = 'disk (durable write)';
+const DISK = 'disk (O_DIRECT+fsync)';
 const DISK_CACHED = 'disk (page cache+fsync)';
 const isDisk = (server: string): boolean => server === DISK || server === DISK_CACHED;
 const WITH_DISK = process.env.BENCH_DISK !== '0';
@@ -164,7 +164,7 @@ async function main(): Promise<void> {
 
   const find = (server: string, c: CaseResult): number | undefined =>
     results.find((x) => x.server === server && x.size === c.size && x.streams === c.streams)?.mbps;
-  // The disk row's ratios are the ceiling: what a server that syncs before it answers could reach here.
+  // The faster disk row's ratios are the ceiling: what a server that syncs before it answers could reach here.
   const vsPeer = (c: CaseResult, peer: string): string =>
     c.server === 'sluice' || isDisk(c.server) ? ratio(c.mbps, find(peer, c)) : '';
   const rows: Cell[][] = results.map((c) => [
@@ -194,7 +194,7 @@ async function main(): Promise<void> {
   console.log(
     "sent s = until the client's last body byte went into the socket (the slowest stream); the rest of wall s is the\n" +
       'wait for the replies after it: for a durable server mostly its final fsync, the disk flushing what it was given\n' +
-      '(for the disk row, sent s is until its writes were done and the rest its fsyncs)',
+      '(for the disk rows, sent s is until their writes were done and the rest their fsyncs)',
   );
   printTable(
     ['server', 'total', 'streams', 'body', 'MB/s', 'wall s', 'sent s', 'peak RSS MiB', 'srv CPU s/GB', 'vs express-multer', 'vs multer+fsync', 'vs nginx', 'vs node-busboy', 'vs disk', 'vs disk cached', 'errors'],
