@@ -16,7 +16,14 @@ import { durableWrite } from './lib/disk-ceiling.ts';
  */
 const DISK = 'disk (O_DIRECT+fsync)';
 const DISK_CACHED = 'disk (page cache+fsync)';
-const isDisk = (server: string): boolean => server === DISK || server === DISK_CACHED;
+/**
+ * What a durable server could reach at best in this run: take the body as fast as the fastest server took it,
+ * write it as fast as the O_DIRECT row wrote it, overlapping the two, then wait for the flush the O_DIRECT row
+ * waited for after its last write. Flushing while the body arrives does not shorten that wait on this kind of
+ * machine: the flushes stall the writes behind them (bench/RESULTS.md, sessions 16-19).
+ */
+const BOUND = 'durable bound';
+const isDisk = (server: string): boolean => server === DISK || server === DISK_CACHED || server === BOUND;
 const WITH_DISK = process.env.BENCH_DISK !== '0';
 
 interface Run {
@@ -89,6 +96,20 @@ async function runOnce(target: Target, sizes: readonly number[], run: number): P
   return { run: { ms, mbps: mbps(total, ms), peakRssMiB, cpuPerGB: cpu / (total / 1e9), sentMs, chunked } };
 }
 
+/** BOUND per round: the fastest body among the servers' runs of that round, paired with the O_DIRECT row's. */
+function durableBound(servers: readonly CaseResult[], disk: CaseResult, size: number, streams: number): CaseResult {
+  const out: CaseResult = { server: BOUND, size, streams, encoding: 'none', runs: [], errors: [] };
+  const complete = servers.filter((c) => c.errors.length === 0 && c.runs.length === disk.runs.length);
+  if (complete.length === 0) return out;
+  for (const [r, d] of disk.runs.entries()) {
+    const body = Math.min(...complete.map((c) => c.runs[r]!.sentMs));
+    const writtenMs = Math.max(body, d.sentMs);
+    const ms = writtenMs + (d.ms - d.sentMs);
+    out.runs.push({ ms, mbps: mbps(size, ms), peakRssMiB: NaN, cpuPerGB: NaN, sentMs: writtenMs, chunked: false });
+  }
+  return out;
+}
+
 async function main(): Promise<void> {
   const env = environment();
   const sizes = sizesFromArgs('1G,4G');
@@ -151,7 +172,8 @@ async function main(): Promise<void> {
           c.sentMs = median(c.runs.map((x) => x.sentMs));
         }
       }
-      for (const disk of disks.filter((d) => d.runs.length > 0)) {
+      const bound = durableBound(cases, disks[0]!, size, streams);
+      for (const disk of [...disks, bound].filter((d) => d.runs.length > 0)) {
         disk.mbps = median(disk.runs.map((x) => x.mbps));
         disk.wallMs = median(disk.runs.map((x) => x.ms));
         disk.sentMs = median(disk.runs.map((x) => x.sentMs));
@@ -189,7 +211,9 @@ async function main(): Promise<void> {
   console.log(
     `${DISK}: the same bytes from memory to disk with O_DIRECT and fsync, no network; ${DISK_CACHED}: the same\n` +
       'through the page cache, then fsync. The faster of the two is a durable server\'s ceiling: its ratios are the most\n' +
-      'that any server which syncs before it answers could read against the peers in this run',
+      'that any server which syncs before it answers could read against the peers in this run, were its network free.\n' +
+      `${BOUND}: were it not, the least such a server could take: the fastest server's body time or the O_DIRECT\n` +
+      "row's writes, whichever is longer, then that row's wait for its fsync (paired by round, then the median)",
   );
   console.log(
     "sent s = until the client's last body byte went into the socket (the slowest stream); the rest of wall s is the\n" +
