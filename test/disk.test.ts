@@ -95,6 +95,10 @@ describe('disk commit', () => {
     await fsp.rm(path.join(disk.filesDir, 'ab'), { recursive: true });
     await commit(2);
     assert.equal(await fsp.readFile(disk.filePath(key(2)), 'utf8'), 'file 2');
+    // Several commits into the gone directory at once: each one retries, not only the first to notice.
+    await fsp.rm(path.join(disk.filesDir, 'ab'), { recursive: true });
+    await Promise.all([4, 5, 6, 7].map(commit));
+    for (const n of [4, 5, 6, 7]) assert.equal(await fsp.readFile(disk.filePath(key(n)), 'utf8'), `file ${n}`);
     // A missing part is still an error, not a retry loop.
     await assert.rejects(disk.commit(path.join(disk.tmpDir, `${process.pid}-missing.part`), key(3)), { code: 'ENOENT' });
   });

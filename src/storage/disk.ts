@@ -119,9 +119,11 @@ export async function createDisk(dataDir: string, hasher: Hasher): Promise<Disk>
         await fsp.utimes(partPath, now, now);
       }
       await fsp.rename(partPath, dest).catch(async (err: NodeJS.ErrnoException) => {
-        // The shard directory went away after this process made it (removed by hand): make it
-        // again, once, rather than fail every upload of the shard's run.
-        if (err.code !== 'ENOENT' || !knownDirs.delete(dir)) throw err;
+        // The shard directory went away after this process made it (removed by hand): make it again
+        // and retry once, rather than fail every upload of the shard's run. Every commit that hit the
+        // gap retries, not only the first to notice: concurrent ones share the one ensureDir.
+        if (err.code !== 'ENOENT') throw err;
+        knownDirs.delete(dir);
         await ensureDir(dir);
         await fsp.rename(partPath, dest);
       });
