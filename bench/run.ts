@@ -2,7 +2,7 @@
 // servers, page cache pressure and heap cannot leak into the next. Env knobs pass through (see bench/README.md).
 import path from 'node:path';
 import { spawn } from 'node:child_process';
-import { readdirSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { BENCH_DIR, REPO_DIR } from './lib/report.ts';
 import { loadResults, printTargets } from './lib/summary.ts';
 
@@ -29,12 +29,14 @@ for (const name of SCENARIOS) {
   if (code !== 0) failed.push(`${name} (exit ${code})`);
   if (code === 130) break; // interrupted
 }
-// the result files this run wrote (each scenario writes one before it exits)
+// the result files this run wrote (each scenario writes one before it exits; none if every one failed early)
 const resultsDir = path.join(BENCH_DIR, 'results');
-const written = readdirSync(resultsDir, { withFileTypes: true })
-  .filter((e) => e.isFile() && e.name.endsWith('.json'))
-  .map((e) => path.join(resultsDir, e.name))
-  .filter((f) => statSync(f).mtimeMs >= started);
+const written = existsSync(resultsDir)
+  ? readdirSync(resultsDir, { withFileTypes: true })
+      .filter((e) => e.isFile() && e.name.endsWith('.json'))
+      .map((e) => path.join(resultsDir, e.name))
+      .filter((f) => statSync(f).mtimeMs >= started)
+  : [];
 printTargets(loadResults(written));
 console.log(failed.length === 0 ? '\nall scenarios done' : `\nfailed: ${failed.join(', ')}`);
 process.exitCode = failed.length === 0 ? 0 : 1;

@@ -23,7 +23,8 @@ const DISK_CACHED = 'disk (page cache+fsync)';
  * this kind of machine: the flushes stall the writes behind them (bench/RESULTS.md, sessions 16-19).
  */
 const BOUND = 'durable bound';
-const isDisk = (server: string): boolean => server === DISK || server === DISK_CACHED || server === BOUND;
+/** Rows that are not servers: the disk rows and the bound. They get the peer ratios, as Sluice does. */
+const isReference = (server: string): boolean => server === DISK || server === DISK_CACHED || server === BOUND;
 const WITH_DISK = process.env.BENCH_DISK !== '0';
 
 interface Run {
@@ -189,9 +190,10 @@ async function main(): Promise<void> {
 
   const find = (server: string, c: CaseResult): number | undefined =>
     results.find((x) => x.server === server && x.size === c.size && x.streams === c.streams)?.mbps;
-  // The faster disk row's ratios are the ceiling: what a server that syncs before it answers could reach here.
+  // The bound's ratios are the most a server that syncs before it answers could read here (the faster disk row's, were
+  // its network free).
   const vsPeer = (c: CaseResult, peer: string): string =>
-    c.server === 'sluice' || isDisk(c.server) ? ratio(c.mbps, find(peer, c)) : '';
+    c.server === 'sluice' || isReference(c.server) ? ratio(c.mbps, find(peer, c)) : '';
   const rows: Cell[][] = results.map((c) => [
     c.server,
     formatSize(c.size),
