@@ -40,8 +40,8 @@ export function targetRows(res: Results): Cell[][] {
   const rows: Cell[][] = [];
   const upload = res.upload ?? [];
   const same = (a: Row, b: Row): boolean => a.size === b.size && a.streams === b.streams;
-  const peer = (rows: Row[], server: string, c: Row): number | undefined =>
-    rows.find((r) => r.server === server && same(r, c))?.mbps;
+  const peer = (scenario: Row[], server: string, c: Row): number | undefined =>
+    scenario.find((r) => r.server === server && same(r, c))?.mbps;
   for (const [server, goal, label] of [
     ['express-multer', UPLOAD_VS_MULTER, 'upload vs express+multer'],
     ['nginx', UPLOAD_VS_NGINX, 'upload vs nginx (to a file)'],
