@@ -1,5 +1,6 @@
 // Upload throughput: one multipart stream of SIZE, and CONC concurrent streams of SIZE/CONC each (same total),
-// against Sluice, node:http+busboy and express+multer. Medians of BENCH_RUNS; peak server RSS is the max over runs.
+// against Sluice, node:http+busboy, express+multer, nginx and bare uWS (receive only). Medians of BENCH_RUNS;
+// peak server RSS is the max over runs.
 //   node --import tsx bench/upload.ts [256M,1G]     env: BENCH_SIZES BENCH_RUNS BENCH_CONCURRENCY BENCH_SERVERS
 import {
   envInt, environment, fixed, formatSize, mbps, median, printHeader, printTable, ratio, runLine, sizesFromArgs,
@@ -130,7 +131,7 @@ async function main(): Promise<void> {
       `Request bodies >= ${CONTENT_LENGTH_LIMIT} bytes go chunked (uWS v20.30 drops 10-digit Content-Length), ` +
       'smaller ones carry Content-Length; the same rule for every server.',
   );
-  const names = selectServers(['sluice', 'node-busboy', 'express-multer', 'express-multer-fsync', 'nginx']);
+  const names = selectServers(['sluice', 'node-busboy', 'express-multer', 'express-multer-fsync', 'nginx', 'uws-sink']);
   const targets: Target[] = [];
   for (const name of names) {
     try {
@@ -227,6 +228,10 @@ async function main(): Promise<void> {
     "sent s = until the client's last body byte went into the socket (the slowest stream); the rest of wall s is the\n" +
       'wait for the replies after it: for a durable server mostly its final fsync, the disk flushing what it was given\n' +
       '(for the disk rows, sent s is until their writes were done and the rest their fsyncs)',
+  );
+  console.log(
+    'uws-sink: bare uWebSockets.js taking the body and dropping it (one copy per chunk, no parsing, no disk): the\n' +
+      "stack's receive ceiling; what Sluice takes beyond it is its own work on the bytes and the wait for the disk",
   );
   printTable(
     ['server', 'total', 'streams', 'body', 'MB/s', 'wall s', 'sent s', 'peak RSS MiB', 'srv CPU s/GB', 'vs express-multer', 'vs multer+fsync', 'vs nginx', 'vs node-busboy', 'vs disk', 'vs disk cached', 'errors'],
