@@ -229,7 +229,7 @@ async function main(): Promise<void> {
       'wait for the replies after it: for a durable server mostly its final fsync, the disk flushing what it was given\n' +
       '(for the disk rows, sent s is until their writes were done and the rest their fsyncs)',
   );
-  console.log(
+  if (names.includes('uws-sink')) console.log(
     'uws-sink: bare uWebSockets.js taking the body and dropping it (one copy per chunk, no parsing, no disk): the\n' +
       "stack's receive ceiling; what Sluice takes beyond it is its own work on the bytes and the wait for the disk",
   );
