@@ -229,10 +229,12 @@ async function main(): Promise<void> {
       'wait for the replies after it: for a durable server mostly its final fsync, the disk flushing what it was given\n' +
       '(for the disk rows, sent s is until their writes were done and the rest their fsyncs)',
   );
-  if (names.includes('uws-sink')) console.log(
-    'uws-sink: bare uWebSockets.js taking the body and dropping it (one copy per chunk, no parsing, no disk): the\n' +
-      "stack's receive ceiling; what Sluice takes beyond it is its own work on the bytes and the wait for the disk",
-  );
+  if (names.includes('uws-sink')) {
+    console.log(
+      'uws-sink: bare uWebSockets.js taking the body and dropping it (one copy per chunk, no parsing, no disk): the\n' +
+        "stack's receive ceiling; what Sluice takes beyond it is its own work on the bytes and the wait for the disk",
+    );
+  }
   printTable(
     ['server', 'total', 'streams', 'body', 'MB/s', 'wall s', 'sent s', 'peak RSS MiB', 'srv CPU s/GB', 'vs express-multer', 'vs multer+fsync', 'vs nginx', 'vs node-busboy', 'vs disk', 'vs disk cached', 'errors'],
     rows,
