@@ -9,6 +9,7 @@ import { crc32 } from 'node:zlib';
 import { createHasher, type Hasher } from '../src/storage/hasher.ts';
 import { createPartWriter, type PartWriter } from '../src/storage/part-writer.ts';
 import { direct, probeDirect } from '../src/storage/direct-io.ts';
+import { freshAllocations } from '../src/storage/spare-buffers.ts';
 
 /** Feeds `data` in pieces of the sizes busboy and uWS hand out, honouring the writer's backpressure. */
 async function feed(w: PartWriter, data: Buffer): Promise<void> {
@@ -80,6 +81,35 @@ for (const mode of ['direct', 'page cache'] as const) {
         assert.ok((await fsp.readFile(file)).equals(data), `bytes of ${data.length}`);
         await fsp.rm(file);
       }
+    });
+
+    test('rings that grew before a burst joined shrink back, so bursts reuse the spare slots', async (t) => {
+      if (mode === 'direct' && !direct.supported) return t.skip('no O_DIRECT on this filesystem');
+      const slotsAllocated = (): number => freshAllocations().get('slot')!;
+      const burst = async (round: number): Promise<void> => {
+        const data = randomBytes(12 << 20);
+        const open = (i: number): PartWriter =>
+          createPartWriter(path.join(dir, `burst${round}-${i}`), hasher, (err) => assert.fail(err));
+        // Two files alone grow rings of four slots. Six more join (a byte each: the small first slot),
+        // the limit drops to two, and the first two go on: their rings shrink as slots come back.
+        // Only then do the six need full slots: they find the ones given back.
+        const early = [open(0), open(1)];
+        await Promise.all(early.map((w) => feed(w, data.subarray(0, 4 << 20))));
+        const late = Array.from({ length: 6 }, (_, i) => open(i + 2));
+        await Promise.all(late.map((w) => feed(w, data.subarray(0, 1))));
+        await Promise.all(early.map((w) => feed(w, data.subarray(4 << 20))));
+        await Promise.all(late.map((w) => feed(w, data.subarray(1))));
+        for (const [i, w] of [...early, ...late].entries()) {
+          assert.equal((await w.finish()).crc32, crc32(data) >>> 0, `crc32 of file ${i}`);
+          assert.ok((await fsp.readFile(w.path)).equals(data), `bytes of file ${i}`);
+          await fsp.rm(w.path);
+        }
+      };
+      await burst(1);
+      const before = slotsAllocated();
+      await burst(2);
+      await burst(3);
+      assert.equal(slotsAllocated() - before, 0, 'later bursts take only kept slots');
     });
 
     test('an abort mid-file leaves nothing behind', async () => {

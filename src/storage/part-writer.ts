@@ -20,7 +20,11 @@ const SLOTS = 4;
  * With more than BUSY_WRITERS files streaming at once, a ring grows to only BUSY_SLOTS: they share
  * the disk and the hash worker, so each needs less in flight: 8 uploads hold 16 MiB of rings instead
  * of 32, at the same speed. Two is the floor: one fills while the other is out, and its return always
- * reopens room (see roomy), so a writer can never wait on itself.
+ * reopens room (see roomy), so a writer can never wait on itself. A ring that grew larger before
+ * the others joined shrinks back as its slots return (slotBack): without that, the first two of a
+ * burst kept four each, the burst held 20 slots, and each burst after the first allocated 2–4 fresh
+ * ones beyond the 16 kept (8 × 128 MiB curl uploads, six bursts in a row: 22–24 slots allocated in
+ * all and a peak RSS of 122–124 MiB, against 16 and 119 MiB with the shrink).
  */
 const BUSY_WRITERS = 2;
 const BUSY_SLOTS = 2;
@@ -85,6 +89,10 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
   // writer finishes or aborts, so a request with many files holds at most one ring at a time.
   const slots: Slot[] = [];
   const free: number[] = [];
+  /** Slot numbers whose buffer was given back because the ring shrank (see slotBack). */
+  const retired: number[] = [];
+  /** Slots holding a buffer: slots.length less the retired ones. */
+  let live = 0;
   const takeSlot = (): number | undefined => {
     if (free.length > 0) {
       const i = free.shift()!;
@@ -96,18 +104,24 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
       }
       return i;
     }
-    if (slots.length < ringLimit()) {
+    if (live < ringLimit()) {
+      live++;
+      const i = retired.pop();
+      if (i !== undefined) {
+        slots[i]!.view = fullSlots.take();
+        return i;
+      }
       slots.push({ view: (slots.length === 0 ? firstSlots : fullSlots).take(), len: 0, written: false });
       return slots.length - 1;
     }
     return undefined;
   };
-  const idle = (): boolean => free.length === slots.length;
+  const idle = (): boolean => free.length === live;
   const room = (slot: number): number => slots[slot]!.view!.length;
   /** Accepts more without holding a reference: nothing queued and ROOM_BYTES of ring left. */
   const roomy = (): boolean =>
     overflow.length === 0 &&
-    (cur >= 0 ? room(cur) - fill : 0) + (free.length + Math.max(0, ringLimit() - slots.length)) * SLOT_BYTES >= ROOM_BYTES;
+    (cur >= 0 ? room(cur) - fill : 0) + (free.length + Math.max(0, ringLimit() - live)) * SLOT_BYTES >= ROOM_BYTES;
   activeWriters++;
   let counted = true;
   /** Drops the ring; `reuse` only when idle (no write or hash holds a buffer). */
@@ -117,6 +131,8 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
     if (reuse) for (const s of slots) if (s.view) giveBack(s.view);
     slots.length = 0;
     free.length = 0;
+    retired.length = 0;
+    live = 0;
   };
   /** Submitted slots in file order, until handed to the hasher. */
   const order: number[] = [];
@@ -139,8 +155,17 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
   function slotBack(slot: number, view: Buffer): void {
     const s = slots[slot];
     if (!s) return; // released after an abort
-    s.view = view;
-    free.push(slot);
+    if (live > ringLimit()) {
+      // More writers joined since this ring grew: give the buffer to them (a burst of uploads holds
+      // BUSY_SLOTS each, which the spares kept cover, not the SLOTS its first writers grew to).
+      giveBack(view);
+      s.view = null;
+      live--;
+      retired.push(slot);
+    } else {
+      s.view = view;
+      free.push(slot);
+    }
     pump();
     if (drainFn && roomy()) {
       const fn = drainFn;
