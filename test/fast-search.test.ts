@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { randomBytes } from 'node:crypto';
 import busboy from 'busboy';
-import { fastPush, installFastSearch, originalPush } from '../src/ingest/fast-search.ts';
+import { fastPush, findNeedle, installFastSearch, originalPush, skipTable } from '../src/ingest/fast-search.ts';
 
 type Cb = (isMatch: boolean, data: Buffer | undefined, start: number, end: number, isSafeData: boolean) => void;
 interface Search {
@@ -58,6 +58,38 @@ describe('fast boundary search (streamsearch with a native scan)', () => {
       const data = Buffer.concat(parts);
       const chunks = pieces(data, rnd);
       assert.deepEqual(record(fastPush, needle, chunks), record(originalPush!, needle, chunks), `round ${round}`);
+    }
+  });
+
+  test('findNeedle finds what Buffer#indexOf finds, on random, text and crafted bytes', () => {
+    let seed = 777;
+    const rnd = (): number => ((seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x80000000);
+    const text = Buffer.from('the quick brown fox jumps over the lazy dog, 0123456789abcdef-\n'.repeat(2000));
+    for (let round = 0; round < 600; round++) {
+      const len = [8, 9, 20, 44, 70, 255, 256, 300][round % 8]!;
+      const needle = Buffer.concat([Buffer.from('\r\n--'), randomBytes(len)]).subarray(0, len);
+      needle[0] = 13;
+      const size = 1 + Math.floor(rnd() * (rnd() < 0.2 ? 5000 : 300_000));
+      let hay: Buffer;
+      const kind = round % 4;
+      if (kind === 0) hay = randomBytes(size);
+      else if (kind === 1) hay = Buffer.from(text.subarray(0, size));
+      else if (kind === 2) {
+        // Crafted: every window a near miss (the needle with its first byte changed), CRs throughout.
+        const miss = Buffer.from(needle);
+        miss[0] = 0x0d ^ 1;
+        hay = Buffer.alloc(size);
+        for (let at = 0; at < size; at += miss.length) miss.copy(hay, at);
+        for (let at = 0; at < size; at += 97) hay[at] = 13;
+      } else hay = Buffer.concat([randomBytes(size >> 1), Buffer.from(text.subarray(0, size >> 1))]);
+      // Needles planted anywhere, including across the lanes' borders and at the very end.
+      const planted = Math.floor(rnd() * 4);
+      for (let i = 0; i < planted && hay.length >= needle.length; i++) {
+        const at = i === 0 && rnd() < 0.3 ? hay.length - needle.length : Math.floor(rnd() * (hay.length - needle.length + 1));
+        needle.copy(hay, at);
+      }
+      const from = rnd() < 0.5 ? 0 : Math.floor(rnd() * hay.length);
+      assert.equal(findNeedle(hay, needle, skipTable(needle), from), hay.indexOf(needle, from), `round ${round}`);
     }
   });
 

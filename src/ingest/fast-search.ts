@@ -5,7 +5,8 @@ import { createRequire } from 'node:module';
  * JavaScript. During large uploads its scan loop took 18% of the server's CPU samples here (a 1 GiB
  * curl upload, `perf record`), more than any other user-space code but the CRC-32. This replaces
  * that one loop, the scan of a chunk once nothing of the previous chunk is held back, with
- * Buffer#indexOf (Node's native search). Everything else is streamsearch 1.1.0's own logic, kept
+ * findNeedle (Node's native search, or four interleaved Horspool lanes on random-like data; below).
+ * Everything else is streamsearch 1.1.0's own logic, kept
  * line for line: the held-back tail that may begin a boundary across chunks, the callbacks and
  * their arguments, and the order in which they come. test/fast-search.test.ts feeds both versions
  * the same bytes in random pieces and compares every callback.
@@ -22,11 +23,129 @@ interface Sbmh {
   _bufPos: number;
   _lookbehind: Buffer;
   _occ: number[];
+  /** Our bad-character shifts for findNeedle, made at the first search. */
+  _skip?: Uint8Array;
 }
 type Push = (this: Sbmh, chunk: Buffer | string, pos?: number) => number;
 type SbmhClass = { prototype: { push: Push } };
 
 const PATCHED_VERSION = '1.1.0';
+
+/**
+ * Below this many bytes to scan, Buffer#indexOf; above it, see findNeedle. Also the length of the
+ * probe that decides between them.
+ */
+const LANES_MIN = 4096;
+/** A probe that finds this many of the needle's first byte sees random-like data. */
+const PROBE_HITS = 4;
+
+/** Boyer-Moore-Horspool shifts: for each byte, how far a window may move when it is the window's last. */
+export function skipTable(needle: Uint8Array): Uint8Array {
+  const last = needle.length - 1;
+  const skip = new Uint8Array(256).fill(Math.min(needle.length, 255));
+  for (let i = Math.max(0, last - 254); i < last; i++) skip[needle[i]!] = last - i;
+  return skip;
+}
+
+/**
+ * The first `needle` in `hay` at or after `from`, or -1: what hay.indexOf(needle, from) returns.
+ *
+ * Node's search walks to each occurrence of the needle's first byte (memchr) and turns to
+ * Boyer-Moore-Horspool once those come often. Text and most uncompressed data rarely hold a CR
+ * (a multipart needle begins "\r\n--"), and there memchr runs at 0.01 s per GiB. Compressed media,
+ * archives and random bytes, which make most large uploads, hold one every 256 bytes, and there it
+ * took 0.10–0.12 s per GiB here (a 44-byte curl needle over 512 KiB chunks): each Horspool step waits
+ * on the load the previous one computed. For such data, probed by counting first bytes, the chunk
+ * is cut into four lanes searched in one loop, so four of those loads are in flight at once: 0.045 s
+ * per GiB on the same bytes. Should a lane meet many near misses (crafted input costs Horspool up to
+ * a needle's length per byte), the search starts over natively, whose Boyer-Moore stays linear.
+ */
+export function findNeedle(hay: Buffer, needle: Buffer, skip: Uint8Array, from: number): number {
+  const n = needle.length;
+  const end = hay.length - n; // the last start a needle fits at
+  if (end - from < LANES_MIN || n < 8) return hay.indexOf(needle, from);
+  const probe = hay.subarray(from, from + LANES_MIN);
+  const first = needle[0]!;
+  let hits = 0;
+  for (let p = probe.indexOf(first); p !== -1 && hits < PROBE_HITS; p = probe.indexOf(first, p + 1)) hits++;
+  if (hits < PROBE_HITS) return hay.indexOf(needle, from);
+
+  const last = n - 1;
+  const lastCh = needle[last]!;
+  // Bytes compared in near misses, against a budget of one per four bytes scanned, plus slack.
+  let work = 0;
+  const budget = ((end - from) >> 2) + 4096;
+  // Lane k tries the window starts in [its start, lk): together, every start from `from` to `end`.
+  const q = ((end - from + 1) / 4) | 0;
+  const l0 = from + q;
+  const l1 = l0 + q;
+  const l2 = l1 + q;
+  const l3 = end + 1;
+  let p0 = from;
+  let p1 = l0;
+  let p2 = l1;
+  let p3 = l2;
+  let f1 = -1;
+  let f2 = -1;
+  let f3 = -1;
+  while (p0 < l0 && p1 < l1 && p2 < l2 && p3 < l3) {
+    const c0 = hay[p0 + last]!;
+    const c1 = hay[p1 + last]!;
+    const c2 = hay[p2 + last]!;
+    const c3 = hay[p3 + last]!;
+    if (c0 === lastCh || c1 === lastCh || c2 === lastCh || c3 === lastCh) {
+      if (c0 === lastCh) {
+        const r = compared(hay, needle, p0);
+        if (r < 0) return p0; // lane 0 holds the leftmost starts
+        work += r;
+      }
+      // A later lane's find ends that lane; the ones to its left may still find an earlier one.
+      if (c1 === lastCh) {
+        const r = compared(hay, needle, p1);
+        if (r < 0) (f1 = p1), (p1 = l1);
+        else work += r;
+      }
+      if (c2 === lastCh) {
+        const r = compared(hay, needle, p2);
+        if (r < 0) (f2 = p2), (p2 = l2);
+        else work += r;
+      }
+      if (c3 === lastCh) {
+        const r = compared(hay, needle, p3);
+        if (r < 0) (f3 = p3), (p3 = l3);
+        else work += r;
+      }
+      if (work > budget) return hay.indexOf(needle, from);
+      if (p1 >= l1 || p2 >= l2 || p3 >= l3) break;
+    }
+    p0 += skip[c0]!;
+    p1 += skip[c1]!;
+    p2 += skip[c2]!;
+    p3 += skip[c3]!;
+  }
+  // Finish the lanes left to right, one at a time: the first find is the leftmost.
+  const lanes = [p0, l0, -1, p1, l1, f1, p2, l2, f2, p3, l3, f3];
+  for (let k = 0; k < 12; k += 3) {
+    if (lanes[k + 2]! >= 0) return lanes[k + 2]!;
+    const limit = lanes[k + 1]!;
+    for (let p = lanes[k]!; p < limit; ) {
+      const ch = hay[p + last]!;
+      if (ch === lastCh) {
+        const r = compared(hay, needle, p);
+        if (r < 0) return p;
+        if ((work += r) > budget) return hay.indexOf(needle, from);
+      }
+      p += skip[ch]!;
+    }
+  }
+  return -1;
+}
+
+/** -1 when the window at `pos` (its last byte known to match) holds the needle, else the bytes compared. */
+function compared(hay: Buffer, needle: Buffer, pos: number): number {
+  for (let j = needle.length - 2; j >= 0; j--) if (hay[pos + j] !== needle[j]) return needle.length - 1 - j;
+  return -1;
+}
 
 function memcmp(buf1: Buffer, pos1: number, buf2: Buffer, pos2: number, num: number): boolean {
   for (let i = 0; i < num; ++i) if (buf1[pos1 + i] !== buf2[pos2 + i]) return false;
@@ -89,10 +208,10 @@ function feed(self: Sbmh, data: Buffer): number {
   const firstNeedleChar = needle[0];
 
   // The replaced loop: the first whole needle at or after `pos` (as Boyer-Moore-Horspool finds it,
-  // the leftmost), natively. Without one, no alignment up to `end` matches, and the tail after it
+  // the leftmost), by findNeedle. Without one, no alignment up to `end` matches, and the tail after it
   // is checked for a needle's beginning below, one alignment at a time, as streamsearch does.
   if (pos <= end) {
-    const found = data.indexOf(needle, pos);
+    const found = findNeedle(data, needle, (self._skip ??= skipTable(needle)), pos);
     if (found !== -1) {
       ++self.matches;
       if (found > 0) self._cb(true, data, self._bufPos, found, true);
