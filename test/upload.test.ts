@@ -171,6 +171,51 @@ for (const backend of backends()) {
       }
     });
 
+    it('files hold every byte when chunks end inside delimiters and their near misses', async () => {
+      // Large chunks of file bytes skip the parser (straight into the file), but only when they hold
+      // no delimiter and do not end inside the start of one: chunk ends are placed just there.
+      const boundary = `----cut${randomBytes(8).toString('hex')}`;
+      const needle = Buffer.from(`\r\n--${boundary}`);
+      const a = randomBytes(900 * 1024);
+      const nearMisses = [100_000, 250_000, 400_000, 600_000];
+      // Near misses: the delimiter's first 1, 5, 20 and all but one of its bytes, then a wrong byte.
+      for (const [i, at] of nearMisses.entries()) {
+        const n = [1, 5, 20, needle.length - 1][i]!;
+        needle.copy(a, at, 0, n);
+        a[at + n] = needle[n]! ^ 0x55;
+      }
+      const b = randomBytes(300 * 1024);
+      const { body, contentType } = multipart([
+        { name: 'files[]', filename: 'a.bin', data: a },
+        { name: 'files[]', filename: 'b.bin', data: b },
+      ], boundary);
+      const aAt = body.indexOf(a.subarray(0, 64));
+      const bAt = body.indexOf(b.subarray(0, 64));
+      const afterA = aAt + a.length; // where the delimiter after a begins
+      const cuts = [
+        ...nearMisses.map((at, i) => aAt + at + [1, 3, 11, needle.length - 1][i]!), // inside each near miss
+        afterA + 2, // inside the real delimiter: "\r\n" of it sent, the rest in the next chunk
+        afterA + needle.length - 1,
+        bAt + 200_000,
+        body.length - 3, // inside the closing delimiter
+      ].sort((x, y) => x - y);
+      const conn = await rawConnect(srv.port);
+      await write(conn.sock, `POST /api/v1/upload HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: ${contentType}\r\n` +
+        `Content-Length: ${body.length}\r\n\r\n`);
+      let at = 0;
+      for (const cut of [...cuts, body.length]) {
+        await write(conn.sock, body.subarray(at, cut));
+        await new Promise((r) => setTimeout(r, 15));
+        at = cut;
+      }
+      const r = await conn.response;
+      conn.sock.destroy();
+      assert.equal(r.status, 201, r.body);
+      const j = JSON.parse(r.body) as Reply;
+      assert.deepEqual(j.files.map((f) => f.size), [a.length, b.length]);
+      for (const [i, f] of j.files.entries()) assert.equal(sha((await download(srv, f)).data), sha([a, b][i]!), `file ${i}`);
+    });
+
     it('description: 1000 characters accepted; 1001, or a NUL, rejected with nothing kept', async () => {
       await created(srv, [{ name: 'description', value: 'é'.repeat(1000) }, file('a.txt', 'a')]);
       const before = await snapshot(srv);

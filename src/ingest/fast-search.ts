@@ -235,6 +235,25 @@ function feed(self: Sbmh, data: Buffer): number {
   return len;
 }
 
+/**
+ * Whether `parser`, a patched streamsearch, would hand all of `data` on as plain bytes: it holds
+ * nothing back from earlier chunks, and `data` holds no needle, nor the start of one at its end.
+ * Then skipping the parser for this chunk leaves it as pushing it would have (streamsearch keeps no
+ * other state between pushes). False for anything else, including an unpatched parser.
+ */
+export function plainData(parser: unknown, data: Buffer): boolean {
+  const self = parser as Partial<Sbmh> | null;
+  if (!self || typeof self !== 'object' || !(self._needle instanceof Buffer) || self._lookbehindSize !== 0) return false;
+  if (self.matches === undefined || self.maxMatches === undefined || self.matches >= self.maxMatches) return false;
+  const needle = self._needle;
+  if (findNeedle(data, needle, (self._skip ??= skipTable(needle)), 0) !== -1) return false;
+  const first = needle[0];
+  for (let pos = Math.max(0, data.length - needle.length + 1); pos < data.length; pos++) {
+    if (data[pos] === first && memcmp(data, pos, needle, 0, data.length - pos)) return false;
+  }
+  return true;
+}
+
 /** streamsearch's push, calling the feed above. */
 export const fastPush: Push = function push(chunk, pos) {
   let result: number | undefined;

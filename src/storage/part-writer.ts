@@ -58,8 +58,10 @@ export interface PartWriter {
    * Copies bytes into the write ring; what does not fit is referenced until copied, never modified.
    * False: the ring has less than ROOM_BYTES left (or holds a chunk); send no more until onDrain. The
    * headroom lets the rest of a socket chunk and one more after a pause land without being held.
+   * `transient`: the caller reuses the chunk's memory once this returns, so what does not fit is
+   * copied (rarely: only when the writer was already short of room).
    */
-  write(chunk: Uint8Array): boolean;
+  write(chunk: Uint8Array, transient?: boolean): boolean;
   onDrain(fn: () => void): void;
   /** True while the writer still references a chunk given to write() (not yet copied). */
   holding(): boolean;
@@ -240,12 +242,15 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
 
   return {
     path,
-    write(chunk) {
+    write(chunk, transient = false) {
       if (aborted || failed) return true;
       if (chunk.length === 0) return roomy(); // would leave an empty slot that no write can store
       bytes += chunk.length;
       overflow.push(chunk);
       pump();
+      if (transient && overflow.length > 0 && overflow[overflow.length - 1]!.buffer === chunk.buffer) {
+        overflow[overflow.length - 1] = Buffer.from(overflow[overflow.length - 1]!);
+      }
       return roomy();
     },
     onDrain(fn) {
