@@ -41,8 +41,9 @@ const FILE_FIELDS = new Set(['files[]', 'files', 'file']);
 const TEXT_FIELDS = new Set(['access_password', 'description', 'notify_email', 'encrypted']);
 
 /**
- * onData chunks are copied (uWS reuses its memory) into buffers from this pool, shared by all
- * uploads, and a buffer goes back once nothing kept a slice of it (`lent`, `unreferenced`). Fresh copies cost ~0.75 s/GB in page faults
+ * onData chunks that busboy parses (those that do not go straight to a file, see straightToFile)
+ * are copied (uWS reuses its memory) into buffers from this pool, shared by all uploads, and a
+ * buffer goes back once nothing kept a slice of it (`lent`, `unreferenced`). Fresh copies cost ~0.75 s/GB in page faults
  * plus ~0.6 s/GB of GC here; a warm buffer costs a memcpy. uWS hands out at most 512 KiB at a time;
  * a larger chunk gets a one-off copy.
  */
@@ -55,6 +56,7 @@ const pool = spareBuffers('chunk', POOL_BYTES, 16);
  * memory it reported made V8 collect every few milliseconds (user CPU per upload 2.3×).
  */
 const SMALL_CHUNK = 16 * 1024;
+/** No `fileSize`: busboy would count each file's bytes, and straightToFile passes them by busboy. */
 const LIMITS = { fieldSize: 4096, fields: 32, files: 1000, parts: 1100, headerPairs: 64 };
 /** See watchEnd: a body busboy has not closed 1–2 s after its last byte was parsed is malformed. */
 const END_CHECK_MS = 1000;
@@ -108,13 +110,14 @@ export function ingestMultipart(ctx: Ctx, disk: Disk): Ingest {
       early.push(Buffer.from(new Uint8Array(ab)));
       return;
     }
-    if (!isLast && straightToFile(ab)) return;
-    const len = ab.byteLength;
-    const pooled = len >= SMALL_CHUNK && len <= POOL_BYTES ? pool.take() : null;
-    const chunk = pooled ? pooled.subarray(0, len) : Buffer.allocUnsafe(len);
-    chunk.set(new Uint8Array(ab));
-    feed(chunk, isLast);
-    if (pooled) lent.push(pooled);
+    if (isLast || !straightToFile(ab)) {
+      const len = ab.byteLength;
+      const pooled = len >= SMALL_CHUNK && len <= POOL_BYTES ? pool.take() : null;
+      const chunk = pooled ? pooled.subarray(0, len) : Buffer.allocUnsafe(len);
+      chunk.set(new Uint8Array(ab));
+      feed(chunk, isLast);
+      if (pooled) lent.push(pooled);
+    }
     // Nothing references this chunk, nor any fed before it (see unreferenced): all go back.
     if (lent.length > 0 && unreferenced()) for (const b of lent.splice(0)) pool.give(b);
   });
