@@ -126,6 +126,24 @@ for (const backend of backends()) {
       }
     });
 
+    /** Sends `body` cut at `cuts` (sorted), pausing between pieces so each arrives as chunks of its own; expects 201. */
+    async function createdInPieces(body: Buffer, contentType: string, cuts: number[]): Promise<Reply> {
+      const conn = await rawConnect(srv.port);
+      await write(conn.sock, `POST /api/v1/upload HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: ${contentType}\r\n` +
+        `Content-Length: ${body.length}\r\n\r\n`);
+      let at = 0;
+      for (const cut of [...cuts, body.length]) {
+        if (cut <= at) continue;
+        await write(conn.sock, body.subarray(at, cut));
+        await new Promise((r) => setTimeout(r, 15));
+        at = cut;
+      }
+      const r = await conn.response;
+      conn.sock.destroy();
+      assert.equal(r.status, 201, r.body);
+      return JSON.parse(r.body) as Reply;
+    }
+
     it('files and fields survive any chunking of the body (copy buffers are recycled)', async () => {
       // The server reuses its copies of socket chunks once nothing refers to them: a field split
       // across chunks, or a file slice still queued, must keep its own bytes. Pieces are written
@@ -147,20 +165,7 @@ for (const backend of backends()) {
           body.indexOf('name="encrypted"') + 5,
           ...Array.from({ length: 12 }, () => Math.floor(Math.random() * body.indexOf(files[2]!.subarray(0, 64)))),
         ].sort((a, b) => a - b);
-        const conn = await rawConnect(srv.port);
-        await write(conn.sock, `POST /api/v1/upload HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: ${contentType}\r\n` +
-          `Content-Length: ${body.length}\r\n\r\n`);
-        let at = 0;
-        for (const cut of [...cuts, body.length]) {
-          if (cut <= at) continue;
-          await write(conn.sock, body.subarray(at, cut));
-          await new Promise((r) => setTimeout(r, 15));
-          at = cut;
-        }
-        const r = await conn.response;
-        conn.sock.destroy();
-        assert.equal(r.status, 201, r.body);
-        const j = JSON.parse(r.body) as Reply;
+        const j = await createdInPieces(body, contentType, cuts);
         for (const [i, f] of j.files.entries()) assert.equal(sha((await download(srv, f)).data), sha(files[i]!), `file ${i}`);
         // (No notify_email here: its mail would be sent in the background while later tests query
         // the embedded database, which serves one connection at a time.)
@@ -199,19 +204,7 @@ for (const backend of backends()) {
         bAt + 200_000,
         body.length - 3, // inside the closing delimiter
       ].sort((x, y) => x - y);
-      const conn = await rawConnect(srv.port);
-      await write(conn.sock, `POST /api/v1/upload HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: ${contentType}\r\n` +
-        `Content-Length: ${body.length}\r\n\r\n`);
-      let at = 0;
-      for (const cut of [...cuts, body.length]) {
-        await write(conn.sock, body.subarray(at, cut));
-        await new Promise((r) => setTimeout(r, 15));
-        at = cut;
-      }
-      const r = await conn.response;
-      conn.sock.destroy();
-      assert.equal(r.status, 201, r.body);
-      const j = JSON.parse(r.body) as Reply;
+      const j = await createdInPieces(body, contentType, cuts);
       assert.deepEqual(j.files.map((f) => f.size), [a.length, b.length]);
       for (const [i, f] of j.files.entries()) assert.equal(sha((await download(srv, f)).data), sha([a, b][i]!), `file ${i}`);
     });
