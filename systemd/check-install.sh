@@ -86,7 +86,7 @@ cleanup() {
 trap cleanup EXIT
 # KVM where it works, else software emulation (TCG: ~40 s to boot, everything 5–20× slower, still fine here).
 # Some hosts offer a /dev/kvm that cannot run a stock kernel (nested "kvm-pvm": "KVM internal error"): the
-# first boot then dies at once and the run goes on under TCG.
+# first boot then dies at once, or halts with that error on its console, and the run goes on under TCG.
 ACCEL=${ACCEL:-$([ -c /dev/kvm ] && echo kvm || echo tcg)}
 boot() {
   local cpu=host
@@ -98,6 +98,11 @@ boot() {
   QEMU_PID=$!
   for _ in $(seq 1 300); do
     if vm true 2>/dev/null; then return 0; fi
+    # On some hosts qemu does not exit on that error but halts the guest and waits: stop it and go on as if it had.
+    if [ "$ACCEL" = kvm ] && grep -aq 'KVM internal error' "$WORK/console-$SUITE.log" 2>/dev/null; then
+      kill "$QEMU_PID" 2>/dev/null || true
+      wait "$QEMU_PID" 2>/dev/null || true
+    fi
     if ! kill -0 "$QEMU_PID" 2>/dev/null; then
       if [ "$ACCEL" = kvm ]; then
         log "KVM cannot run this guest (see $WORK/console-$SUITE.log): software emulation instead"
