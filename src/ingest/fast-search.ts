@@ -205,7 +205,6 @@ function feed(self: Sbmh, data: Buffer): number {
   }
 
   pos += self._bufPos;
-  const firstNeedleChar = needle[0];
 
   // The replaced loop: the first whole needle at or after `pos` (as Boyer-Moore-Horspool finds it,
   // the leftmost), by findNeedle. Without one, no alignment up to `end` matches, and the tail after it
@@ -221,14 +220,10 @@ function feed(self: Sbmh, data: Buffer): number {
     pos = end + 1;
   }
 
-  while (pos < len) {
-    if (data[pos] !== firstNeedleChar || !memcmp(data, pos, needle, 0, len - pos)) {
-      ++pos;
-      continue;
-    }
+  pos = partialFrom(data, needle, pos);
+  if (pos < len) {
     data.copy(lookbehind, 0, pos, len);
     self._lookbehindSize = len - pos;
-    break;
   }
   if (pos > 0) self._cb(false, data, self._bufPos, pos < len ? pos : len, true);
   self._bufPos = len;
@@ -247,11 +242,15 @@ export function plainData(parser: unknown, data: Buffer): boolean {
   if (self.matches === undefined || self.maxMatches === undefined || self.matches >= self.maxMatches) return false;
   const needle = self._needle;
   if (findNeedle(data, needle, (self._skip ??= skipTable(needle)), 0) !== -1) return false;
+  return partialFrom(data, needle, Math.max(0, data.length - needle.length + 1)) === data.length;
+}
+
+/** The first position at or after `from` where the rest of `data` is a beginning of `needle`; data.length if none. */
+function partialFrom(data: Buffer, needle: Buffer, from: number): number {
   const first = needle[0];
-  for (let pos = Math.max(0, data.length - needle.length + 1); pos < data.length; pos++) {
-    if (data[pos] === first && memcmp(data, pos, needle, 0, data.length - pos)) return false;
-  }
-  return true;
+  let pos = from;
+  while (pos < data.length && (data[pos] !== first || !memcmp(data, pos, needle, 0, data.length - pos))) ++pos;
+  return pos;
 }
 
 /** streamsearch's push, calling the feed above. */
