@@ -58,6 +58,13 @@ const pool = spareBuffers('chunk', POOL_BYTES, 16);
 const SMALL_CHUNK = 16 * 1024;
 /** No `fileSize`: busboy would count each file's bytes, and straightToFile passes them by busboy. */
 const LIMITS = { fieldSize: 4096, fields: 32, files: 1000, parts: 1100, headerPairs: 64 };
+/**
+ * busboy 1.6.0's own fields that ingestion reads: the file stream of the part being parsed (null
+ * outside a file part) and its boundary search. Were they renamed, both read undefined, and the
+ * readers (unreferenced, straightToFile) fall back to the safe path.
+ */
+const busboyInner = (bb: busboy.Busboy): { _fileStream?: Readable | null; _bparser?: unknown } =>
+  bb as unknown as { _fileStream?: Readable | null; _bparser?: unknown };
 /** See watchEnd: a body busboy has not closed 1–2 s after its last byte was parsed is malformed. */
 const END_CHECK_MS = 1000;
 const END_GRACE_TICKS = 2;
@@ -132,7 +139,7 @@ export function ingestMultipart(ctx: Ctx, disk: Disk): Ingest {
    */
   function unreferenced(): boolean {
     if (finished || !bb || bb.writableLength > 0) return false;
-    if ((bb as unknown as { _fileStream?: Readable | null })._fileStream == null) return false;
+    if (busboyInner(bb)._fileStream == null) return false;
     for (const s of kept) if (s.readableLength > 0) return false;
     for (const w of writers) if (w.holding()) return false;
     return true;
@@ -152,7 +159,7 @@ export function ingestMultipart(ctx: Ctx, disk: Disk): Ingest {
    */
   function straightToFile(ab: ArrayBuffer): boolean {
     if (!bb || finished || bb.writableLength > 0 || ab.byteLength === 0) return false;
-    const inner = bb as unknown as { _fileStream?: Readable | null; _bparser?: unknown };
+    const inner = busboyInner(bb);
     const stream = inner._fileStream;
     const sink = stream ? sinks.get(stream) : undefined;
     if (!stream || !sink || stream.readableLength > 0 || stream.readableFlowing !== true || stream.destroyed) return false;
