@@ -154,6 +154,7 @@ for (const backend of backends()) {
       const { uws, ...rest } = JSON.parse(r.text) as { uws: { package: string; version: string; limits: unknown[] } };
       assert.deepEqual(rest, { success: true, db: 'ok', redis: srv.env.REDIS_URL ? 'ok' : 'absent', database: srv.env.DATABASE_URL ? 'postgres' : 'embedded' });
       assert.match(uws.package, /uws|uwebsockets/i);
+      assert.match(uws.version, /^\d+\.\d+\.\d+/, 'the package version as installed');
       assert.ok(Array.isArray(uws.limits));
       assert.ok(r.headers['x-request-id']);
       const h = await get(`${base}/healthz`);

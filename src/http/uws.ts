@@ -1,5 +1,5 @@
 import { createRequire } from 'node:module';
-import type * as UwsTypes from '@trufflesuite/uws-js-unofficial';
+import type * as UwsTypes from 'uwebsockets';
 
 export type Uws = typeof UwsTypes;
 export type HttpResponse = UwsTypes.HttpResponse;
@@ -9,64 +9,55 @@ export type ListenSocket = UwsTypes.us_listen_socket;
 
 export interface UwsBinding {
   readonly uws: Uws;
-  /** npm package that supplied the native binary. */
+  /** npm package that supplied the native binary, and its version. */
   readonly name: string;
   readonly version: string;
-  /** Largest Content-Length the binding's parser accepts (chunked bodies are unbounded). */
-  readonly maxContentLength: number;
+  /** Known limits of this binding's parser, for operators (none for the one loaded today). */
   readonly limits: readonly string[];
 }
 
 const require = createRequire(import.meta.url);
 
-const CANDIDATES = [
-  {
-    name: '@btc-vision/uwebsockets.js',
-    version: '20.57',
-    maxContentLength: Number.MAX_SAFE_INTEGER,
-    limits: [],
-  },
-  {
-    name: '@trufflesuite/uws-js-unofficial',
-    version: '20.30',
-    maxContentLength: 999_999_999,
-    limits: [
-      'requests with a Content-Length of 1e9 bytes or more are dropped by this parser; send larger bodies with Transfer-Encoding: chunked or use the resumable upload endpoint',
-    ],
-  },
-] as const;
+/**
+ * The one binding: uWebSockets.js binaries republished on npm as `uwebsockets` (pinned exactly in
+ * package.json). Its Linux binaries need glibc 2.27 for Node 16–21 and 2.38 for Node 22 and later;
+ * it parses any Content-Length. docs/platform.md says why this package and what was checked.
+ */
+const PACKAGE = 'uwebsockets';
 
-/** True only for the real native App: the trufflesuite package silently swaps in a slow JS emulation. */
+/** True only for a real native App, never a JavaScript stand-in that some republications fall back to. */
 export const isNative = (fn: unknown): boolean =>
   typeof fn === 'function' && Function.prototype.toString.call(fn).includes('[native code]');
 
-/**
- * Loads the fastest uWebSockets.js binding that runs here. Throws, saying why, rather than
- * ever running on the pure-JS fallback.
- */
+/** Loads the native uWebSockets.js binding. Throws, saying why, rather than ever running on a JS fallback. */
 export function loadUws(): UwsBinding {
-  const reasons: string[] = [];
-  for (const c of CANDIDATES) {
-    let mod: Uws;
-    try {
-      // The trufflesuite loader prints to stderr before falling back; the native check below catches that case.
-      mod = require(c.name) as Uws;
-    } catch (err) {
-      reasons.push(`${c.name}: ${firstLine(err)}`);
-      continue;
-    }
-    if (!isNative(mod.App)) {
-      reasons.push(`${c.name}: native binary did not load (only the slow JS fallback is available)`);
-      continue;
-    }
-    return { uws: mod, name: c.name, version: c.version, maxContentLength: c.maxContentLength, limits: c.limits };
+  let mod: Uws;
+  let version: string;
+  try {
+    mod = require(PACKAGE) as Uws;
+    version = (require(`${PACKAGE}/package.json`) as { version: string }).version;
+  } catch (err) {
+    throw new Error(
+      `the uWebSockets.js binding (${PACKAGE}) does not load on this platform (Node ${process.version}, ` +
+        `${process.platform}-${process.arch}${glibc()}): ${firstLine(err)}. See docs/platform.md for the supported systems.`,
+      { cause: err },
+    );
   }
-  throw new Error(
-    `no native uWebSockets.js binding loads on this platform (Node ${process.version}, ${process.platform}-${process.arch}); ` +
-      `refusing to start on a slow fallback. Tried: ${reasons.join('; ')}`,
-  );
+  if (!isNative(mod.App)) {
+    throw new Error(`${PACKAGE}: App is not the native binary (a JavaScript stand-in); refusing to start on it`);
+  }
+  return { uws: mod, name: PACKAGE, version, limits: [] };
+}
+
+function glibc(): string {
+  const header = process.report?.getReport?.() as { header?: { glibcVersionRuntime?: string } } | undefined;
+  const v = header?.header?.glibcVersionRuntime;
+  return v ? `, glibc ${v}` : '';
 }
 
 function firstLine(err: unknown): string {
-  return String(err instanceof Error ? err.message : err).split('\n')[0]!.slice(0, 200);
+  // The package's own message starts with its list of supported Node versions; the loader's error follows it.
+  const text = String(err instanceof Error ? err.message : err);
+  const lines = text.split('\n').filter((l) => l.trim() !== '');
+  return lines.slice(0, 2).join(' ').slice(0, 400);
 }
