@@ -21,6 +21,7 @@ export const ERRORS = {
   DESCRIPTION_TOO_LONG: [400, 'description must be at most 1000 characters'],
   INVALID_DESCRIPTION: [400, 'description must not contain NUL characters'],
   INVALID_EMAIL: [400, 'notify_email must be a valid e-mail address of at most 255 characters'],
+  AMBIGUOUS_FRAMING: [400, 'Content-Length must be one decimal number and cannot be combined with Transfer-Encoding'],
   INVALID_RANGE: [416, 'Requested range not satisfiable'],
   PRECONDITION_FAILED: [412, 'Precondition failed: this is not the version named by If-Match or If-Unmodified-Since'],
   PAYLOAD_TOO_LARGE: [413, 'Request body too large'],

@@ -151,6 +151,16 @@ export function onBody(ctx: Ctx, handler: (chunk: ArrayBuffer, isLast: boolean) 
 }
 
 /** Whether the request carries a body: a non-zero Content-Length or any Transfer-Encoding. */
+/**
+ * Where the body ends is in doubt: Content-Length sent twice (the header record joins repeats with
+ * ", "), not a plain decimal, or beside Transfer-Encoding. Parsers that pick different lengths
+ * would disagree on where the next request starts (request smuggling, RFC 9112 §6.3).
+ */
+export function ambiguousFraming(headers: Readonly<Record<string, string>>): boolean {
+  const length = headers['content-length'];
+  return length !== undefined && (!/^\d+$/.test(length) || headers['transfer-encoding'] !== undefined);
+}
+
 function announcesBody(headers: Record<string, string>): boolean {
   if (headers['transfer-encoding'] !== undefined) return true;
   const length = headers['content-length'];

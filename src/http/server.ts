@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { createCtx, type Ctx } from './context.ts';
+import { ambiguousFraming, createCtx, type Ctx } from './context.ts';
 import { sendError } from './reply.ts';
 import type { ListenSocket, TemplatedApp, UwsBinding } from './uws.ts';
 import { AppError, toAppError } from '../errors.ts';
@@ -118,6 +118,15 @@ export function createHttpServer(deps: {
     const record = metrics?.forRoute(route.pattern, route.method);
     app[route.method](route.pattern, (res, req) => {
       const ctx = createCtx(res, req, paramCount);
+      // Refused before anything reads the body, with the connection closed at once. The answer
+      // waits for the next turn of the loop: if another request is pipelined behind this one, uWS
+      // finds this one unanswered and closes the connection without parsing it; if not, the answer
+      // is written outside uWS's cork, so it is sent and the socket closed right away.
+      if (ambiguousFraming(ctx.headers)) {
+        ctx.bodyPending = false;
+        setImmediate(() => sendError(ctx, new AppError('AMBIGUOUS_FRAMING'), true));
+        return;
+      }
       // Draining: a new request on a kept-alive connection is refused and the connection closed, so
       // the client retries elsewhere (or after the restart) instead of starting what will be cut.
       if (draining) return refuseDraining(ctx, route.pattern.startsWith('/api/'));
