@@ -7,7 +7,7 @@ import { Readable } from 'node:stream';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
 import {
   MiB, file, created, upload, getJson, ensureRunning, assertServes, assertNoServerErrors, snapshot, assertNothingKept, waitFor,
-  rawConnect, rawHead, partHead, closing, newBoundary, write, assertJsonError, survives, exited, stored,
+  rawConnect, rawHead, partHead, closing, newBoundary, write, assertJsonError, survives, exited, stored, sendUntilAnswered, repeated,
 } from './upload-util.ts';
 
 /** Anonymous cap of this file's server: the aborted 8 MiB uploads below stay within it. */
@@ -90,26 +90,13 @@ for (const backend of backends()) {
       const announced = 64 * MiB;
       const c = await rawConnect(srv.port);
       await write(c.sock, rawHead('/api/v1/upload', b, announced) + partHead(b, 'huge.bin').toString());
-      let written = 0;
-      let writtenAtAnswer = -1;
-      const piece = randomBytes(PIECE);
-      const answered = new Promise<void>((resolve) => c.sock.once('data', () => resolve()));
-      while (written < announced) {
-        // Let pending reads run first, so the client stops writing as soon as the answer is in.
-        await new Promise((r) => setImmediate(r));
-        if (c.answered() || c.sock.destroyed) break;
-        // Wait for the kernel to take each piece, but stop as soon as the server answers.
-        await Promise.race([write(c.sock, piece), answered]);
-        if (c.answered()) break;
-        written += PIECE;
-      }
-      if (c.answered()) writtenAtAnswer = written;
+      const writtenAtAnswer = await sendUntilAnswered(c, repeated(randomBytes(PIECE), announced));
       const r = await survives(srv, c.response).catch((err: unknown) =>
-        assert.fail(`the 400 never reached the client, ${written} body bytes in: ${String(err)}`),
+        assert.fail(`the 400 never reached the client, ${writtenAtAnswer} body bytes in: ${String(err)}`),
       );
       assertJsonError(r, 400, /size|limit|large/i);
       assert.equal(r.headers.connection, 'close', 'the client is told to close the connection');
-      assert.ok(writtenAtAnswer >= 0, 'answered while the body was still being sent');
+      assert.ok(writtenAtAnswer !== null, 'answered while the body was still being sent');
       assert.ok(writtenAtAnswer < announced / 2, `answer came after ${writtenAtAnswer} of ${announced} body bytes`);
       c.sock.destroy();
       await assertNothingKept(srv, before);

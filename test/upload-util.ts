@@ -260,6 +260,30 @@ export const newBoundary = (): string => `----raw${randomBytes(8).toString('hex'
 export const write = (sock: net.Socket, data: Buffer | string): Promise<void> =>
   new Promise((resolve) => sock.write(data, () => resolve()));
 
+/**
+ * Writes `pieces` one at a time, each handed to the kernel before the next, and stops as soon as
+ * the server answers. Returns the body bytes written by then, or null if the answer came only
+ * after the last piece (or never).
+ */
+export async function sendUntilAnswered(c: RawConn, pieces: Iterable<Buffer>): Promise<number | null> {
+  let written = 0;
+  const answered = new Promise<void>((resolve) => c.sock.once('data', () => resolve()));
+  for (const piece of pieces) {
+    // Let pending reads run first, so the client stops writing as soon as the answer is in.
+    await new Promise((r) => setImmediate(r));
+    if (c.answered() || c.sock.destroyed) break;
+    await Promise.race([write(c.sock, piece), answered]);
+    if (c.answered()) break;
+    written += piece.length;
+  }
+  return c.answered() ? written : null;
+}
+
+/** `bytes` of file data as pieces of `piece`'s size, all cut from the same (random) buffer. */
+export function* repeated(piece: Buffer, bytes: number): Generator<Buffer> {
+  for (let at = 0; at < bytes; at += piece.length) yield at + piece.length <= bytes ? piece : piece.subarray(0, bytes - at);
+}
+
 export function assertJsonError(r: RawResponse, status: number, pattern?: RegExp): void {
   assert.equal(r.status, status, r.body);
   assert.match(r.headers['content-type'] ?? '', /^application\/json/);
