@@ -43,7 +43,7 @@ interface Stored {
 /** Puts SIZE pattern bytes on the server: through Sluice's upload, or straight into the baseline's DIR. */
 async function store(target: Target, size: number): Promise<Stored> {
   const name = `bench-${size}.bin`;
-  if (target.name !== 'sluice') {
+  if (!target.name.startsWith('sluice')) {
     await writePatternFile(path.join(target.dir, name), size);
     return { url: `${target.baseUrl}/download/${name}`, remove: () => rm(path.join(target.dir, name), { force: true }) };
   }

@@ -37,7 +37,7 @@ function httpDelete(url: string, headers: Record<string, string>): Promise<numbe
  * any large file left in DATA_DIR outside the embedded db. Baselines: every uploaded file in DIR.
  */
 export async function cleanupUploads(target: Target, replies: readonly unknown[]): Promise<void> {
-  if (target.name !== 'sluice') {
+  if (!target.name.startsWith('sluice')) {
     await removeLargeFiles(target.dir, 0);
     return;
   }

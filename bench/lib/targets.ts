@@ -1,7 +1,7 @@
 // The servers under test: Sluice and the baselines, each in its own process with its own temp dir.
 import path from 'node:path';
 import os from 'node:os';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { spawnSync } from 'node:child_process';
 import postgres from 'postgres';
@@ -52,8 +52,16 @@ export function describeFailure(target: Target, error: string): string {
   return `${error} [${target.name} ${status}; last output: ${last.slice(-400)}]`;
 }
 
+/**
+ * Sluice on another uWebSockets.js binding, for a same-run comparison: BENCH_UWS_ALT names that
+ * package's directory (e.g. an older binding installed with `npm install --prefix /tmp/old ...`),
+ * and `sluice-alt` joins every scenario that runs `sluice`.
+ */
+export const ALT_UWS_DIR = process.env.BENCH_UWS_ALT;
+
 /** Which servers to run: BENCH_SERVERS=sluice,node-busboy filters the scenario's list. */
-export function selectServers(all: readonly string[]): string[] {
+export function selectServers(given: readonly string[]): string[] {
+  const all = ALT_UWS_DIR && given.includes('sluice') ? given.flatMap((s) => (s === 'sluice' ? ['sluice', 'sluice-alt'] : [s])) : given;
   const wanted = process.env.BENCH_SERVERS?.split(',').map((s) => s.trim()).filter(Boolean);
   const picked = wanted ? all.filter((s) => wanted.includes(s)) : [...all];
   if (picked.includes('nginx') && nginxBinary() === undefined) {
@@ -62,7 +70,11 @@ export function selectServers(all: readonly string[]): string[] {
   }
   if (picked.includes('sluice') && !existsSync(SLUICE_BIN)) {
     console.log(`(Sluice skipped: ${path.relative(REPO_DIR, SLUICE_BIN)} does not exist yet)`);
-    return picked.filter((s) => s !== 'sluice');
+    return picked.filter((s) => s !== 'sluice' && s !== 'sluice-alt');
+  }
+  if (picked.includes('sluice-alt')) {
+    const pkg = JSON.parse(readFileSync(path.join(ALT_UWS_DIR!, 'package.json'), 'utf8')) as { name: string; version: string };
+    console.log(`sluice-alt = Sluice on ${pkg.name} ${pkg.version} (BENCH_UWS_ALT); sluice = on its own binding`);
   }
   return picked;
 }
@@ -123,6 +135,8 @@ export interface SluiceOptions {
   workers?: string;
   /** Name shown in tables (default `sluice`). */
   name?: string;
+  /** Directory of another uWebSockets.js package to load instead of the installed one (see ALT_UWS_DIR). */
+  uwsDir?: string;
 }
 
 /** `node bin/sluice.js serve` (the compiled start path, with `npm start`'s environment) with anonymous caps raised out of the way. */
@@ -140,6 +154,10 @@ export async function startSluice(opts: SluiceOptions = {}): Promise<Target> {
     // As `npm start` and the systemd unit run it (glibc malloc arenas; see the README).
     MALLOC_ARENA_MAX: '2',
   };
+  if (opts.uwsDir !== undefined) {
+    env.SLUICE_BENCH_UWS_DIR = path.resolve(opts.uwsDir);
+    env.NODE_OPTIONS = `${env.NODE_OPTIONS ?? ''} --require ${path.join(BENCH_DIR, 'lib', 'uws-alias.cjs')}`.trim();
+  }
   if (opts.databaseUrl !== undefined) env.DATABASE_URL = opts.databaseUrl;
   if (opts.redisUrl !== undefined) env.REDIS_URL = opts.redisUrl;
   else delete env.REDIS_URL;
@@ -222,6 +240,7 @@ http {
 
 export function startTarget(name: string, sluice: SluiceOptions = {}): Promise<Target> {
   if (name === 'sluice') return startSluice(sluice);
+  if (name === 'sluice-alt') return startSluice({ ...sluice, name, uwsDir: ALT_UWS_DIR });
   if (name === 'nginx') return startNginx();
   // express + multer, then fsync of each stored file and its directory before the reply: the same
   // durability Sluice gives (multer itself answers with the bytes in the page cache only).
