@@ -21,6 +21,11 @@ export function serverView(assets: { url(name: string): string }, config: { read
   };
 }
 
+/** The View of one request: its links name `origin` (see http/origin.ts). */
+export function requestView(assets: { url(name: string): string }, origin: string): View {
+  return { asset: (name) => assets.url(name), baseUrl: origin };
+}
+
 export interface FileView {
   readonly id: number;
   readonly name: string;
