@@ -44,6 +44,7 @@ for (const backend of backends()) {
       for (const name of ['description', 'access_password', 'notify_email']) assert.match(r.text, new RegExp(`name="${name}"`));
       assert.match(r.text, /src="\/static\/qrcode\.js\?v=/);
       assert.match(r.text, /src="\/static\/upload\.js\?v=/);
+      assert.match(r.text, /<a href="\/api-keys">/, 'the home page links to the plans');
       assert.equal(r.headers['x-ratelimit-limit'], undefined, 'pages spend no rate-limit budget');
       const head = await call(srv, 'HEAD', '/');
       assert.equal(head.status, 200);
