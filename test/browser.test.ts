@@ -7,15 +7,19 @@ import path from 'node:path';
 import { createHash, randomBytes } from 'node:crypto';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { backends, ROOT, startServer, type TestServer } from './helpers/server.ts';
+import { prerequisite } from './helpers/prereq.ts';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const ARGS = [
   '--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
   '--disable-sync', '--no-first-run',
 ];
-const missing = !fs.existsSync(CHROMIUM);
-// Locally a missing browser skips the suite; in CI it must be there.
-const skip = missing && !process.env.CI ? `no Chromium at ${CHROMIUM} (apt-get install -y chromium, or set CHROMIUM_PATH)` : false;
+// Locally a missing browser skips the suite (and npm test says so at the end); in CI it fails.
+const skip = prerequisite({
+  what: 'the web pages in a browser (test/browser.test.ts)',
+  missing: fs.existsSync(CHROMIUM) ? false : `no Chromium at ${CHROMIUM}`,
+  install: 'apt-get install -y chromium (or set CHROMIUM_PATH to a Chromium binary)',
+});
 
 /** A free port, so BASE_URL (absolute share links) can name it before the server starts. */
 function freePort(): Promise<number> {
