@@ -228,44 +228,6 @@ describe('configuration errors', () => {
     assert.equal(lines(noDb.stderr).filter((l) => /^sluice: DATABASE_URL: /.test(l)).length, 1, noDb.stderr);
   });
 
-  test('a misspelt setting is warned about, naming the one it resembles; the help needs no configuration', async () => {
-    const r = await runCli(['migrate'], env({ DATABSE_URL: 'postgres://x', REDIS_ULR: 'redis://x', PROT: '9090' }));
-    assert.equal(r.code, 0, r.stderr);
-    for (const [typo, meant] of [['DATABSE_URL', 'DATABASE_URL'], ['REDIS_ULR', 'REDIS_URL'], ['PROT', 'PORT']]) {
-      assert.match(r.stderr, new RegExp(`^sluice: warning: ${typo} is not a setting; did you mean ${meant}\\?`, 'm'));
-    }
-    const help = await runCli([], env({ PORT: 'abc' }));
-    assert.equal(help.code, 0, help.stderr);
-    assert.match(help.stdout, /^usage: sluice <command>/);
-  });
-
-  test('serve says where to open it and in which mode: text with LOG_FORMAT=text, JSON otherwise', async () => {
-    const started = (extra: Record<string, string>, until: RegExp): Promise<string> =>
-      new Promise((resolve, reject) => {
-        const proc = spawn(process.execPath, [path.join(ROOT, 'bin/sluice.js'), 'serve'], { cwd: ROOT, env: env({ PORT: '0', HOST: '127.0.0.1', ...extra }) });
-        let out = '';
-        const timer = setTimeout(() => proc.kill('SIGKILL'), 60_000);
-        proc.stderr.setEncoding('utf8');
-        proc.stderr.on('data', (c: string) => {
-          out += c;
-          if (until.test(out)) proc.kill('SIGTERM');
-        });
-        proc.once('exit', () => {
-          clearTimeout(timer);
-          if (until.test(out)) resolve(out);
-          else reject(new Error(`no ${until} in:\n${out}`));
-        });
-      });
-    const text = await started({ LOG_FORMAT: 'text', PROT: '1' }, /Sluice is ready[^\n]*\n.*\n/);
-    assert.match(text, /^Sluice is ready: open http:\/\/127\.0\.0\.1:\d+\/$/m);
-    assert.match(text, /database: embedded \(\S+\/pg\) · state: in-process · storage: disk \(\S+\/files\)/);
-    assert.match(text, /^\d\d:\d\d:\d\d warn  PROT is not a setting; did you mean PORT\?/m);
-    assert.doesNotMatch(text, /^\{/m, 'no JSON on a terminal');
-    const json = await started({ PROT: '1' }, /"msg":"sluice listening"/);
-    assert.doesNotMatch(json, /Sluice is ready/, 'no TTY: JSON only');
-    assert.match(json, /"level":40[^\n]*"msg":"PROT is not a setting; did you mean PORT\?/);
-  });
-
   test('other commands refuse a bad configuration the same way', async () => {
     const r = await runCli(['migrate'], env({ PORT: '70000', LOG_LEVEL: 'loud' }));
     assert.equal(r.code, 1, r.stderr);
