@@ -162,7 +162,7 @@ export function uploadPage(v: View, maxBytes: number, expiryDays: number, upload
   const body = html`<section class="card" id="compose">
 <h1>Share files, simply.</h1>
 <p class="lead">Up to ${humanSize(maxBytes)} per bundle, no account. Links expire after ${plural(expiryDays, 'day')}.
-Bigger bundles and longer links come with an <a href="/api-keys">API key</a>.</p>
+Bigger bundles and longer-lasting links come with an <a href="/api-keys">API key</a>.</p>
 ${uploadForm(v, { maxBytes, upload })}
 </section>
 <section class="card result" id="result" hidden>
