@@ -41,6 +41,8 @@ import { createBilling } from './billing/billing.ts';
 import { billingRoutes } from './routes/billing.ts';
 import { startBackground, type Background } from './util/background.ts';
 import { ensurePortFree } from './http/port-free.ts';
+import { createOriginOf } from './http/origin.ts';
+import { createIpMatcher } from './http/client-ip.ts';
 
 export interface RunningApp {
   readonly port: number;
@@ -140,6 +142,11 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
       sql: db.sql,
       disk,
       access,
+      origin: createOriginOf({
+        baseUrl: config.baseUrlFollowsPort ? undefined : config.baseUrl,
+        trusted: createIpMatcher(config.trustProxy),
+        fallback: () => config.baseUrl,
+      }),
       signer,
       store: rateStore,
       passwords: createPasswords(),

@@ -1,5 +1,6 @@
 import path from 'node:path';
 import net from 'node:net';
+import { resembles } from './util/similar.ts';
 
 /** Everything the process is configured with. Only this module reads process.env. */
 export interface Config {
@@ -31,6 +32,10 @@ export interface Config {
   readonly shutdownGraceMs: number;
   /** Set by systemd for Type=notify units: where READY=1 and STOPPING=1 go. */
   readonly notifySocket: string | undefined;
+  /** LOG_FORMAT: `auto` is short text lines on a terminal and JSON otherwise (systemd, files, pipes). */
+  readonly logFormat: 'auto' | 'json' | 'text';
+  /** Start-up warnings that stop nothing: a variable that looks like a misspelt setting. */
+  readonly warnings: readonly string[];
 }
 
 export class ConfigError extends Error {
@@ -41,11 +46,17 @@ export class ConfigError extends Error {
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+const LOG_FORMATS = ['auto', 'json', 'text'] as const;
+/** Common variables of a shell or service manager that are one edit from a setting (HOME, HOST). */
+const NOT_SETTINGS = new Set(['HOME', 'PATH', 'USER', 'SHELL', 'TERM', 'LANG', 'PWD', 'OLDPWD', 'LOGNAME', 'MAIL', 'TZ', 'NODE_ENV', 'CI']);
 
 /** Pure: builds a frozen Config from an env map, reporting every problem at once. */
 export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config {
   const problems: string[] = [];
+  // Every name read here: an unknown variable a typo away from one of them is warned about.
+  const known = new Set<string>();
   const str = (name: string): string | undefined => {
+    known.add(name);
     const v = env[name];
     return v === undefined || v.trim() === '' ? undefined : v.trim();
   };
@@ -68,6 +79,14 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
       problems.push(`${name}: not a valid URL`);
     }
     return v;
+  };
+
+  const oneOf = <T extends string>(name: string, allowed: readonly T[], dflt: T): T => {
+    const v = str(name)?.toLowerCase();
+    if (v === undefined) return dflt;
+    if ((allowed as readonly string[]).includes(v)) return v as T;
+    problems.push(`${name}: expected one of ${allowed.join(', ')}, got ${JSON.stringify(v)}`);
+    return dflt;
   };
 
   const host = str('HOST') ?? '0.0.0.0';
@@ -160,7 +179,21 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
     sweepIntervalMs: int('SWEEP_INTERVAL_SECONDS', 300, 1, 86400) * 1000,
     shutdownGraceMs: int('SHUTDOWN_GRACE_SECONDS', 30, 0, 3600) * 1000,
     notifySocket: str('NOTIFY_SOCKET'),
+    logFormat: oneOf('LOG_FORMAT', LOG_FORMATS, 'auto'),
+    // Last: every setting above has been read, so `known` is complete.
+    warnings: misspelt(env, known),
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze(config);
+}
+
+/** A warning for each set variable that is no setting but one or two edits from one (DATABSE_URL, PROT). */
+function misspelt(env: NodeJS.ProcessEnv, known: ReadonlySet<string>): string[] {
+  const out: string[] = [];
+  for (const [name, value] of Object.entries(env)) {
+    if (value === undefined || known.has(name) || NOT_SETTINGS.has(name) || name.startsWith('STRIPE_PRICE_')) continue;
+    const like = resembles(name, known);
+    if (like !== null) out.push(`${name} is not a setting; did you mean ${like}? (it is ignored)`);
+  }
+  return out;
 }

@@ -32,3 +32,30 @@ export const REDACT_PATHS: readonly string[] = [
 export function createLogger(level: string, destination = pino.destination({ fd: 2, sync: false })): Logger {
   return pino({ level, base: { pid: process.pid }, redact: { paths: [...REDACT_PATHS], censor: '[redacted]' } }, destination);
 }
+
+const LEVEL_NAMES: Record<number, string> = { 10: 'trace', 20: 'debug', 30: 'info', 40: 'warn', 50: 'error', 60: 'fatal' };
+const PLUMBING = new Set(['level', 'time', 'pid', 'hostname', 'msg']);
+
+/**
+ * LOG_FORMAT=text (the default on a terminal): each JSON record as one short line, "12:00:01 warn
+ * message key=value". Machines read the JSON format; this one is for a person watching the server.
+ */
+export function textDestination(out: { write(s: string): unknown } = process.stderr): { write(line: string): void } {
+  return {
+    write(line) {
+      let rec: Record<string, unknown>;
+      try {
+        rec = JSON.parse(line) as Record<string, unknown>;
+      } catch {
+        out.write(line);
+        return;
+      }
+      const time = new Date(typeof rec.time === 'number' ? rec.time : Date.now()).toTimeString().slice(0, 8);
+      const level = LEVEL_NAMES[rec.level as number] ?? String(rec.level);
+      const fields = Object.entries(rec)
+        .filter(([k]) => !PLUMBING.has(k))
+        .map(([k, v]) => `${k}=${k === 'err' && v && typeof v === 'object' ? JSON.stringify((v as { message?: unknown }).message) : JSON.stringify(v)}`);
+      out.write(`${time} ${level.padEnd(5)} ${String(rec.msg ?? '')}${fields.length ? `  ${fields.join(' ')}` : ''}\n`);
+    },
+  };
+}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Follows the README's "Install on bare metal" section on a fresh Debian VM and checks the result.
+# Follows the "Install on Debian or Ubuntu" section of docs/operating.md on a fresh Debian VM and checks the result.
 #
 # Boots a throw-away Debian (default: 13, trixie) in qemu (KVM, or software emulation where KVM cannot run it),
 # runs the section's `sh` blocks in order as root (the commands as written, with only the substitutions listed at
@@ -8,7 +8,7 @@
 # and a reboot that brings it back.
 #
 #   sudo systemd/check-install.sh            # needs root, network to Debian's mirror and to npm
-#   SUITE=bookworm systemd/check-install.sh  # Debian 12: Node from NodeSource, as the README says, or from
+#   SUITE=bookworm systemd/check-install.sh  # Debian 12: Node from NodeSource, as docs/operating.md says, or from
 #                                            # NODE_TARBALL=<node-v22…-linux-x64.tar.xz> where NodeSource is out of reach
 #
 # Not part of `npm test`: it takes 5–30 minutes with KVM, about 35 under software emulation (TCG). Host tools it
@@ -124,21 +124,22 @@ log "booting $SUITE"
 boot
 vm 'grep -h PRETTY_NAME /etc/os-release; uname -r; ldd --version | head -1'
 
-# ---- the README's steps ------------------------------------------------------------------------------------------
-# The `sh` blocks of "## Install on bare metal", in order. Substitutions, and why:
+# ---- the install steps -----------------------------------------------------------------------------------------------
+# The `sh` blocks of "## Install on Debian or Ubuntu" in docs/operating.md, in order. Substitutions, and why:
 #   - the repository URL: a git bundle of this checkout's HEAD, copied into the VM;
-#   - of the two Node lines, the one for this release runs: Debian's own on 13, NodeSource's elsewhere; with
+#   - of the Node lines, the one for this release runs: Debian's own on 13, NodeSource's 20 on 12 and Ubuntu 22.04
+#     (glibc below 2.38), NodeSource's 22 on Ubuntu 24.04; with
 #     NODE_TARBALL neither does, and that Node is unpacked into /usr instead;
 #   - `journalctl -f` follows forever: the last lines are printed instead;
 #   - step 7a's nginx block needs a certificate for a real name, so it is not run.
 readme_steps() {
-  # From HEAD, like the code in the bundle: uncommitted README edits are not what a clone would get.
-  git -C "$REPO" show HEAD:README.md |
-    awk '/^## Install on bare metal/{on=1; next} on && /^## /{exit}
+  # From HEAD, like the code in the bundle: uncommitted edits are not what a clone would get.
+  git -C "$REPO" show HEAD:docs/operating.md |
+    awk '/^## Install on Debian or Ubuntu/{on=1; next} on && /^## /{exit}
        on && /^```sh$/{inblock=1; print "# ---- block " ++n; next} inblock && /^```$/{inblock=0; next}
        inblock{print}' |
-    awk -v node="$1" '
-      /deb\.nodesource\.com/ && node != "nodesource" { print "# (NodeSource: not this run)"; next }
+    awk -v node="$1" -v want="$2" '
+      /deb\.nodesource\.com/ && (node != "nodesource" || index($0, want) == 0) { print "# (NodeSource: not this run)"; next }
       /apt-get install -y nodejs npm/ && node != "debian" { print "# (Debian'"'"'s Node: not this run)"; next }
       /apt-get install -y nginx/ { print "# (nginx: not run)"; next }
       { gsub(/<repository URL>/, "/root/sluice.bundle"); sub(/journalctl -u sluice -f/, "journalctl -u sluice -n 20 --no-pager"); print }'
@@ -153,9 +154,11 @@ elif [ "$SUITE" = trixie ] || [ "$SUITE" = forky ]; then
 else
   node=nodesource
 fi
-readme_steps "$node" >"$WORK/steps.sh"
-grep -q 'systemctl daemon-reload && systemctl enable --now sluice' "$WORK/steps.sh" || die "README steps not found"
-log "running the README's install steps (copied to $WORK/steps.sh)"
+nodesource_line=setup_20.x
+[ "$SUITE" = noble ] && nodesource_line=setup_22.x
+readme_steps "$node" "$nodesource_line" >"$WORK/steps.sh"
+grep -q 'systemctl daemon-reload && systemctl enable --now sluice' "$WORK/steps.sh" || die "install steps not found in docs/operating.md"
+log "running the install steps of docs/operating.md (copied to $WORK/steps.sh)"
 vm 'export DEBIAN_FRONTEND=noninteractive; set -a; . /etc/environment; set +a; cd /root && bash -euxo pipefail' <"$WORK/steps.sh"
 
 # ---- checks ------------------------------------------------------------------------------------------------------

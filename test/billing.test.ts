@@ -85,10 +85,12 @@ for (const backend of backends()) {
       assert.match(String(r.headers['content-security-policy']), /script-src 'self'/);
       // The form's 303 leads to Checkout: browsers check form-action against that redirect too.
       assert.match(String(r.headers['content-security-policy']), /form-action 'self' https:\/\/checkout\.stripe\.com https:\/\/billing\.stripe\.com;/);
-      for (const s of ['Starter', 'Power', 'Max', 'Premium', '5.00', '25.00', '45.00', '19.99', '5 GB', '50 GB', '100 GB', '10 GB', '300', '1200', 'never expire']) {
+      for (const s of ['Starter', 'Power', 'Max', 'Premium', 'US$5.00', 'US$25.00', 'US$45.00', 'US$19.99', '5 GB', '50 GB', '100 GB', '10 GB', '300', '1200', 'never expire']) {
         assert.ok(r.text.includes(s), `${s} on the page`);
       }
       assert.ok(!r.text.includes('not configured'));
+      // Anonymous uploads take a password too: it is no reason to buy a key.
+      assert.ok(!/password/i.test(r.text.replace(/<input[^>]*>/g, '')), 'no password feature listed');
       assert.equal(r.headers['x-ratelimit-limit'], undefined, 'pages spend no API budget');
       // max has no one-time price configured: its pass button is disabled, premium's too
       assert.match(r.text, /value="max:once" form="buy" disabled/);

@@ -2,18 +2,24 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
 import { createHash, randomBytes } from 'node:crypto';
 import { chromium, type Browser, type Page } from 'playwright-core';
-import { backends, startServer, type TestServer } from './helpers/server.ts';
+import { backends, ROOT, startServer, type TestServer } from './helpers/server.ts';
+import { prerequisite } from './helpers/prereq.ts';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const ARGS = [
   '--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
   '--disable-sync', '--no-first-run',
 ];
-const missing = !fs.existsSync(CHROMIUM);
-// Locally a missing browser skips the suite; in CI it must be there.
-const skip = missing && !process.env.CI ? `no Chromium at ${CHROMIUM} (apt-get install -y chromium, or set CHROMIUM_PATH)` : false;
+// Locally a missing browser skips the suite (and npm test says so at the end); in CI it fails.
+const skip = prerequisite({
+  what: 'the web pages in a browser (test/browser.test.ts)',
+  missing: fs.existsSync(CHROMIUM) ? false : `no Chromium at ${CHROMIUM}`,
+  install: 'apt-get install -y chromium (or set CHROMIUM_PATH to a Chromium binary)',
+});
 
 /** A free port, so BASE_URL (absolute share links) can name it before the server starts. */
 function freePort(): Promise<number> {
@@ -181,6 +187,73 @@ describe(`web front end in Chromium (${backends()[0]})`, { skip }, () => {
     assert.deepEqual(after.files.map((f) => f.name), ['small.txt', 'big.bin', 'more.bin']);
     const got2 = Buffer.from(await (await fetch(`${srv.url}/api/v1/download/${after.files[2]!.id}`)).arrayBuffer());
     assert.equal(sha(got2), sha(more));
+    await page.close();
+    assert.deepEqual(problems, []);
+  });
+});
+
+/**
+ * The page opened on another address than localhost, with BASE_URL unset: a large file goes through
+ * tus to that same origin (the page's CSP allows only its own), and the share link it shows names
+ * that origin. The screenshots in docs/ are taken here, so they always show the current pages.
+ */
+describe(`the page from a non-localhost address (${backends()[0]})`, { skip }, () => {
+  let srv: TestServer;
+  let browser: Browser;
+  let dir: string;
+
+  before(async () => {
+    srv = await startServer(backends()[0]!, { HOST: '0.0.0.0' });
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS, headless: true });
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sl-browser-'));
+  });
+  after(async () => {
+    await browser?.close();
+    await srv?.close();
+    if (dir) fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('70 MB through the page opened as http://127.0.0.2:PORT/, then its share link', { timeout: 240_000 }, async () => {
+    const problems: string[] = [];
+    const page = await browser.newPage({ viewport: { width: 1280, height: 860 } });
+    page.on('console', (m) => {
+      if (m.type() === 'error') problems.push(m.text());
+    });
+    page.on('pageerror', (e) => problems.push(e.message));
+    const origin = `http://127.0.0.2:${srv.port}`;
+    const big = path.join(dir, 'holiday-video.mp4');
+    const size = 70 * 1000 * 1000;
+    const fd = fs.openSync(big, 'w');
+    const block = randomBytes(1 << 20);
+    for (let at = 0; at < size; at += block.length) fs.writeSync(fd, block, 0, Math.min(block.length, size - at));
+    fs.closeSync(fd);
+    const tusOrigins = new Set<string>();
+    page.on('request', (r) => {
+      if (r.url().includes('/api/v1/tus/')) tusOrigins.add(new URL(r.url()).origin);
+    });
+
+    await page.goto(`${origin}/`);
+    await page.setInputFiles('#pick', [big]);
+    await page.locator('details.options summary').click();
+    await page.fill('textarea[name=description]', 'Holiday video and notes');
+    await page.locator('textarea[name=description]').blur();
+    await page.screenshot({ path: path.join(ROOT, 'docs', 'upload-page.png') });
+    await page.click('#send');
+    await page.locator('#result').waitFor({ state: 'visible', timeout: 200_000 });
+    assert.deepEqual([...tusOrigins], [origin], 'tus requests go to the origin the page was opened on');
+    const link = await page.inputValue('#share-link');
+    assert.match(link, new RegExp(`^${origin.replace(/\./g, '\\.')}/[A-Za-z0-9]{5}$`));
+
+    await page.goto(link);
+    assert.deepEqual(await page.locator('#files .name').allTextContents(), ['holiday-video.mp4']);
+    assert.equal(await page.locator('.desc').textContent(), 'Holiday video and notes');
+    await page.screenshot({ path: path.join(ROOT, 'docs', 'share-page.png'), clip: { x: 0, y: 0, width: 1280, height: 480 } });
+    const code = new URL(link).pathname.slice(1);
+    const info = (await (await fetch(`${origin}/api/v1/bundle/${code}`)).json()) as { files: Array<{ id: number; size: number }> };
+    assert.equal(info.files[0]!.size, size);
+    const head = await fetch(`${origin}/d/${info.files[0]!.id}`, { method: 'HEAD' });
+    assert.equal(head.status, 200);
+    assert.equal(head.headers.get('content-length'), String(size));
     await page.close();
     assert.deepEqual(problems, []);
   });

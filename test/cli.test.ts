@@ -109,9 +109,12 @@ for (const backend of backends()) {
       assertCliFailure(await srv.cli(['bundles', 'expire', 'abcde', 'extra']));
     });
 
-    test('an unknown command, no command, or arguments a command does not take → exit 1 with one line on stderr', async () => {
+    test('an unknown command, or arguments a command does not take → exit 1 with one line on stderr; no command → the help', async () => {
       assertCliFailure(await srv.cli(['frobnicate']), /frobnicate/);
-      assertCliFailure(await srv.cli([]), /no command/);
+      const bare = await srv.cli([]);
+      assert.equal(bare.code, 0, bare.stderr);
+      assert.match(bare.stdout, /^usage: sluice <command>/);
+      assert.equal(bare.stderr, '');
       for (const args of [['sweep', '--dry-run'], ['sweep', 'extra'], ['migrate', 'extra'], ['serve', '--bogus'], ['help', 'me']]) {
         assertCliFailure(await srv.cli(args), new RegExp(args[1]!));
       }

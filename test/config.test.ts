@@ -36,6 +36,25 @@ describe('loadConfig', () => {
     assert.equal(c.logLevel, 'info');
   });
 
+  test('a variable one edit from a setting is warned about, naming it; others are not', () => {
+    const c = loadConfig({ DATABSE_URL: 'postgres://x', REDIS_ULR: 'redis://x', PROT: '9090', port: '1', HOME: '/root', PATH: '/bin', TEST_REDIS_URL: 'x', SHLVL: '1' }, CWD);
+    assert.deepEqual(c.warnings, [
+      'DATABSE_URL is not a setting; did you mean DATABASE_URL? (it is ignored)',
+      'REDIS_ULR is not a setting; did you mean REDIS_URL? (it is ignored)',
+      'PROT is not a setting; did you mean PORT? (it is ignored)',
+      'port is not a setting; did you mean PORT? (it is ignored)',
+    ]);
+    assert.equal(c.port, 8080);
+    assert.deepEqual(loadConfig({}, CWD).warnings, []);
+  });
+
+  test('LOG_FORMAT: auto by default, json or text when set', () => {
+    assert.equal(loadConfig({}, CWD).logFormat, 'auto');
+    assert.equal(loadConfig({ LOG_FORMAT: 'JSON' }, CWD).logFormat, 'json');
+    assert.equal(loadConfig({ LOG_FORMAT: 'text' }, CWD).logFormat, 'text');
+    assert.match(problemsOf({ LOG_FORMAT: 'pretty' })[0]!, /^LOG_FORMAT: expected one of auto, json, text/);
+  });
+
   test('BASE_URL defaults to the configured port', () => {
     assert.equal(loadConfig({ PORT: '9090' }, CWD).baseUrl, 'http://localhost:9090');
   });

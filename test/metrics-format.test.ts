@@ -11,6 +11,7 @@ import { request } from 'undici';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
 import { created, file, upload } from './upload-util.ts';
 import { from, randomLoopback } from './access-util.ts';
+import { prerequisite } from './helpers/prereq.ts';
 
 const PY = fs.existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3';
 const PARSER = `
@@ -22,10 +23,14 @@ for f in text_string_to_metric_families(sys.stdin.read()):
         {"name": s.name, "labels": s.labels, "value": s.value if math.isfinite(s.value) else repr(s.value)} for s in f.samples]})
 print(json.dumps(out))
 `;
-const parserMissing = ((): string | false => {
-  const r = spawnSync(PY, ['-c', 'import prometheus_client.parser'], { encoding: 'utf8' });
-  return r.status === 0 ? false : `the Prometheus parser is missing: apt-get install python3-prometheus-client (${(r.stderr ?? String(r.error)).trim().split('\n').pop()})`;
-})();
+const parserMissing = prerequisite({
+  what: '/metrics through the Prometheus parser (test/metrics-format.test.ts)',
+  missing: ((): string | false => {
+    const r = spawnSync(PY, ['-c', 'import prometheus_client.parser'], { encoding: 'utf8' });
+    return r.status === 0 ? false : `the Prometheus parser is missing (${(r.stderr ?? String(r.error)).trim().split('\n').pop()})`;
+  })(),
+  install: 'apt-get install -y python3-prometheus-client',
+});
 
 interface Family { name: string; type: string; samples: Array<{ name: string; labels: Record<string, string>; value: number | string }> }
 

@@ -44,6 +44,7 @@ for (const backend of backends()) {
       for (const name of ['description', 'access_password', 'notify_email']) assert.match(r.text, new RegExp(`name="${name}"`));
       assert.match(r.text, /src="\/static\/qrcode\.js\?v=/);
       assert.match(r.text, /src="\/static\/upload\.js\?v=/);
+      assert.match(r.text, /<a href="\/api-keys">/, 'the home page links to the plans');
       assert.equal(r.headers['x-ratelimit-limit'], undefined, 'pages spend no rate-limit budget');
       const head = await call(srv, 'HEAD', '/');
       assert.equal(head.status, 200);
@@ -100,11 +101,11 @@ for (const backend of backends()) {
       assert.match(r.text, /loading="lazy"/);
       assert.match(r.text, /2 KB · image\/png/);
       assert.match(r.text, /<time class="local-time" datetime="[^"]+" data-utc="\d{4}-\d\d-\d\dT[^"]+Z">\d{4}-\d\d-\d\d \d\d:\d\d UTC<\/time>/);
-      // PORT=0 and no BASE_URL: absolute links name the port actually bound.
-      assert.equal(metaContent(r.text, 'og:image'), `http://localhost:${srv.port}/og/${b.short_code}.png`);
+      // No BASE_URL: absolute links name the origin the request came to.
+      assert.equal(metaContent(r.text, 'og:image'), `http://127.0.0.1:${srv.port}/og/${b.short_code}.png`);
       assert.match(metaContent(r.text, 'og:description') ?? '', /^2 files, 2 KB/);
       assert.equal(metaContent(r.text, 'og:title'), '&lt;script&gt;alert(1)&lt;/script&gt;');
-      assert.equal(metaContent(r.text, 'og:url'), `http://localhost:${srv.port}/${b.short_code}`);
+      assert.equal(metaContent(r.text, 'og:url'), `http://127.0.0.1:${srv.port}/${b.short_code}`);
       assert.equal(metaContent(r.text, 'twitter:card'), 'summary_large_image');
       const views = async (): Promise<number> =>
         (await srv.sql<{ view_count: number }[]>`select view_count::int as view_count from bundles where short_code = ${b.short_code}`)[0]!.view_count;

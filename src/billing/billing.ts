@@ -22,15 +22,15 @@ export interface Billing {
   readonly configured: boolean;
   /** The Stripe price id of a plan and option, if the operator set one. */
   priceOf(plan: PlanName, option: BillingOption): string | undefined;
-  /** Creates a Checkout Session and returns its URL. */
-  checkout(plan: PlanName, option: BillingOption, email: string): Promise<string>;
+  /** Creates a Checkout Session and returns its URL; Stripe sends the buyer back to `origin`. */
+  checkout(plan: PlanName, option: BillingOption, email: string, origin: string): Promise<string>;
   /** Verifies the Stripe-Signature over the raw body and applies the event once. */
   webhook(raw: Buffer, signature: string | undefined): Promise<void>;
   reveal(sessionId: string): Promise<Reveal>;
   /** Mails a single-use portal link if the address bought something; silent otherwise. */
   requestPortalLink(email: string): Promise<void>;
   /** Spends a portal token and returns the Billing Portal session URL; null for an unknown, used or expired token. */
-  openPortal(token: string): Promise<string | null>;
+  openPortal(token: string, origin: string): Promise<string | null>;
   /** Periodic: forgets unrevealed keys past their hour, used portal tokens and old event ids. */
   housekeeping(): Promise<void>;
 }
@@ -67,7 +67,7 @@ export function createBilling(deps: {
     configured,
     priceOf: (plan, option) => config.stripePrices[`${plan}_${option}`],
 
-    async checkout(plan, option, email) {
+    async checkout(plan, option, email, origin) {
       const s = requireStripe();
       const price = config.stripePrices[`${plan}_${option}`];
       if (!price) throw new AppError('INVALID_FIELD', 'This plan cannot be bought that way on this server');
@@ -77,8 +77,8 @@ export function createBilling(deps: {
           mode,
           line_items: [{ price, quantity: 1 }],
           customer_email: email,
-          success_url: `${config.baseUrl}/api-keys/success?session_id={CHECKOUT_SESSION_ID}`,
-          cancel_url: `${config.baseUrl}/api-keys`,
+          success_url: `${origin}/api-keys/success?session_id={CHECKOUT_SESSION_ID}`,
+          cancel_url: `${origin}/api-keys`,
           metadata: { plan, billing: option },
           ...(mode === 'subscription' ? { subscription_data: { metadata: { plan } } } : { customer_creation: 'always' as const }),
         });
@@ -130,7 +130,7 @@ export function createBilling(deps: {
       deps.mailQueued();
     },
 
-    async openPortal(token) {
+    async openPortal(token, origin) {
       const s = requireStripe();
       if (!PORTAL_TOKEN_RE.test(token)) return null;
       const hash = hashSecret(token);
@@ -140,7 +140,7 @@ export function createBilling(deps: {
         returning customer_id`;
       if (!row) return null;
       try {
-        const session = await s.billingPortal.sessions.create({ customer: row.customer_id, return_url: `${config.baseUrl}/api-keys` });
+        const session = await s.billingPortal.sessions.create({ customer: row.customer_id, return_url: `${origin}/api-keys` });
         return session.url;
       } catch (err) {
         // Stripe was not reached: the link stays usable for another try.

@@ -1,5 +1,6 @@
 import { loadConfig, ConfigError, type Config } from '../config.ts';
-import { createLogger } from '../log.ts';
+import { createLogger, textDestination } from '../log.ts';
+import { banner } from './banner.ts';
 import { startApp, type RunningApp } from '../app.ts';
 import { connectDb } from '../db/client.ts';
 import { migrate } from '../db/migrate.ts';
@@ -14,7 +15,8 @@ import { createWorkerLink } from './worker-link.ts';
 import { createNotifier } from '../sd-notify.ts';
 
 const USAGE = `usage: sluice <command>
-  serve                   run the server
+  help                    this text
+  serve                   run the server (what npm start runs)
   migrate                 apply sql/ migrations
   sweep                   one pass of expiry and orphan clean-up
   bundles expire CODE     set the bundle's expires_at to now
@@ -25,10 +27,17 @@ const USAGE = `usage: sluice <command>
 
 class CliError extends Error {}
 
-const COMMANDS = new Set(['help', '--help', 'migrate', 'sweep', 'bundles', 'keys']);
-const TAKES_NOTHING = new Set(['serve', 'help', '--help', 'migrate', 'sweep']);
+const COMMANDS = new Set(['help', '--help', '-h', 'migrate', 'sweep', 'bundles', 'keys']);
+const TAKES_NOTHING = new Set(['serve', 'help', '--help', '-h', 'migrate', 'sweep']);
 
 async function main(argv: string[]): Promise<void> {
+  const [cmd = 'help', ...rest] = argv;
+  // Bare `npx sluice` is someone finding out what it does: the help, not an error. Help needs no
+  // configuration, so it shows even while a setting is wrong.
+  if ((cmd === 'help' || cmd === '--help' || cmd === '-h') && rest.length === 0) {
+    process.stdout.write(`${USAGE}\n`);
+    return;
+  }
   let config: Config;
   try {
     config = loadConfig(process.env);
@@ -39,17 +48,12 @@ async function main(argv: string[]): Promise<void> {
     }
     throw err;
   }
-  const [cmd, ...rest] = argv;
-  if (cmd === undefined) throw new CliError('no command given (see sluice help)');
   if (cmd !== 'serve' && !COMMANDS.has(cmd)) throw new CliError(`unknown command: ${cmd} (see sluice help)`);
   // Commands that take nothing refuse what they were given (a typo'd flag must not run a sweep).
   if (TAKES_NOTHING.has(cmd) && rest.length > 0) throw new CliError(`sluice ${cmd} takes no arguments: ${rest.join(' ')}`);
   if (cmd === 'serve') return serve(config);
-  const log = createLogger(config.logLevel === 'info' ? 'warn' : config.logLevel);
-  if (cmd === 'help' || cmd === '--help') {
-    process.stdout.write(`${USAGE}\n`);
-    return;
-  }
+  for (const w of config.warnings) process.stderr.write(`sluice: warning: ${w}\n`);
+  const log = loggerFor(config, config.logLevel === 'info' ? 'warn' : config.logLevel);
   const db = await connectDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, log, max: 1 });
   try {
     await migrate(db.sql).then((applied) => cmd === 'migrate' && process.stdout.write(applied.length ? `applied ${applied.join(', ')}\n` : 'up to date\n'));
@@ -106,12 +110,17 @@ async function main(argv: string[]): Promise<void> {
 async function serve(config: Config): Promise<void> {
   if (config.workers > 1 && config.workerIndex === null) {
     // The supervisor speaks to systemd: READY once every worker listens, STOPPING on a stop signal.
-    const log = createLogger(config.logLevel);
+    const log = loggerFor(config);
+    warn(config, log);
     const notifier = createNotifier(config.notifySocket, log);
-    process.exit(await supervise({ workers: config.workers, host: config.host, port: config.port, log, env: process.env, notifier }));
+    const listening = (port: number): void => {
+      if (humanOutput(config)) process.stderr.write(banner(config, port));
+    };
+    process.exit(await supervise({ workers: config.workers, host: config.host, port: config.port, log, env: process.env, notifier, listening }));
   }
   const link = config.workerIndex === null ? undefined : createWorkerLink(process, config.workerIndex);
-  const log = link ? createLogger(config.logLevel).child({ worker: link.index }) : createLogger(config.logLevel);
+  const log = link ? loggerFor(config).child({ worker: link.index }) : loggerFor(config);
+  if (!link) warn(config, log);
   // A supervisor that dies while this worker starts must not leave it serving on its own.
   let orphaned = false;
   link?.onSupervisorGone(() => (orphaned = true));
@@ -150,6 +159,7 @@ async function serve(config: Config): Promise<void> {
   // reload or reopen. Handling the signal keeps its default action (exit) from killing the server.
   process.on('SIGHUP', () => log.info('SIGHUP: nothing to reload; restart to apply configuration'));
   app = await startApp(config, log, link);
+  if (!link && humanOutput(config)) process.stderr.write(banner(config, app.port));
   // A worker leaves systemd to its supervisor.
   notifier = createNotifier(link ? undefined : config.notifySocket, log);
   if (pendingStop) return stop(pendingStop);
@@ -159,6 +169,20 @@ async function serve(config: Config): Promise<void> {
     else link.onSupervisorGone(() => stop('supervisor gone'));
     link.listening(app.port);
   }
+}
+
+/** Short text lines for a person at a terminal (LOG_FORMAT=auto on a TTY, or text); JSON otherwise. */
+function humanOutput(config: Config): boolean {
+  return config.logFormat === 'text' || (config.logFormat === 'auto' && process.stderr.isTTY === true);
+}
+
+function loggerFor(config: Config, level = config.logLevel): ReturnType<typeof createLogger> {
+  return createLogger(level, humanOutput(config) ? (textDestination() as Parameters<typeof createLogger>[1]) : undefined);
+}
+
+/** A misspelt setting is ignored, so the server starts on a default: say so before anything else. */
+function warn(config: Config, log: ReturnType<typeof createLogger>): void {
+  for (const w of config.warnings) log.warn(w);
 }
 
 main(process.argv.slice(2)).catch((err: unknown) => {

@@ -30,6 +30,8 @@ export interface SuperviseOptions {
   readonly notifier?: Notifier;
   /** How long one metrics gathering waits for slow workers. */
   readonly metricsTimeoutMs?: number;
+  /** Called once every worker listens, with the port they share. */
+  readonly listening?: (port: number) => void;
 }
 
 const RESTART_DELAY_MS = 1000;
@@ -181,6 +183,7 @@ export async function supervise(opts: SuperviseOptions): Promise<number> {
     await Promise.all(Array.from({ length: opts.workers - 1 }, (_, i) => start(i + 1)));
     serving = true;
     log.info({ workers: opts.workers, port }, 'all workers listening');
+    opts.listening?.(port);
     void opts.notifier?.ready(`${opts.workers} workers serving on port ${port}`);
   } catch (err) {
     log.error({ err }, 'a worker failed to start');

@@ -71,7 +71,7 @@ export function billingRoutes(deps: Deps & { billing: Billing }): Route[] {
   const form = async (ctx: Ctx, body: Promise<Buffer>): Promise<URLSearchParams> => {
     // Our pages' own forms only: another site must not start checkouts, mail portal links or
     // open a portal session in a visitor's browser.
-    if (fromOtherSite(ctx.headers, deps.config.baseUrl)) throw new AppError('CROSS_SITE');
+    if (fromOtherSite(ctx.headers, deps.origin(ctx))) throw new AppError('CROSS_SITE');
     const ct = ctx.headers['content-type'] ?? '';
     if (!ct.startsWith('application/x-www-form-urlencoded')) throw new AppError('INVALID_FIELD', 'Expected a form');
     return new URLSearchParams((await body).toString('utf8'));
@@ -97,7 +97,7 @@ export function billingRoutes(deps: Deps & { billing: Billing }): Route[] {
     if (!isPlanName(plan) || (option !== 'monthly' && option !== 'once') || !billing.priceOf(plan, option)) {
       return plans(ctx, 400, 'Choose one of the plans below.', email);
     }
-    redirect(ctx, await billing.checkout(plan, option, email));
+    redirect(ctx, await billing.checkout(plan, option, email, deps.origin(ctx)));
   });
 
   const webhook = async (ctx: Ctx): Promise<void> => {
@@ -156,7 +156,7 @@ export function billingRoutes(deps: Deps & { billing: Billing }): Route[] {
   const portalGo = page(async (ctx) => {
     const body = formBody(ctx);
     const f = await form(ctx, body);
-    const url = await billing.openPortal(f.get('token') ?? '');
+    const url = await billing.openPortal(f.get('token') ?? '', deps.origin(ctx));
     if (url === null) return sendHtml(ctx, 410, portalOpenPage(view, null), 'no-store');
     redirect(ctx, url);
   });

@@ -13,6 +13,7 @@ import type { DownloadNotifier } from '../notify/downloads.ts';
 import type { BundleCache } from '../state/bundle-cache.ts';
 import type { BundleWriter } from '../db/bundle-writer.ts';
 import type { DownloadCounts } from '../db/download-counts.ts';
+import type { OriginOf } from '../http/origin.ts';
 
 /** Limits that apply to one uploader: anonymous, or the plan of a Bearer key. */
 export interface Uploader {
@@ -65,6 +66,8 @@ export interface Deps {
   readonly sql: Sql;
   readonly disk: Disk;
   readonly access: Access;
+  /** The origin links in an answer name: BASE_URL, else the one the request came to. */
+  readonly origin: OriginOf;
   readonly passwords: Passwords;
   readonly signer: Signer;
   /** Shared counters (rate limits, password attempts): Redis or in-process. */

@@ -4,7 +4,7 @@ import { findBundleByTokenHash, listFiles } from '../db/bundles.ts';
 import { hashSecret, secretMatches, SHORT_CODE_RE, UPLOAD_TOKEN_RE } from '../auth/tokens.ts';
 import { loadAssets } from '../web/assets.ts';
 import { sendHtml } from '../web/html.ts';
-import { managePage, notFoundPage, serverView, sharePage, uploadPage, type View } from '../web/views.ts';
+import { managePage, notFoundPage, requestView, sharePage, uploadPage, type View } from '../web/views.ts';
 import { uploadOptionsFrom } from '../web/upload-options.ts';
 import type { Deps } from './deps.ts';
 
@@ -14,12 +14,14 @@ import type { Deps } from './deps.ts';
  */
 export function pageRoutes(deps: Deps): Route[] {
   const assets = loadAssets();
-  const view = serverView(assets, deps.config);
+  // Links on a page (share link, QR code, og:url) name the origin the page was asked on.
+  const viewOf = (ctx: Ctx): View => requestView(assets, deps.origin(ctx));
   const { anonMaxBundleBytes, anonExpiryDays } = deps.config;
-  const notFound = (ctx: Ctx): void => sendHtml(ctx, 404, notFoundPage(view));
-  const home = (ctx: Ctx): void => sendHtml(ctx, 200, uploadPage(view, anonMaxBundleBytes, anonExpiryDays, uploadOptionsFrom(ctx.query)));
-  const share = (ctx: Ctx): Promise<void> => sharePageOf(ctx, deps, view, notFound);
-  const manage = (ctx: Ctx): Promise<void> => managePageOf(ctx, deps, view, notFound);
+  const notFound = (ctx: Ctx): void => sendHtml(ctx, 404, notFoundPage(viewOf(ctx)));
+  const home = (ctx: Ctx): void =>
+    sendHtml(ctx, 200, uploadPage(viewOf(ctx), anonMaxBundleBytes, anonExpiryDays, uploadOptionsFrom(ctx.query)));
+  const share = (ctx: Ctx): Promise<void> => sharePageOf(ctx, deps, viewOf(ctx), notFound);
+  const manage = (ctx: Ctx): Promise<void> => managePageOf(ctx, deps, viewOf(ctx), notFound);
   const both = (pattern: string, handler: (ctx: Ctx) => void | Promise<void>): Route[] => [
     { method: 'get', pattern, handler },
     { method: 'head', pattern, handler },

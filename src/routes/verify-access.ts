@@ -21,7 +21,7 @@ async function verify(ctx: Ctx, deps: Deps): Promise<void> {
   const body = readSmallBody(ctx, 16 * 1024);
   body.catch(() => {}); // awaited below; if admit throws first, its rejection is moot
   const caller = await deps.access.admit(ctx);
-  if (fromOtherSite(ctx.headers, deps.config.baseUrl)) throw new AppError('CROSS_SITE');
+  if (fromOtherSite(ctx.headers, deps.origin(ctx))) throw new AppError('CROSS_SITE');
   const fields = await parseFields(ctx.headers['content-type'] ?? '', await body);
   const code = fields.short_code ?? fields.code;
   const password = fields.password ?? fields.access_password;

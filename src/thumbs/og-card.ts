@@ -60,13 +60,13 @@ export function cardSvg(f: CardFields): string {
   return [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${CARD_W}" height="${CARD_H}" viewBox="0 0 ${CARD_W} ${CARD_H}">`,
     '<defs><linearGradient id="g" x1="0" y1="0" x2="1" y2="1">',
-    '<stop offset="0" stop-color="#0f2a43"/><stop offset="1" stop-color="#12606b"/></linearGradient></defs>',
+    '<stop offset="0" stop-color="#312e81"/><stop offset="1" stop-color="#4f46e5"/></linearGradient></defs>',
     `<rect width="${CARD_W}" height="${CARD_H}" fill="url(#g)"/>`,
-    '<rect x="80" y="96" width="14" height="120" rx="7" fill="#5fd4c4"/>',
+    '<rect x="80" y="96" width="14" height="120" rx="7" fill="#a5b4fc"/>',
     t(124, 196, 112, 700, '#ffffff', 'Sluice'),
-    t(84, 360, 64, 600, '#e8f4f6', `${f.files} · ${f.size}`),
-    t(84, 450, 44, 400, '#a9d6dc', f.expiry),
-    t(84, 560, 30, 400, '#7fb3bb', 'Shared with Sluice'),
+    t(84, 360, 64, 600, '#eef2ff', `${f.files} · ${f.size}`),
+    t(84, 450, 44, 400, '#c7d2fe', f.expiry),
+    t(84, 560, 30, 400, '#a5b4fc', 'Shared with Sluice'),
     '</svg>',
   ].join('');
 }

@@ -105,7 +105,7 @@ export async function createUpload(ctx: Ctx, deps: Deps, dir: string): Promise<v
     }
     const row = await findUpload(deps.sql, id);
     if (!row) throw new AppError('INTERNAL', 'tus upload row vanished');
-    const location = `${deps.config.baseUrl}/api/v1/tus/${id}`;
+    const location = `${deps.origin(ctx)}/api/v1/tus/${id}`;
     const headers = withBody || base.upload_length === 0 ? await appendBody(ctx, deps, tap, row, partPath, checksum) : [];
     if (ctx.aborted) return await discard(deps, id, partPath);
     const all: Array<readonly [string, string]> = [...BASE_HEADERS, ['Location', location], ...headers];

@@ -9,12 +9,13 @@ export interface PlanOffer {
   readonly once: boolean;
 }
 
-const price = (p: Plan): string => p.price.toFixed(2);
+/** Plan prices are in US dollars (the Stripe prices an operator sets should match). */
+const price = (p: Plan): string => `US$${p.price.toFixed(2)}`;
 
 function limits(p: Plan): Safe {
   const expiry = p.expiryDays === null ? 'files never expire' : `bundles kept ${p.expiryDays} days`;
   const size = `${humanSize(p.maxBundleBytes)} ${p.name === 'premium' ? 'per upload' : 'per bundle'}`;
-  return html`<ul class="limits"><li>${size}</li><li>${expiry}</li><li>${p.requestsPerHour} API requests per hour</li><li>password-protected bundles, <code>/my/*</code> access</li></ul>`;
+  return html`<ul class="limits"><li>${size}</li><li>${expiry}</li><li>${p.requestsPerHour} API requests per hour</li><li>your bundles listed and managed through <code>/my/*</code></li></ul>`;
 }
 
 /** GET /api-keys: the plan table from the one plan table, and the purchase form. */
@@ -22,7 +23,8 @@ export function plansPage(v: View, o: { configured: boolean; offers: readonly Pl
   const cards = o.offers.map(
     ({ plan, monthly, once }) => html`<div class="plan card" id="plan-${plan.name}">
 <h2>${plan.title}</h2>
-<p class="price">${price(plan)} <span class="muted">per month, or once for 30 days</span></p>
+<p class="price">${price(plan)} <span class="muted">a month</span></p>
+<p class="pass muted">or ${price(plan)} once for a 30-day pass</p>
 ${limits(plan)}
 ${o.configured
   ? html`<div class="actions">

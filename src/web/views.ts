@@ -21,6 +21,11 @@ export function serverView(assets: { url(name: string): string }, config: { read
   };
 }
 
+/** The View of one request: its links name `origin` (see http/origin.ts). */
+export function requestView(assets: { url(name: string): string }, origin: string): View {
+  return { asset: (name) => assets.url(name), baseUrl: origin };
+}
+
 export interface FileView {
   readonly id: number;
   readonly name: string;
@@ -156,7 +161,8 @@ function linkBox(id: string, value: string, label: string): Safe {
 export function uploadPage(v: View, maxBytes: number, expiryDays: number, upload = DEFAULT_UPLOAD_OPTIONS): Safe {
   const body = html`<section class="card" id="compose">
 <h1>Share files, simply.</h1>
-<p class="lead">Up to ${humanSize(maxBytes)} per bundle, no account. Links expire after ${plural(expiryDays, 'day')}.</p>
+<p class="lead">Up to ${humanSize(maxBytes)} per bundle, no account. Links expire after ${plural(expiryDays, 'day')}.
+Bigger bundles and longer-lasting links come with an <a href="/api-keys">API key</a>.</p>
 ${uploadForm(v, { maxBytes, upload })}
 </section>
 <section class="card result" id="result" hidden>
