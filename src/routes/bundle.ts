@@ -92,11 +92,20 @@ async function removeFile(ctx: Ctx, deps: Deps): Promise<void> {
     throw new AppError('INVALID_UPLOAD_TOKEN', 'Access denied: invalid upload token');
   }
   if (row.is_expired) throw new AppError('BUNDLE_EXPIRED');
-  const key = await deleteFile(deps.sql, id);
-  deps.bundles.invalidate(row.bundle_id);
-  if (key === undefined) throw new AppError('FILE_NOT_FOUND');
-  await removeStored(deps, [key]);
+  if (!(await removeOneFile(deps, id, row.bundle_id))) throw new AppError('FILE_NOT_FOUND');
   sendJson(ctx, 200, { success: true, deleted_file_id: id });
+}
+
+/**
+ * Deletes one file of bundle `bundleId` once its caller is authorized: the row and the bundle's
+ * totals, then its bytes. False when it was already gone.
+ */
+export async function removeOneFile(deps: Deps, fileId: number, bundleId: number): Promise<boolean> {
+  const key = await deleteFile(deps.sql, fileId);
+  deps.bundles.invalidate(bundleId);
+  if (key === undefined) return false;
+  await removeStored(deps, [key]);
+  return true;
 }
 
 /** Rows are gone (committed) before bytes: a crash in between leaves orphans the sweeper reclaims. */

@@ -12,7 +12,7 @@ import { tapBody } from './patch.ts';
 import { appendBody, hasBody } from './body.ts';
 import { deleteUpload, findUpload, insertUpload, reserveInBundle, type NewUpload } from './store.ts';
 import {
-  BASE_HEADERS, checkResumable, httpDate, intHeader, OFFSET_TYPE, parseChecksum, parseMetadata, replyError, storableMetadata,
+  NO_STORE, checkResumable, httpDate, intHeader, OFFSET_TYPE, parseChecksum, parseMetadata, replyError, storableMetadata,
   TusError, UPLOAD_TTL_MS,
 } from './protocol.ts';
 
@@ -20,8 +20,8 @@ import {
 export const partPathOf = (dir: string, id: string): string => path.join(dir, `${id}.part`);
 
 /**
- * POST /api/v1/tus/: creation (+ creation-with-upload, creation-defer-length). This is the one
- * tus request that spends rate-limit budget; the declared length is checked against the plan's
+ * POST /api/v1/tus/: creation (+ creation-with-upload, creation-defer-length). It spends one
+ * request of the caller's hourly budget (an upload's later requests are bounded per upload); the declared length is checked against the plan's
  * cap (or reserved in the bundle named by upload_token) before any byte is accepted.
  */
 export async function createUpload(ctx: Ctx, deps: Deps, dir: string): Promise<void> {
@@ -44,6 +44,10 @@ export async function createUpload(ctx: Ctx, deps: Deps, dir: string): Promise<v
   let partPath: string | null = null;
   let id = '';
   try {
+    if (h['upload-concat'] !== undefined) {
+      // Not offered (Tus-Extension leaves out concatenation): refused before anything is stored.
+      throw new TusError(400, 'CONCAT_UNSUPPORTED', 'Upload-Concat is not supported: send the file as one upload (no parallel uploads)');
+    }
     const length = intHeader(h, 'upload-length');
     const deferred = h['upload-defer-length'];
     if ((length === undefined) === (deferred === undefined) || (deferred !== undefined && deferred !== '1')) {
@@ -108,7 +112,7 @@ export async function createUpload(ctx: Ctx, deps: Deps, dir: string): Promise<v
     const location = `${deps.config.baseUrl}/api/v1/tus/${id}`;
     const headers = withBody || base.upload_length === 0 ? await appendBody(ctx, deps, tap, row, partPath, checksum) : [];
     if (ctx.aborted) return await discard(deps, id, partPath);
-    const all: Array<readonly [string, string]> = [...BASE_HEADERS, ['Location', location], ...headers];
+    const all: Array<readonly [string, string]> = [...NO_STORE, ['Location', location], ...headers];
     if (headers.length === 0) all.push(['Upload-Offset', '0'], ['Upload-Expires', httpDate(base.expires_at)]);
     send(ctx, 201, '', all);
   } catch (err) {
