@@ -79,7 +79,8 @@ export function parseMetadata(raw: string | undefined): Record<string, string> {
     if (!key || extra !== undefined || !/^[\x21-\x2b\x2d-\x7e]+$/.test(key) || Object.hasOwn(out, key)) {
       throw new TusError(400, 'INVALID_METADATA', 'Malformed Upload-Metadata');
     }
-    if (value !== undefined && !/^[A-Za-z0-9+/]*={0,2}$/.test(value)) {
+    // Standard Base64, padded (RFC 4648 §4), as tus clients send it: anything else is not a value.
+    if (value !== undefined && (value.length % 4 !== 0 || !/^[A-Za-z0-9+/]*={0,2}$/.test(value))) {
       throw new TusError(400, 'INVALID_METADATA', `Upload-Metadata ${key} is not base64`);
     }
     out[key] = value === undefined ? '' : Buffer.from(value, 'base64').toString('utf8');
