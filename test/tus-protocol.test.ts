@@ -1,8 +1,8 @@
 // tus 1.0.0, sentence by sentence: one row per server-side MUST and SHOULD of the core protocol and of
 // each extension Sluice advertises (creation, creation-with-upload, creation-defer-length,
-// termination, expiration, checksum), each naming its sentence; then the bad input the protocol
-// leaves to the server (always a 4xx with Tus-Resumable, never a 5xx, never a byte past the offset),
-// and Sluice's own additions (GET of a finished upload, DELETE of one, Upload-Concat refused).
+// termination, expiration, checksum, concatenation), each naming its sentence; then the bad input the
+// protocol leaves to the server (always a 4xx with Tus-Resumable, never a 5xx, never a byte past the
+// offset), and Sluice's own additions (GET of a finished upload, DELETE of one).
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -98,7 +98,7 @@ const CORE: Row[] = [
   { sentence: 'Tus-Extension: "MUST be a comma-separated list of the extensions supported by the Server"', async check(srv) {
     const r = await tusCall(srv, 'OPTIONS', '/api/v1/tus/');
     assert.deepEqual(r.headers['tus-extension']!.split(',').sort(),
-      ['checksum', 'creation', 'creation-defer-length', 'creation-with-upload', 'expiration', 'termination']);
+      ['checksum', 'concatenation', 'creation', 'creation-defer-length', 'creation-with-upload', 'expiration', 'termination']);
   } },
   { sentence: 'Tus-Max-Size: "MUST be a non-negative integer … The Server SHOULD set this header if there is a known hard limit."', async check(srv) {
     assert.match((await tusCall(srv, 'OPTIONS', '/api/v1/tus/')).headers['tus-max-size']!, /^\d+$/);
@@ -197,8 +197,8 @@ const CORE: Row[] = [
 const CREATION: Row[] = [
   { sentence: 'Creation: "If the Server supports this extension, it MUST add creation to the Tus-Extension header." (and each extension it offers)', async check(srv) {
     const ext = (await tusCall(srv, 'OPTIONS', '/api/v1/tus/')).headers['tus-extension']!.split(',');
-    for (const e of ['creation', 'creation-with-upload', 'creation-defer-length', 'termination', 'expiration', 'checksum']) assert.ok(ext.includes(e), e);
-    assert.ok(!ext.includes('concatenation'), 'concatenation is not offered');
+    for (const e of ['creation', 'creation-with-upload', 'creation-defer-length', 'termination', 'expiration', 'checksum', 'concatenation']) assert.ok(ext.includes(e), e);
+    assert.ok(!ext.includes('concatenation-unfinished'), 'only finished partials are joined');
   } },
   { sentence: 'Upload-Defer-Length: "Its value MUST be 1." / "If the Upload-Defer-Length header contains any other value than 1 the server should return a 400 Bad Request status."', async check(srv) {
     for (const v of ['0', '2', 'yes']) {
@@ -322,6 +322,115 @@ const EXTENSIONS: Row[] = [
   } },
 ];
 
+/** A finished partial upload of `data`; returns its path. */
+async function partial(srv: TestServer, data: Buffer, extra: Record<string, string> = {}): Promise<string> {
+  const r = await tusCall(srv, 'POST', '/api/v1/tus/', { ...OCTETS, 'upload-concat': 'partial', 'upload-length': String(data.length), ...extra }, data);
+  assert.equal(r.status, 201, r.body);
+  assert.equal(r.headers['sluice-file-id'], undefined, 'a finished partial is no file');
+  return uploadPath(r.headers.location!);
+}
+const counts = async (srv: TestServer): Promise<number[]> =>
+  Object.values((await srv.sql<Array<Record<string, number>>>`
+    select (select count(*)::int from bundles) as b, (select count(*)::int from files) as f`)[0]!);
+
+const CONCATENATION: Row[] = [
+  { sentence: 'Concatenation: "Multiple partial uploads are concatenated into a final upload in the specified order." (the protocol\'s hello + world)', async check(srv) {
+    const a = await partial(srv, Buffer.from('hello'));
+    const b = await partial(srv, Buffer.from(' world'));
+    const f = await tusCall(srv, 'POST', '/api/v1/tus/', { 'upload-concat': `final;${a} ${b}`, 'upload-metadata': tusMeta({ filename: 'hw.txt' }) });
+    assert.equal(f.status, 201, f.body);
+    const r = await request(`${srv.url}${uploadPath(f.headers.location!)}`);
+    assert.equal(await r.body.text(), 'hello world');
+    assert.equal(f.headers['upload-offset'], '11');
+    assert.match(f.headers['sluice-short-code']!, /^[A-Za-z0-9]{5}$/, 'committed like any other upload');
+  } },
+  { sentence: 'Concatenation: "The partial uploads MUST be concatenated as per the order specified in the list."', async check(srv) {
+    const a = await partial(srv, Buffer.from('hello'));
+    const b = await partial(srv, Buffer.from(' world'));
+    const f = await tusCall(srv, 'POST', '/api/v1/tus/', { 'upload-concat': `final;${srv.url}${b} ${a}` });
+    assert.equal(f.status, 201, f.body);
+    assert.equal(await (await request(`${srv.url}${uploadPath(f.headers.location!)}`)).body.text(), ' worldhello', 'absolute URLs too');
+  } },
+  { sentence: 'Concatenation: "The length of the final upload MUST be the sum of the length of all partial uploads." / "After successful concatenation, the Upload-Offset and Upload-Length MUST be set and their values MUST be equal."', async check(srv) {
+    const parts = [randomBytes(1000), randomBytes(0), randomBytes(MiB + 7)];
+    const locs = [];
+    for (const p of parts) locs.push(await partial(srv, p));
+    const f = await tusCall(srv, 'POST', '/api/v1/tus/', { 'upload-concat': `final;${locs.join(' ')}` });
+    const h = await tusCall(srv, 'HEAD', uploadPath(f.headers.location!));
+    assert.equal(h.headers['upload-length'], String(1000 + MiB + 7));
+    assert.equal(h.headers['upload-offset'], h.headers['upload-length']);
+  } },
+  { sentence: 'Concatenation: "Response to HEAD request against partial or final upload MUST include the Upload-Concat header and its value as received in the upload creation request." / "The response to a HEAD request for a partial upload MUST contain the Upload-Offset header."', async check(srv) {
+    const r = await tusCall(srv, 'POST', '/api/v1/tus/', { 'upload-concat': 'partial', 'upload-length': '4' });
+    const a = uploadPath(r.headers.location!);
+    const ha = await tusCall(srv, 'HEAD', a);
+    assert.equal(ha.headers['upload-concat'], 'partial');
+    assert.equal(ha.headers['upload-offset'], '0');
+    assert.equal((await tusPatch(srv, a, 0, Buffer.from('abcd'))).status, 204);
+    const value = `final;${a}`;
+    const f = await tusCall(srv, 'POST', '/api/v1/tus/', { 'upload-concat': value });
+    assert.equal((await tusCall(srv, 'HEAD', uploadPath(f.headers.location!))).headers['upload-concat'], value);
+  } },
+  { sentence: 'Concatenation: "The Server SHOULD NOT process these partial uploads until they are concatenated to form a final upload." (a finished partial is no file, no bundle)', async check(srv) {
+    const before = await counts(srv);
+    const a = await partial(srv, randomBytes(2000));
+    assert.deepEqual(await counts(srv), before);
+    assertRefused(await tusCall(srv, 'GET', a), 404);
+    assert.equal((await tusCall(srv, 'DELETE', a)).status, 204, 'a partial terminates like any unfinished upload');
+  } },
+  { sentence: 'Concatenation: "The Client MUST NOT include the Upload-Length header in the final upload creation." (refused, nothing stored)', async check(srv) {
+    const a = await partial(srv, Buffer.from('abc'));
+    await storesNothing(srv, async () => assertRefused(await tusCall(srv, 'POST', '/api/v1/tus/', { 'upload-concat': `final;${a}`, 'upload-length': '3' }), 400));
+    assert.equal((await tusCall(srv, 'HEAD', a)).status, 200, 'the partial is still there');
+  } },
+  { sentence: 'Concatenation: "This concatenation request SHOULD happen after all of the corresponding partial uploads are completed." (concatenation-unfinished is not offered: 400)', async check(srv) {
+    const r = await tusCall(srv, 'POST', '/api/v1/tus/', { 'upload-concat': 'partial', 'upload-length': '10' });
+    const a = uploadPath(r.headers.location!);
+    await storesNothing(srv, async () => assertRefused(await tusCall(srv, 'POST', '/api/v1/tus/', { 'upload-concat': `final;${a}` }), 400));
+    for (const bad of ['final;', 'final;/api/v1/tus/zz', `final;/elsewhere/${'a'.repeat(32)}`, 'middle', `final;${a} ${a}`, `final;/api/v1/tus/${'b'.repeat(32)}`]) {
+      await storesNothing(srv, async () => assertRefused(await tusCall(srv, 'POST', '/api/v1/tus/', { 'upload-concat': bad }), 400));
+    }
+    const notPartial = await tusCreate(srv, 3);
+    await tusPatch(srv, notPartial, 0, Buffer.from('abc'));
+    assertRefused(await tusCall(srv, 'POST', '/api/v1/tus/', { 'upload-concat': `final;${notPartial}` }), 400);
+  } },
+  { sentence: 'Concatenation: "The Server MUST respond with the 403 Forbidden status to PATCH requests against a final upload URL and MUST NOT modify the final or its partial uploads."', async check(srv) {
+    const a = await partial(srv, Buffer.from('abc'));
+    const f = uploadPath((await tusCall(srv, 'POST', '/api/v1/tus/', { 'upload-concat': `final;${a}` })).headers.location!);
+    assertRefused(await tusPatch(srv, f, 3, Buffer.from('d')), 403);
+    assert.equal(await offsetOf(srv, f), 3);
+  } },
+  { sentence: 'Concatenation: "the partial uploads\' metadata SHALL NOT be transferred to the new final upload"', async check(srv) {
+    const a = await partial(srv, Buffer.from('abc'), { 'upload-metadata': tusMeta({ filename: 'piece.bin' }) });
+    const f = await tusCall(srv, 'POST', '/api/v1/tus/', { 'upload-concat': `final;${a}`, 'upload-metadata': tusMeta({ filename: 'whole.txt' }) });
+    const [row] = await srv.sql<{ name: string }[]>`select name from files where id = ${Number(f.headers['sluice-file-id'])}`;
+    assert.equal(row!.name, 'whole.txt');
+  } },
+  { sentence: 'Sluice: each partial counts against the cap once: partials that fit alone but not together make no final (413), nothing stored, the partials kept', async check(srv) {
+    const a = await partial(srv, randomBytes(5 * MiB));
+    const b = await partial(srv, randomBytes(4 * MiB));
+    await storesNothing(srv, async () => assertRefused(await tusCall(srv, 'POST', '/api/v1/tus/', { 'upload-concat': `final;${a} ${b}` }), 413));
+    assert.equal(await offsetOf(srv, a), 5 * MiB);
+  } },
+  { sentence: 'Sluice: a final upload with upload_token joins its bundle within the bundle\'s room; the partials are then gone', async check(srv) {
+    const first = await tusCall(srv, 'POST', '/api/v1/tus/', { ...OCTETS, 'upload-length': '3', 'upload-metadata': tusMeta({ filename: 'x' }) }, Buffer.from('abc'));
+    const token = first.headers['sluice-upload-token']!;
+    const a = await partial(srv, randomBytes(MiB));
+    const b = await partial(srv, randomBytes(MiB));
+    const f = await tusCall(srv, 'POST', '/api/v1/tus/', { 'upload-concat': `final;${a} ${b}`, 'upload-metadata': tusMeta({ filename: 'y', upload_token: token }) });
+    assert.equal(f.status, 201, f.body);
+    assert.equal(f.headers['sluice-short-code'], first.headers['sluice-short-code']);
+    for (const p of [a, b]) {
+      assert.ok(!fs.existsSync(path.join(srv.dataDir, 'tus', `${path.basename(p)}.part`)), 'the partial\'s part is gone');
+      assertRefused(await tusCall(srv, 'GET', p), 404);
+    }
+    assertRefused(await tusCall(srv, 'POST', '/api/v1/tus/', { 'upload-concat': `final;${a}` }), 400);
+    assert.equal((await tusCall(srv, 'DELETE', a)).status, 204, 'a spent partial still terminates');
+    const [bundle] = await srv.sql<{ total: string }[]>`select total_size_bytes::text as total from bundles where short_code = ${f.headers['sluice-short-code']!}`;
+    assert.equal(bundle!.total, String(3 + 2 * MiB));
+  } },
+];
+
 const BAD_INPUT: Row[] = [
   { sentence: 'bad input: a PATCH whose Content-Length goes past Upload-Length is refused (413) before any byte is stored', async check(srv) {
     const loc = await tusCreate(srv, 4);
@@ -355,10 +464,6 @@ const BAD_INPUT: Row[] = [
 ];
 
 const SLUICE: Row[] = [
-  { sentence: 'Sluice: Upload-Concat is refused at creation with a 400 and nothing stored (concatenation is not offered)', async check(srv) {
-    await storesNothing(srv, async () => assertRefused(await tusCall(srv, 'POST', '/api/v1/tus/', { 'upload-concat': 'partial', 'upload-length': '5' }), 400));
-    await storesNothing(srv, async () => assertRefused(await tusCall(srv, 'POST', '/api/v1/tus/', { 'upload-concat': 'final;/api/v1/tus/a /api/v1/tus/b' }), 400));
-  } },
   { sentence: 'Sluice: GET on a finished upload\'s URL serves its bytes (as tusd does), with Range; an unfinished one is 404', async check(srv) {
     const data = randomBytes(100_000);
     const { loc } = await finished(srv, data);
@@ -392,7 +497,7 @@ for (const backend of backends()) {
       srv = await startServer(backend, { ANON_MAX_BUNDLE_BYTES: String(CAP), SWEEP_INTERVAL_SECONDS: '86400' });
     });
     after(() => srv?.close());
-    for (const row of [...CORE, ...CREATION, ...EXTENSIONS, ...BAD_INPUT, ...SLUICE]) test(row.sentence, () => row.check(srv));
+    for (const row of [...CORE, ...CREATION, ...EXTENSIONS, ...CONCATENATION, ...BAD_INPUT, ...SLUICE]) test(row.sentence, () => row.check(srv));
     test('no answer above was a 5xx, nor logged as an error', () => assertNoServerErrors(srv));
   });
 }

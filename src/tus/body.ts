@@ -67,7 +67,8 @@ export async function appendBody(
     ['Upload-Offset', String(offset)],
     ['Upload-Expires', httpDate(row.expires_at)],
   ];
-  if (length !== null && offset === length) {
+  // A partial upload stays a piece until a final upload joins it (concat.ts).
+  if (length !== null && offset === length && row.concat !== 'partial') {
     const done = await completeUpload(deps, { ...row, upload_offset: offset }, partPath);
     headers.push(['Sluice-Short-Code', done.bundle.short_code], ['Sluice-Share-Url', `/${done.bundle.short_code}`]);
     headers.push(['Sluice-File-Id', String(done.fileId)]);

@@ -4,7 +4,7 @@ import { toAppError } from '../errors.ts';
 
 /** tus 1.0.0 wire constants, header parsing and the replies' shape. */
 export const TUS_VERSION = '1.0.0';
-export const TUS_EXTENSIONS = 'creation,creation-with-upload,creation-defer-length,termination,expiration,checksum';
+export const TUS_EXTENSIONS = 'creation,creation-with-upload,creation-defer-length,termination,expiration,checksum,concatenation';
 export const CHECKSUM_ALGORITHMS = ['sha256', 'sha1', 'md5'] as const;
 export const OFFSET_TYPE = 'application/offset+octet-stream';
 /** Unfinished uploads are kept this long after creation. */
@@ -19,7 +19,7 @@ export const TUS_HEADERS: ReadonlyArray<readonly [string, string]> = [
   ['Tus-Resumable', TUS_VERSION],
   [
     'Access-Control-Expose-Headers',
-    'Location, Upload-Offset, Upload-Length, Upload-Expires, Upload-Metadata, Upload-Defer-Length, Tus-Resumable, ' +
+    'Location, Upload-Offset, Upload-Length, Upload-Expires, Upload-Metadata, Upload-Defer-Length, Upload-Concat, Tus-Resumable, ' +
       'Tus-Version, Tus-Extension, Tus-Max-Size, Tus-Checksum-Algorithm, Sluice-Short-Code, Sluice-Share-Url, Sluice-File-Id, Sluice-Upload-Token',
   ],
 ];

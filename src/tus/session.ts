@@ -71,6 +71,7 @@ export async function head(ctx: Ctx, deps: Deps): Promise<void> {
       ['Upload-Expires', httpDate(row.expires_at)],
     ];
     if (row.metadata !== '') headers.push(['Upload-Metadata', row.metadata]);
+    if (row.concat !== null) headers.push(['Upload-Concat', row.concat]);
     send(ctx, 200, '', headers);
   } catch (err) {
     replyError(ctx, err, logFailure(deps, ctx));
@@ -121,6 +122,7 @@ export async function patch(ctx: Ctx, deps: Deps, dir: string): Promise<void> {
     const contentLength = intHeader(h, 'content-length');
     const headers = await withLease(deps, id, async (row) => {
       if (row.is_expired) throw notFound();
+      if (row.concat !== null && row.concat !== 'partial') throw new TusError(403, 'FINAL_UPLOAD', 'A final upload takes no PATCH: its bytes are its partial uploads\'');
       // Started under a key: the key must still be active for every byte and for completion (a
       // revoked key's upload would otherwise still become a bundle on its plan).
       if (row.api_key_id !== null && !(await isKeyActive(deps.sql, row.api_key_id))) throw new AppError('INVALID_API_KEY');
@@ -198,7 +200,9 @@ export async function serveFinished(ctx: Ctx, deps: Deps): Promise<void> {
   try {
     const row = await admitToUpload(ctx, deps);
     if (!row) throw notFound();
-    if (row.completed_at === null || row.file_id === null) throw new TusError(404, 'UPLOAD_UNFINISHED', 'The upload is not finished yet');
+    if (row.completed_at === null) throw new TusError(404, 'UPLOAD_UNFINISHED', 'The upload is not finished yet');
+    // A partial upload joined into a final one has no file of its own.
+    if (row.file_id === null) throw notFound();
     const file = await findDownloadableFile(deps.sql, row.file_id);
     const caller = await deps.access.callerOf(ctx);
     if (!file || !deps.access.canRead(ctx, caller, { ...file, id: file.bundle_id })) throw new AppError('FILE_NOT_FOUND');

@@ -24,6 +24,8 @@ export interface TusRow {
   file_name: string;
   mime_type: string;
   metadata: string;
+  /** 'partial', the Upload-Concat value of a final upload ('final;…'), or null. */
+  concat: string | null;
   completed_at: Date | null;
   file_id: number | null;
   expires_at: Date;
@@ -38,9 +40,9 @@ const COLS = 'u.*, u.expires_at <= now() as is_expired';
 
 export async function insertUpload(sql: Sql, u: NewUpload): Promise<void> {
   await sql`
-    insert into tus_uploads (id, bundle_id, new_bundle, api_key_id, upload_length, max_bytes, file_name, mime_type, metadata, expires_at)
+    insert into tus_uploads (id, bundle_id, new_bundle, api_key_id, upload_length, max_bytes, file_name, mime_type, metadata, concat, expires_at)
     values (${u.id}, ${u.bundle_id}, ${u.new_bundle === null ? null : sql.json(u.new_bundle as never)}, ${u.api_key_id},
-            ${u.upload_length}, ${u.max_bytes}, ${u.file_name}, ${u.mime_type}, ${u.metadata}, ${u.expires_at})`;
+            ${u.upload_length}, ${u.max_bytes}, ${u.file_name}, ${u.mime_type}, ${u.metadata}, ${u.concat}, ${u.expires_at})`;
 }
 
 /**
