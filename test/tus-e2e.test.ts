@@ -100,7 +100,7 @@ for (const backend of backends()) {
       assertNoServerErrors(srv);
     });
 
-    test('parallelUploads: 2 makes one file of one bundle and leaves no partial behind', async () => {
+    for (const duringCreation of [false, true]) test(`parallelUploads: 2${duringCreation ? ' with uploadDataDuringCreation' : ''} makes one file of one bundle and leaves no partial behind`, async () => {
       const count = async (): Promise<number[]> => {
         const [r] = await srv.sql<{ b: number; f: number; t: number }[]>`
           select (select count(*)::int from bundles) as b, (select count(*)::int from files) as f,
@@ -110,7 +110,7 @@ for (const backend of backends()) {
       };
       const before = await count();
       const data = Buffer.from(PATTERN.repeat(420_000));
-      const upload = await run(data, { endpoint, parallelUploads: 2 });
+      const upload = await run(data, { endpoint, parallelUploads: 2, uploadDataDuringCreation: duringCreation });
       await readBack(upload, { text: data.toString(), size: data.length });
       const [b, f, t, parts] = await count();
       assert.deepEqual([b, f, t, parts], [before[0]! + 1, before[1]! + 1, before[2], before[3]], 'one bundle, one file, no partial row or part');
