@@ -17,7 +17,8 @@ const HOUR_MS = 3_600_000;
  * Who is calling and what they may do. `admit` resolves the caller (anonymous by IP, or an API
  * key), spends one request of its hourly budget in one atomic store round trip, and sets the
  * X-RateLimit headers; `admitWithin` counts a request against a bound of its own instead (the
- * requests within one tus upload) and states the hourly budget unspent. `canRead` is the one password gate every content path asks.
+ * requests within one tus upload) and states the hourly budget unspent. `canRead` is the one
+ * password gate every content path asks.
  *
  * When the store (Redis) cannot answer, requests are let through (fail open) and the outage is
  * logged: a rate-limit outage must not take uploads and downloads down with it.
@@ -82,7 +83,8 @@ export function createAccess(deps: { config: Config; sql: Sql; store: RateStore;
    * Counts one request: `spend` says how (and whether it was over its limit, then with the window's
    * time left); the reply states the hourly budget either way.
    */
-  async function count(ctx: Ctx, caller: Caller, spend: (bucket: string, limit: number) => Promise<{ used: number; over: number | null; message?: string }>): Promise<Caller> {
+  type Spend = (bucket: string, limit: number) => Promise<{ used: number; over: number | null; message?: string }>;
+  async function count(ctx: Ctx, caller: Caller, spend: Spend): Promise<Caller> {
     const [bucket, limit] = budgetOf(caller);
     let remaining = limit;
     try {

@@ -171,7 +171,11 @@ export const tusReserved = (sql: Sql, except: string | null = null) => sql`
  * committed when it began, so a reservation subquery inside the locking `select … for update`
  * would miss the upload a concurrent creation committed while this one waited for the lock.
  */
-export async function lockWithReserved(tx: Sql, bundleId: number, exceptTus: string | null = null): Promise<(BundleRow & { reserved: number }) | undefined> {
+export async function lockWithReserved(
+  tx: Sql,
+  bundleId: number,
+  exceptTus: string | null = null,
+): Promise<(BundleRow & { reserved: number }) | undefined> {
   const [locked] = await tx`select id from bundles where id = ${bundleId} for update`;
   if (!locked) return undefined;
   const [b] = await tx<Array<BundleRow & { reserved: string }>>`

@@ -75,7 +75,9 @@ export async function holdPartials(deps: Deps, ids: readonly string[]): Promise<
       if (row.is_expired) throw bad('Upload-Concat names an upload that does not exist or has expired');
       if (row.concat !== 'partial') throw bad('Upload-Concat names an upload that is not a partial upload');
       if (row.completed_at !== null) throw bad('A partial upload named in Upload-Concat was already joined into a final upload');
-      if (row.upload_length === null || row.upload_offset !== row.upload_length) throw bad('A partial upload named in Upload-Concat is not finished');
+      if (row.upload_length === null || row.upload_offset !== row.upload_length) {
+        throw bad('A partial upload named in Upload-Concat is not finished');
+      }
     }
   } catch (err) {
     await release();

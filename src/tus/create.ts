@@ -21,9 +21,10 @@ import {
 export const partPathOf = (dir: string, id: string): string => path.join(dir, `${id}.part`);
 
 /**
- * POST /api/v1/tus/: creation (+ creation-with-upload, creation-defer-length). It spends one
- * request of the caller's hourly budget (an upload's later requests are bounded per upload); the declared length is checked against the plan's
- * cap (or reserved in the bundle named by upload_token) before any byte is accepted.
+ * POST /api/v1/tus/: creation (+ creation-with-upload, creation-defer-length, concatenation). It
+ * spends one request of the caller's hourly budget (an upload's later requests are bounded per
+ * upload); the declared length is checked against the plan's cap (or reserved in the bundle named
+ * by upload_token) before any byte is accepted. A final upload is joined from its partials here.
  */
 export async function createUpload(ctx: Ctx, deps: Deps, dir: string): Promise<void> {
   const h = ctx.headers;

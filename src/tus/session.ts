@@ -122,7 +122,9 @@ export async function patch(ctx: Ctx, deps: Deps, dir: string): Promise<void> {
     const contentLength = intHeader(h, 'content-length');
     const headers = await withLease(deps, id, async (row) => {
       if (row.is_expired) throw notFound();
-      if (row.concat !== null && row.concat !== 'partial') throw new TusError(403, 'FINAL_UPLOAD', 'A final upload takes no PATCH: its bytes are its partial uploads\'');
+      if (row.concat !== null && row.concat !== 'partial') {
+        throw new TusError(403, 'FINAL_UPLOAD', 'A final upload takes no PATCH: its bytes are its partial uploads\'');
+      }
       // Started under a key: the key must still be active for every byte and for completion (a
       // revoked key's upload would otherwise still become a bundle on its plan).
       if (row.api_key_id !== null && !(await isKeyActive(deps.sql, row.api_key_id))) throw new AppError('INVALID_API_KEY');
