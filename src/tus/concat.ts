@@ -45,6 +45,7 @@ export interface HeldPartials {
   readonly rows: readonly TusRow[];
   /** Their bytes in all. */
   readonly length: number;
+  /** Frees the leases; a second call does nothing. Never rejects. */
   release(): Promise<void>;
 }
 

@@ -131,15 +131,16 @@ export async function createUpload(ctx: Ctx, deps: Deps, dir: string): Promise<v
     const headers = complete ? await appendBody(ctx, deps, tap, row, partPath, checksum) : [];
     // Joined into a file: the partials are spent.
     if (partials && row.upload_offset === row.upload_length) await spendPartials(deps, partials.rows, (p) => partPathOf(dir, p));
+    // Released before the answer goes out, so the client's next request never meets these leases.
+    await partials?.release();
     if (ctx.aborted) return await discard(deps, id, partPath);
     const all: Array<readonly [string, string]> = [...NO_STORE, ['Location', location], ...headers];
     if (headers.length === 0) all.push(['Upload-Offset', '0'], ['Upload-Expires', httpDate(base.expires_at)]);
     send(ctx, 201, '', all);
   } catch (err) {
     if (partPath) await discard(deps, id, partPath);
-    return fail(err);
-  } finally {
     await partials?.release();
+    return fail(err);
   }
 }
 
