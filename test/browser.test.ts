@@ -156,6 +156,12 @@ describe(`web front end in Chromium (${backends()[0]})`, { skip }, () => {
       } else tus.push(req.method());
       return route.continue();
     });
+    // What each API answer says is left of the hourly budget.
+    const budget: Array<[string, number]> = [];
+    page.on('response', (res) => {
+      const left = res.headers()['x-ratelimit-remaining'];
+      if (left !== undefined) budget.push([`${res.request().method()} ${new URL(res.url()).pathname}`, Number(left)]);
+    });
     // The query may only lower the threshold and chunk size: 1 MiB pushes `big` through tus in pieces.
     await page.goto(`${srv.url}/?tus_threshold=${MiB}&tus_chunk=${MiB}`);
     assert.equal(await page.getAttribute('#upload', 'data-tus-threshold'), String(MiB));
@@ -169,6 +175,10 @@ describe(`web front end in Chromium (${backends()[0]})`, { skip }, () => {
     assert.equal(tus[0], 'POST');
     assert.ok(tus.includes('HEAD'), `resumed after asking the offset: ${tus.join(', ')}`);
     assert.ok(tus.filter((m) => m.startsWith('PATCH')).length >= 5, tus.join(', '));
+    // The small file's request and the big file's creation spend the budget; the big file's pieces,
+    // its HEAD and its retry spend nothing more: one request per file carried by tus.
+    const spent = budget[0]![1] + 1 - budget.at(-1)![1];
+    assert.equal(spent, 2, budget.map(([what, left]) => `${what}: ${left}`).join(', '));
     const code = new URL(await page.inputValue('#share-link')).pathname.slice(1);
     const bundle = (await (await fetch(`${srv.url}/api/v1/bundle/${code}`)).json()) as { files: Array<{ id: number; name: string; size: number }> };
     assert.deepEqual(bundle.files.map((f) => [f.name, f.size]), [['small.txt', 10], ['big.bin', big.length]]);

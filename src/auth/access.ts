@@ -16,7 +16,9 @@ const HOUR_MS = 3_600_000;
 /**
  * Who is calling and what they may do. `admit` resolves the caller (anonymous by IP, or an API
  * key), spends one request of its hourly budget in one atomic store round trip, and sets the
- * X-RateLimit headers. `canRead` is the one password gate every content path asks.
+ * X-RateLimit headers; `admitWithin` counts a request against a bound of its own instead (the
+ * requests within one tus upload) and states the hourly budget unspent. `canRead` is the one
+ * password gate every content path asks.
  *
  * When the store (Redis) cannot answer, requests are let through (fail open) and the outage is
  * logged: a rate-limit outage must not take uploads and downloads down with it.
@@ -65,37 +67,59 @@ export function createAccess(deps: { config: Config; sql: Sql; store: RateStore;
     }
   };
 
+  async function resolveFor(ctx: Ctx): Promise<Caller> {
+    try {
+      const caller = await resolve(ctx);
+      callers.set(ctx, caller);
+      return caller;
+    } catch (err) {
+      // The database could not say who this is; the reply still states the anonymous budget.
+      ctx.replyHeaders.push(['X-RateLimit-Limit', String(config.rateLimitAnonPerHour)], ['X-RateLimit-Remaining', String(config.rateLimitAnonPerHour)]);
+      throw err;
+    }
+  }
+
+  /**
+   * Counts one request: `spend` says how (and whether it was over its limit, then with the window's
+   * time left); the reply states the hourly budget either way.
+   */
+  type Spend = (bucket: string, limit: number) => Promise<{ used: number; over: number | null; message?: string }>;
+  async function count(ctx: Ctx, caller: Caller, spend: Spend): Promise<Caller> {
+    const [bucket, limit] = budgetOf(caller);
+    let remaining = limit;
+    try {
+      const r = await spend(bucket, limit);
+      remaining = Math.max(0, limit - r.used);
+      if (r.over !== null) {
+        ctx.replyHeaders.push(
+          ['X-RateLimit-Limit', String(limit)],
+          ['X-RateLimit-Remaining', String(remaining)],
+          ['Retry-After', String(Math.max(1, Math.ceil(r.over / 1000)))],
+        );
+        throw new AppError('RATE_LIMITED', r.message);
+      }
+    } catch (err) {
+      if (err instanceof AppError) throw err;
+      storeDown(err);
+    }
+    ctx.replyHeaders.push(['X-RateLimit-Limit', String(limit)], ['X-RateLimit-Remaining', String(remaining)]);
+    return caller;
+  }
+
   return {
     ipOf,
     async admit(ctx) {
-      let caller: Caller;
-      try {
-        caller = await resolve(ctx);
-      } catch (err) {
-        // The database could not say who this is; the reply still states the anonymous budget.
-        ctx.replyHeaders.push(['X-RateLimit-Limit', String(config.rateLimitAnonPerHour)], ['X-RateLimit-Remaining', String(config.rateLimitAnonPerHour)]);
-        throw err;
-      }
-      callers.set(ctx, caller);
-      const [bucket, limit] = budgetOf(caller);
-      let remaining = limit;
-      try {
+      return count(ctx, await resolveFor(ctx), async (bucket, limit) => {
         const hit = await store.hit(bucket, HOUR_MS);
-        remaining = Math.max(0, limit - hit.count);
-        if (hit.count > limit) {
-          ctx.replyHeaders.push(
-            ['X-RateLimit-Limit', String(limit)],
-            ['X-RateLimit-Remaining', '0'],
-            ['Retry-After', String(Math.max(1, Math.ceil(hit.resetMs / 1000)))],
-          );
-          throw new AppError('RATE_LIMITED');
-        }
-      } catch (err) {
-        if (err instanceof AppError) throw err;
-        storeDown(err);
-      }
-      ctx.replyHeaders.push(['X-RateLimit-Limit', String(limit)], ['X-RateLimit-Remaining', String(remaining)]);
-      return caller;
+        return { used: hit.count, over: hit.count > limit ? hit.resetMs : null };
+      });
+    },
+    async admitWithin(ctx, scope, bound, windowMs) {
+      return count(ctx, await resolveFor(ctx), async (bucket) => {
+        const [hourly, own] = await Promise.all([store.peek(bucket), store.hit(`within:${scope}`, windowMs)]);
+        const over = own.count > bound ? own.resetMs : null;
+        return { used: hourly.count, over, message: `This upload has used its ${bound} requests` };
+      });
     },
     async callerOf(ctx) {
       return callers.get(ctx) ?? (await resolve(ctx));

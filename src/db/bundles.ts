@@ -166,6 +166,24 @@ export const tusReserved = (sql: Sql, except: string | null = null) => sql`
               and t.id is distinct from ${except}), 0)::bigint`;
 
 /**
+ * Locks bundle `bundleId` for the rest of transaction `tx`, then reads it with what tus uploads
+ * reserve in it. Two statements on purpose: under READ COMMITTED a statement sees the rows
+ * committed when it began, so a reservation subquery inside the locking `select … for update`
+ * would miss the upload a concurrent creation committed while this one waited for the lock.
+ */
+export async function lockWithReserved(
+  tx: Sql,
+  bundleId: number,
+  exceptTus: string | null = null,
+): Promise<(BundleRow & { reserved: number }) | undefined> {
+  const [locked] = await tx`select id from bundles where id = ${bundleId} for update`;
+  if (!locked) return undefined;
+  const [b] = await tx<Array<BundleRow & { reserved: string }>>`
+    select ${tx.unsafe(BUNDLE_COLS)}, ${tusReserved(tx, exceptTus)} as reserved from bundles b where id = ${bundleId}`;
+  return b && { ...b, reserved: Number(b.reserved) };
+}
+
+/**
  * Room left in a bundle for appends: its cap minus what it holds and what tus uploads reserved
  * (none for a bundle gone or expired, which `expired` tells).
  */
@@ -179,22 +197,26 @@ export async function bundleRoom(sql: Sql, bundleId: number, exceptTus: string |
 
 /**
  * Adds files to a bundle under a row lock, so concurrent appends can never together pass the cap
- * (less what tus uploads reserved; `exceptTus` is the completing tus upload, whose own room this is).
+ * (less what tus uploads reserved). `completingTus` is the tus upload these files finish: its own
+ * reservation is the room it uses, and it is marked completed in the same transaction, so no
+ * concurrent append ever sees its bytes counted twice (as a file and as a reservation).
  * Throws SIZE_EXCEEDED or BUNDLE_EXPIRED (nothing is written then).
  */
-export async function appendFiles(sql: Sql, bundleId: number, files: NewFile[], exceptTus: string | null = null): Promise<FileRow[]> {
+export async function appendFiles(sql: Sql, bundleId: number, files: NewFile[], completingTus: string | null = null): Promise<FileRow[]> {
   const added = files.reduce((n, f) => n + f.size, 0);
   return sql.begin(async (tx) => {
-    const t = tx as unknown as Sql;
-    const [b] = await tx<Array<BundleRow & { reserved: number }>>`
-      select ${tx.unsafe(BUNDLE_COLS)}, ${tusReserved(t, exceptTus)} as reserved from bundles b where id = ${bundleId} for update`;
+    const b = await lockWithReserved(tx as unknown as Sql, bundleId, completingTus);
     if (!b) throw new AppError('INVALID_UPLOAD_TOKEN');
     if (b.is_expired) throw new AppError('BUNDLE_EXPIRED');
-    if (b.total_size_bytes + Number(b.reserved) + added > b.max_size_bytes) throw new AppError('SIZE_EXCEEDED');
+    if (b.total_size_bytes + b.reserved + added > b.max_size_bytes) throw new AppError('SIZE_EXCEEDED');
     if (b.file_count + files.length > MAX_FILES_PER_BUNDLE) throw new AppError('TOO_MANY_FILES');
     await tx`update bundles set total_size_bytes = total_size_bytes + ${added}, file_count = file_count + ${files.length}
              where id = ${bundleId}`;
-    return insertFiles(tx as unknown as Sql, bundleId, files);
+    const rows = await insertFiles(tx as unknown as Sql, bundleId, files);
+    if (completingTus !== null) {
+      await tx`update tus_uploads set completed_at = now(), file_id = ${rows[0]!.id} where id = ${completingTus}`;
+    }
+    return rows;
   });
 }
 

@@ -36,9 +36,11 @@ export interface HttpServer {
  * the 404 of an unknown path. uWS tries a pattern's `any` handler after its method handlers.
  */
 function methodNotAllowed(routes: readonly Route[]): Route[] {
+  // A pattern with its own `any` route answers other methods itself.
+  const own = new Set(routes.filter((r) => r.method === 'any').map((r) => r.pattern));
   const allowed = new Map<string, Set<string>>();
   for (const r of routes) {
-    if (r.method === 'any') continue;
+    if (r.method === 'any' || own.has(r.pattern)) continue;
     const methods = allowed.get(r.pattern) ?? new Set<string>();
     methods.add(r.method === 'del' ? 'DELETE' : r.method.toUpperCase());
     allowed.set(r.pattern, methods);

@@ -2,7 +2,7 @@ import type { Ctx } from '../http/context.ts';
 import { sendJson } from '../http/reply.ts';
 import type { Route } from '../http/server.ts';
 import { AppError } from '../errors.ts';
-import { deleteBundle, deleteFile, findBundle } from '../db/bundles.ts';
+import { bundleRoom, deleteBundle, deleteFile, findBundle } from '../db/bundles.ts';
 import { secretMatches, SHORT_CODE_RE, UPLOAD_TOKEN_RE } from '../auth/tokens.ts';
 import { sqlUtc } from '../util/time.ts';
 import { parseFileId } from './download.ts';
@@ -48,6 +48,8 @@ async function bundleStatus(ctx: Ctx, deps: Deps): Promise<void> {
   // An active bundle is in the info cache; only an expired or unknown code needs findBundle.
   const bundle = (await deps.bundles.get(code)) ?? (await findBundle(deps.sql, code));
   if (!bundle) throw new AppError('BUNDLE_NOT_FOUND');
+  // Room that unfinished tus uploads have reserved is not free: an append of it would be refused.
+  const room = bundle.is_expired ? 0 : (await bundleRoom(deps.sql, bundle.id)).room;
   sendJson(ctx, 200, {
     success: true,
     exists: true,
@@ -55,7 +57,7 @@ async function bundleStatus(ctx: Ctx, deps: Deps): Promise<void> {
     expires_at: bundle.expires_at ? sqlUtc(bundle.expires_at) : null,
     total_size_bytes: bundle.total_size_bytes,
     max_size_bytes: bundle.max_size_bytes,
-    space_remaining: bundle.is_expired ? 0 : Math.max(0, bundle.max_size_bytes - bundle.total_size_bytes),
+    space_remaining: Math.max(0, room),
   });
 }
 
@@ -90,11 +92,20 @@ async function removeFile(ctx: Ctx, deps: Deps): Promise<void> {
     throw new AppError('INVALID_UPLOAD_TOKEN', 'Access denied: invalid upload token');
   }
   if (row.is_expired) throw new AppError('BUNDLE_EXPIRED');
-  const key = await deleteFile(deps.sql, id);
-  deps.bundles.invalidate(row.bundle_id);
-  if (key === undefined) throw new AppError('FILE_NOT_FOUND');
-  await removeStored(deps, [key]);
+  if (!(await removeOneFile(deps, id, row.bundle_id))) throw new AppError('FILE_NOT_FOUND');
   sendJson(ctx, 200, { success: true, deleted_file_id: id });
+}
+
+/**
+ * Deletes one file of bundle `bundleId` once its caller is authorized: the row and the bundle's
+ * totals, then its bytes. False when it was already gone.
+ */
+export async function removeOneFile(deps: Deps, fileId: number, bundleId: number): Promise<boolean> {
+  const key = await deleteFile(deps.sql, fileId);
+  deps.bundles.invalidate(bundleId);
+  if (key === undefined) return false;
+  await removeStored(deps, [key]);
+  return true;
 }
 
 /** Rows are gone (committed) before bytes: a crash in between leaves orphans the sweeper reclaims. */

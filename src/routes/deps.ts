@@ -38,6 +38,11 @@ export interface Access {
   ipOf(ctx: Ctx): string;
   /** Resolves the caller and spends one request of its hourly budget; throws RATE_LIMITED. */
   admit(ctx: Ctx): Promise<Caller>;
+  /**
+   * Resolves the caller and counts the request against `scope`'s own bound (at most `bound` in
+   * `windowMs`; RATE_LIMITED past it) instead of the hourly budget, which the reply still states.
+   */
+  admitWithin(ctx: Ctx, scope: string, bound: number, windowMs: number): Promise<Caller>;
   /** The caller admitted for this request (content paths resolve one without spending budget). */
   callerOf(ctx: Ctx): Promise<Caller>;
   /** Upload limits of the caller; throws INVALID_API_KEY for a rejected Bearer value. */

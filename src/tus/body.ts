@@ -38,7 +38,9 @@ export async function appendBody(
     let recorded = start;
     try {
       try {
-        const feed: HashFeed = (at, buf, len, back) => deps.disk.feedAhead(row.id, at, buf, len, back);
+        // A partial upload is never digested itself (its final upload digests the joined file).
+        const partial = row.concat === 'partial';
+        const feed: HashFeed | null = partial ? null : (at, buf, len, back) => deps.disk.feedAhead(row.id, at, buf, len, back);
         const r = await tap.pipe(fds.fd, start, length ?? row.max_bytes, checksum?.algorithm ?? null, fds.directFd, feed);
         failure = r.error;
         if (checksum && !(r.complete && r.digest?.equals(checksum.digest))) {
@@ -57,7 +59,7 @@ export async function appendBody(
       // offset on record settles them, whatever failed: a state that went past it (a failed write or
       // sync, a cut, an offset never recorded) starts over, one short of it reads the rest from the
       // part. At the final offset every byte was written and fed; completion's digest goes on from there.
-      if (length === null || recorded < length) deps.disk.digestAhead(row.id, partPath, recorded);
+      if ((length === null || recorded < length) && row.concat !== 'partial') deps.disk.digestAhead(row.id, partPath, recorded);
     }
     if (failure) throw failure;
     if (ctx.aborted) return [];
@@ -67,7 +69,8 @@ export async function appendBody(
     ['Upload-Offset', String(offset)],
     ['Upload-Expires', httpDate(row.expires_at)],
   ];
-  if (length !== null && offset === length) {
+  // A partial upload stays a piece until a final upload joins it (concat.ts).
+  if (length !== null && offset === length && row.concat !== 'partial') {
     const done = await completeUpload(deps, { ...row, upload_offset: offset }, partPath);
     headers.push(['Sluice-Short-Code', done.bundle.short_code], ['Sluice-Share-Url', `/${done.bundle.short_code}`]);
     headers.push(['Sluice-File-Id', String(done.fileId)]);

@@ -60,8 +60,9 @@ export async function completeUpload(deps: Deps, row: TusRow, partPath: string):
     await fsp.rename(deps.disk.filePath(key), partPath).catch(() => deps.disk.remove(key));
     throw err;
   }
-  // A crash before this line leaves a row at offset == length whose part is gone: HEAD still
-  // answers, the completing PATCH fails with 500 and the upload expires (the file itself is kept).
-  await markCompleted(deps.sql, row.id, done.fileId, done.bundle.id);
+  // An append was marked completed with its file (appendFiles). A crash before this line leaves a
+  // new bundle's row at offset == length whose part is gone: HEAD still answers, the completing
+  // PATCH fails with 500 and the upload expires (the file itself is kept).
+  if (row.bundle_id === null) await markCompleted(deps.sql, row.id, done.fileId, done.bundle.id);
   return done;
 }

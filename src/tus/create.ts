@@ -10,9 +10,10 @@ import { cleanFileName, cleanMimeType, isEmail, descriptionProblem, cleanDescrip
 import { AppError } from '../errors.ts';
 import { tapBody } from './patch.ts';
 import { appendBody, hasBody } from './body.ts';
-import { deleteUpload, findUpload, insertUpload, reserveInBundle, type NewUpload } from './store.ts';
+import { deleteUpload, findUpload, insertUpload, reserveInBundle, setProgress, type NewUpload } from './store.ts';
+import { spendPartials, holdPartials, joinParts, parseConcat, type HeldPartials } from './concat.ts';
 import {
-  BASE_HEADERS, checkResumable, httpDate, intHeader, OFFSET_TYPE, parseChecksum, parseMetadata, replyError, storableMetadata,
+  NO_STORE, checkResumable, httpDate, intHeader, OFFSET_TYPE, parseChecksum, parseMetadata, replyError, storableMetadata,
   TusError, UPLOAD_TTL_MS,
 } from './protocol.ts';
 
@@ -20,9 +21,10 @@ import {
 export const partPathOf = (dir: string, id: string): string => path.join(dir, `${id}.part`);
 
 /**
- * POST /api/v1/tus/: creation (+ creation-with-upload, creation-defer-length). This is the one
- * tus request that spends rate-limit budget; the declared length is checked against the plan's
- * cap (or reserved in the bundle named by upload_token) before any byte is accepted.
+ * POST /api/v1/tus/: creation (+ creation-with-upload, creation-defer-length, concatenation). It
+ * spends one request of the caller's hourly budget (an upload's later requests are bounded per
+ * upload); the declared length is checked against the plan's cap (or reserved in the bundle named
+ * by upload_token) before any byte is accepted. A final upload is joined from its partials here.
  */
 export async function createUpload(ctx: Ctx, deps: Deps, dir: string): Promise<void> {
   const h = ctx.headers;
@@ -43,12 +45,22 @@ export async function createUpload(ctx: Ctx, deps: Deps, dir: string): Promise<v
   }
   let partPath: string | null = null;
   let id = '';
+  let partials: HeldPartials | null = null;
   try {
-    const length = intHeader(h, 'upload-length');
+    const concat = parseConcat(h['upload-concat']);
+    let length = intHeader(h, 'upload-length');
     const deferred = h['upload-defer-length'];
-    if ((length === undefined) === (deferred === undefined) || (deferred !== undefined && deferred !== '1')) {
+    if (concat?.kind === 'final') {
+      // Its length is the sum of its partials'; its bytes are theirs.
+      if (length !== undefined || deferred !== undefined || withBody) {
+        throw new TusError(400, 'INVALID_CONCAT', 'A final upload carries neither Upload-Length nor a body');
+      }
+      partials = await holdPartials(deps, concat.ids);
+      length = partials.length;
+    } else if ((length === undefined) === (deferred === undefined) || (deferred !== undefined && deferred !== '1')) {
       throw new TusError(400, 'INVALID_LENGTH', 'Send either Upload-Length or Upload-Defer-Length: 1');
     }
+    if (concat?.kind === 'partial' && length === undefined) throw new TusError(400, 'INVALID_LENGTH', 'A partial upload needs Upload-Length');
     if (withBody && (h['content-type'] ?? '').split(';')[0]!.trim().toLowerCase() !== OFFSET_TYPE) {
       throw new TusError(415, 'WRONG_CONTENT_TYPE', `Content-Type must be ${OFFSET_TYPE}`);
     }
@@ -70,6 +82,7 @@ export async function createUpload(ctx: Ctx, deps: Deps, dir: string): Promise<v
       file_name: name,
       mime_type: cleanMimeType(meta.filetype ?? meta.type, name),
       metadata: storableMetadata(h['upload-metadata']),
+      concat: concat === null ? null : concat.kind === 'partial' ? 'partial' : concat.raw,
       expires_at: new Date(Date.now() + UPLOAD_TTL_MS),
     };
     await fsp.mkdir(dir, { recursive: true, mode: 0o700 });
@@ -77,7 +90,11 @@ export async function createUpload(ctx: Ctx, deps: Deps, dir: string): Promise<v
     // The part exists before its row: a row never names a missing part (the sweeper reclaims a
     // part left without a row).
     await fsp.writeFile(partPath, '', { flag: 'wx', mode: 0o600 });
-    if (meta.upload_token !== undefined) {
+    if (concat?.kind === 'partial') {
+      // A piece of a file: no bundle until a final upload joins it (which reserves or checks the room).
+      if (length! > uploader.maxBundleBytes) throw new TusError(413, 'SIZE_EXCEEDED', 'Upload-Length exceeds the bundle size limit');
+      await insertUpload(deps.sql, base);
+    } else if (meta.upload_token !== undefined) {
       const token = meta.upload_token;
       const bundle = UPLOAD_TOKEN_RE.test(token) ? await findBundleByTokenHash(deps.sql, hashSecret(token)) : undefined;
       if (!bundle || !secretMatches(token, bundle.upload_token_hash)) throw new AppError('INVALID_UPLOAD_TOKEN');
@@ -103,16 +120,26 @@ export async function createUpload(ctx: Ctx, deps: Deps, dir: string): Promise<v
       };
       await insertUpload(deps.sql, { ...base, new_bundle: newBundle });
     }
+    if (partials) {
+      await joinParts(partials.rows.map((r) => ({ path: partPathOf(dir, r.id), length: r.upload_length ?? 0 })), partPath);
+      await setProgress(deps.sql, id, partials.length, partials.length);
+    }
     const row = await findUpload(deps.sql, id);
     if (!row) throw new AppError('INTERNAL', 'tus upload row vanished');
     const location = `${deps.origin(ctx)}/api/v1/tus/${id}`;
-    const headers = withBody || base.upload_length === 0 ? await appendBody(ctx, deps, tap, row, partPath, checksum) : [];
+    const complete = withBody || base.upload_length === 0 || partials !== null;
+    const headers = complete ? await appendBody(ctx, deps, tap, row, partPath, checksum) : [];
+    // Joined into a file: the partials are spent.
+    if (partials && row.upload_offset === row.upload_length) await spendPartials(deps, partials.rows, (p) => partPathOf(dir, p));
+    // Released before the answer goes out, so the client's next request never meets these leases.
+    await partials?.release();
     if (ctx.aborted) return await discard(deps, id, partPath);
-    const all: Array<readonly [string, string]> = [...BASE_HEADERS, ['Location', location], ...headers];
+    const all: Array<readonly [string, string]> = [...NO_STORE, ['Location', location], ...headers];
     if (headers.length === 0) all.push(['Upload-Offset', '0'], ['Upload-Expires', httpDate(base.expires_at)]);
     send(ctx, 201, '', all);
   } catch (err) {
     if (partPath) await discard(deps, id, partPath);
+    await partials?.release();
     return fail(err);
   }
 }

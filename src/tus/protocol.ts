@@ -4,27 +4,32 @@ import { toAppError } from '../errors.ts';
 
 /** tus 1.0.0 wire constants, header parsing and the replies' shape. */
 export const TUS_VERSION = '1.0.0';
-export const TUS_EXTENSIONS = 'creation,creation-with-upload,creation-defer-length,termination,expiration,checksum';
+export const TUS_EXTENSIONS = 'creation,creation-with-upload,creation-defer-length,termination,expiration,checksum,concatenation';
 export const CHECKSUM_ALGORITHMS = ['sha256', 'sha1', 'md5'] as const;
 export const OFFSET_TYPE = 'application/offset+octet-stream';
 /** Unfinished uploads are kept this long after creation. */
 export const UPLOAD_TTL_MS = 24 * 3_600_000;
 export const UPLOAD_ID_RE = /^[0-9a-f]{32}$/;
 
-/** Headers every tus answer carries; browsers may read them cross-origin. */
-export const BASE_HEADERS: ReadonlyArray<readonly [string, string]> = [
+/**
+ * Headers every answer on a tus path carries, errors and 405s included (routes.ts adds them to
+ * each request's reply headers); browsers may read them cross-origin.
+ */
+export const TUS_HEADERS: ReadonlyArray<readonly [string, string]> = [
   ['Tus-Resumable', TUS_VERSION],
-  ['Cache-Control', 'no-store'],
   [
     'Access-Control-Expose-Headers',
-    'Location, Upload-Offset, Upload-Length, Upload-Expires, Upload-Metadata, Upload-Defer-Length, Tus-Resumable, ' +
+    'Location, Upload-Offset, Upload-Length, Upload-Expires, Upload-Metadata, Upload-Defer-Length, Upload-Concat, Tus-Resumable, ' +
       'Tus-Version, Tus-Extension, Tus-Max-Size, Tus-Checksum-Algorithm, Sluice-Short-Code, Sluice-Share-Url, Sluice-File-Id, Sluice-Upload-Token',
   ],
 ];
 
+/** Protocol answers (offsets, lengths) must never come from a cache. */
+export const NO_STORE: ReadonlyArray<readonly [string, string]> = [['Cache-Control', 'no-store']];
+
 /** A protocol-level refusal: its own status (409, 412, 415, 423, 460 …) outside the shared error table. */
 export class TusError extends Error {
-  constructor(readonly status: number, readonly code: string, message: string) {
+  constructor(readonly status: number, readonly code: string, message: string, readonly headers: ReadonlyArray<readonly [string, string]> = []) {
     super(message);
     this.name = 'TusError';
   }
@@ -35,20 +40,22 @@ export function replyError(ctx: Ctx, err: unknown, onInternal: (err: unknown) =>
   let status: number;
   let code: string;
   let message: string;
-  if (err instanceof TusError) ({ status, code, message } = err);
-  else {
+  const headers: Array<readonly [string, string]> = [...NO_STORE, ['Content-Type', 'application/json; charset=utf-8']];
+  if (err instanceof TusError) {
+    ({ status, code, message } = err);
+    headers.push(...err.headers);
+  } else {
     const e = toAppError(err);
     if (e.status >= 500) onInternal(e.cause ?? err);
     ({ status, code, message } = e);
   }
-  const headers: Array<readonly [string, string]> = [...BASE_HEADERS, ['Content-Type', 'application/json; charset=utf-8']];
   send(ctx, status, JSON.stringify({ success: false, error: message, code }), headers, close);
 }
 
-/** Every request but OPTIONS must speak our version (412 otherwise, with Tus-Version). */
+/** Every request but OPTIONS must speak our version (412 otherwise, naming the versions we speak). */
 export function checkResumable(headers: Readonly<Record<string, string>>): void {
   if (headers['tus-resumable'] !== TUS_VERSION) {
-    throw new TusError(412, 'TUS_VERSION_UNSUPPORTED', `Tus-Resumable ${TUS_VERSION} required`);
+    throw new TusError(412, 'TUS_VERSION_UNSUPPORTED', `Tus-Resumable ${TUS_VERSION} required`, [['Tus-Version', TUS_VERSION]]);
   }
 }
 
@@ -72,7 +79,8 @@ export function parseMetadata(raw: string | undefined): Record<string, string> {
     if (!key || extra !== undefined || !/^[\x21-\x2b\x2d-\x7e]+$/.test(key) || Object.hasOwn(out, key)) {
       throw new TusError(400, 'INVALID_METADATA', 'Malformed Upload-Metadata');
     }
-    if (value !== undefined && !/^[A-Za-z0-9+/]*={0,2}$/.test(value)) {
+    // Standard Base64, padded (RFC 4648 §4), as tus clients send it: anything else is not a value.
+    if (value !== undefined && (value.length % 4 !== 0 || !/^[A-Za-z0-9+/]*={0,2}$/.test(value))) {
       throw new TusError(400, 'INVALID_METADATA', `Upload-Metadata ${key} is not base64`);
     }
     out[key] = value === undefined ? '' : Buffer.from(value, 'base64').toString('utf8');

@@ -1,5 +1,5 @@
 import type { Sql } from '../db/client.ts';
-import { tusReserved, type BundleRow } from '../db/bundles.ts';
+import { lockWithReserved } from '../db/bundles.ts';
 import { TusError } from './protocol.ts';
 
 /** The new bundle's fields, fixed at creation (the password is already hashed). */
@@ -24,6 +24,8 @@ export interface TusRow {
   file_name: string;
   mime_type: string;
   metadata: string;
+  /** 'partial', the Upload-Concat value of a final upload ('final;…'), or null. */
+  concat: string | null;
   completed_at: Date | null;
   file_id: number | null;
   expires_at: Date;
@@ -38,24 +40,21 @@ const COLS = 'u.*, u.expires_at <= now() as is_expired';
 
 export async function insertUpload(sql: Sql, u: NewUpload): Promise<void> {
   await sql`
-    insert into tus_uploads (id, bundle_id, new_bundle, api_key_id, upload_length, max_bytes, file_name, mime_type, metadata, expires_at)
+    insert into tus_uploads (id, bundle_id, new_bundle, api_key_id, upload_length, max_bytes, file_name, mime_type, metadata, concat, expires_at)
     values (${u.id}, ${u.bundle_id}, ${u.new_bundle === null ? null : sql.json(u.new_bundle as never)}, ${u.api_key_id},
-            ${u.upload_length}, ${u.max_bytes}, ${u.file_name}, ${u.mime_type}, ${u.metadata}, ${u.expires_at})`;
+            ${u.upload_length}, ${u.max_bytes}, ${u.file_name}, ${u.mime_type}, ${u.metadata}, ${u.concat}, ${u.expires_at})`;
 }
 
 /**
  * Room left in a bundle for a new append of `length` bytes: the bundle's cap minus what it holds
  * and what unfinished uploads to it have declared (or received, when their length is deferred).
- * Runs under the bundle's row lock so concurrent creations cannot both reserve the same room.
+ * Counted after the bundle's row lock is granted, so concurrent creations cannot both reserve the same room.
  */
 export async function reserveInBundle(sql: Sql, bundleId: number, length: number | null, u: NewUpload): Promise<void> {
   await sql.begin(async (tx) => {
-    const [b] = await tx<(BundleRow & { reserved: number })[]>`
-      select b.*, (b.expires_at is not null and b.expires_at <= now()) as is_expired,
-             ${tusReserved(tx as unknown as Sql)} as reserved
-      from bundles b where b.id = ${bundleId} for update`;
+    const b = await lockWithReserved(tx as unknown as Sql, bundleId);
     if (!b || b.is_expired) throw new TusError(403, 'BUNDLE_EXPIRED', 'Bundle has expired');
-    const room = b.max_size_bytes - b.total_size_bytes - Number(b.reserved);
+    const room = b.max_size_bytes - b.total_size_bytes - b.reserved;
     if ((length ?? 0) > room) throw new TusError(413, 'SIZE_EXCEEDED', 'Bundle size limit exceeded');
     await insertUpload(tx as unknown as Sql, { ...u, max_bytes: Math.max(0, room) });
   });

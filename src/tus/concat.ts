@@ -1,0 +1,115 @@
+import fs from 'node:fs';
+import fsp from 'node:fs/promises';
+import { pipeline } from 'node:stream/promises';
+import type { Deps } from '../routes/deps.ts';
+import { randomHex } from '../util/random.ts';
+import { findUpload, lease, LEASE_MS, releaseLease, renewLease, type TusRow } from './store.ts';
+import { TusError } from './protocol.ts';
+
+// The concatenation extension: partial uploads (pieces of one file, sent in parallel) that a final
+// upload joins, in order, into one file of a bundle. A partial is never a file or bundle of its own.
+
+/** Partials one final upload may join. */
+const MAX_PARTIALS = 100;
+const PIECE = 1 << 20;
+
+/** A creation's Upload-Concat: a partial upload, or a final one naming its partials in order. */
+export type Concat = { readonly kind: 'partial' } | { readonly kind: 'final'; readonly ids: readonly string[]; readonly raw: string };
+
+const bad = (message: string): TusError => new TusError(400, 'INVALID_CONCAT', message);
+
+export function parseConcat(raw: string | undefined): Concat | null {
+  if (raw === undefined) return null;
+  const value = raw.trim();
+  if (value === 'partial') return { kind: 'partial' };
+  const m = /^final;(.*)$/.exec(value);
+  if (!m) throw bad('Upload-Concat must be "partial" or "final;" followed by the partial uploads\' URLs');
+  const urls = m[1]!.trim().split(/ +/).filter((u) => u !== '');
+  if (urls.length === 0 || urls.length > MAX_PARTIALS) throw bad(`A final upload joins 1 to ${MAX_PARTIALS} partial uploads`);
+  const ids = urls.map((u) => {
+    let pathname = '';
+    try {
+      pathname = new URL(u, 'http://relative.invalid').pathname;
+    } catch {
+      // not a URL: refused below
+    }
+    const id = /^\/api\/v1\/tus\/([0-9a-f]{32})$/.exec(pathname)?.[1];
+    if (id === undefined) throw bad(`Upload-Concat names no upload of this server: ${u.slice(0, 100)}`);
+    return id;
+  });
+  if (new Set(ids).size !== ids.length) throw bad('Upload-Concat names a partial upload twice');
+  return { kind: 'final', ids, raw: value };
+}
+
+export interface HeldPartials {
+  readonly rows: readonly TusRow[];
+  /** Their bytes in all. */
+  readonly length: number;
+  /** Frees the leases; a second call does nothing. Never rejects. */
+  release(): Promise<void>;
+}
+
+/**
+ * Leases every partial a final upload names, so none is written to, joined or terminated meanwhile,
+ * and checks each is a finished partial upload. Only finished ones are joined (the server does not
+ * offer concatenation-unfinished).
+ */
+export async function holdPartials(deps: Deps, ids: readonly string[]): Promise<HeldPartials> {
+  const owner = `${process.pid}-${randomHex(8)}`;
+  const rows: TusRow[] = [];
+  const timer = setInterval(() => {
+    for (const r of rows) renewLease(deps.sql, r.id, owner).catch((err: unknown) => deps.log.warn({ err }, 'tus lease not renewed'));
+  }, LEASE_MS / 3);
+  timer.unref();
+  const release = async (): Promise<void> => {
+    clearInterval(timer);
+    await Promise.all(rows.map((r) => releaseLease(deps.sql, r.id, owner).catch(() => {})));
+  };
+  try {
+    for (const id of ids) {
+      const row = await lease(deps.sql, id, owner);
+      if (!row) {
+        if (await findUpload(deps.sql, id)) throw new TusError(423, 'UPLOAD_LOCKED', 'Another request is using a partial upload');
+        throw bad('Upload-Concat names an upload that does not exist or has expired');
+      }
+      rows.push(row);
+      if (row.is_expired) throw bad('Upload-Concat names an upload that does not exist or has expired');
+      if (row.concat !== 'partial') throw bad('Upload-Concat names an upload that is not a partial upload');
+      if (row.completed_at !== null) throw bad('A partial upload named in Upload-Concat was already joined into a final upload');
+      if (row.upload_length === null || row.upload_offset !== row.upload_length) {
+        throw bad('A partial upload named in Upload-Concat is not finished');
+      }
+    }
+  } catch (err) {
+    await release();
+    throw err;
+  }
+  return { rows, length: rows.reduce((n, r) => n + (r.upload_length ?? 0), 0), release };
+}
+
+/** Writes each partial's acknowledged bytes after the other into `target`, then makes them durable. */
+export async function joinParts(parts: ReadonlyArray<{ path: string; length: number }>, target: string): Promise<void> {
+  for (const p of parts) {
+    if (p.length === 0) continue;
+    await pipeline(
+      fs.createReadStream(p.path, { start: 0, end: p.length - 1, highWaterMark: PIECE }),
+      fs.createWriteStream(target, { flags: 'a', highWaterMark: PIECE }),
+    );
+  }
+  const fh = await fsp.open(target, 'r+');
+  try {
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+}
+
+/**
+ * The partials are spent once their final upload completed: each is marked finished with no file of
+ * its own, and its part goes. The sessions stay until they expire, so a client that terminates the
+ * partials after the final (tus-js-client's abort(true) does) gets its 204s; they cannot be joined again.
+ */
+export async function spendPartials(deps: Deps, rows: readonly TusRow[], partOf: (id: string) => string): Promise<void> {
+  await deps.sql`update tus_uploads set completed_at = now() where id = any(${rows.map((r) => r.id)})`;
+  for (const r of rows) await fsp.rm(partOf(r.id), { force: true });
+}

@@ -1,0 +1,215 @@
+import fsp from 'node:fs/promises';
+import { randomHex } from '../util/random.ts';
+import type { Ctx } from '../http/context.ts';
+import { send } from '../http/reply.ts';
+import type { Deps } from '../routes/deps.ts';
+import { tapBody, type BodyTap } from './patch.ts';
+import { appendBody, hasBody } from './body.ts';
+import { partPathOf } from './create.ts';
+import { bundleRoom, findDownloadableFile } from '../db/bundles.ts';
+import { isKeyActive } from '../auth/api-keys.ts';
+import { sendStoredFile } from '../routes/download.ts';
+import { removeOneFile } from '../routes/bundle.ts';
+import { AppError } from '../errors.ts';
+import { deleteUpload, findUpload, lease, LEASE_MS, releaseLease, renewLease, type TusRow } from './store.ts';
+import { checkResumable, httpDate, intHeader, NO_STORE, OFFSET_TYPE, parseChecksum, replyError, TusError, UPLOAD_ID_RE } from './protocol.ts';
+
+// The requests made to one upload's URL: HEAD, PATCH, DELETE and GET (its bytes, once finished).
+
+const MiB = 1 << 20;
+
+/**
+ * How many requests one upload may make to its URL (PATCH, HEAD, OPTIONS, GET): 100, plus 2 per
+ * MiB of its length, or of the bytes it has received while the length is deferred (each PATCH of
+ * half a MiB or more then earns its own room). A client sending 1 MiB pieces with a retry each
+ * stays within it; a loop hammering one upload does not.
+ */
+export const requestBound = (row: Pick<TusRow, 'upload_length' | 'upload_offset'>): number =>
+  100 + 2 * Math.ceil((row.upload_length ?? row.upload_offset) / MiB);
+
+/**
+ * Admits a request to an upload's URL. A live upload's requests are counted against its own bound
+ * (requestBound, for as long as the upload lives) and leave the hourly budget unspent; a request
+ * naming no live upload spends the hourly budget like any other API request, so probing ids costs.
+ */
+export async function admitToUpload(ctx: Ctx, deps: Deps): Promise<TusRow | undefined> {
+  const id = ctx.params[0] ?? '';
+  let row: TusRow | undefined;
+  try {
+    row = UPLOAD_ID_RE.test(id) ? await findUpload(deps.sql, id) : undefined;
+  } catch (err) {
+    // The database is out: the answer is an error either way, but it still states the budget.
+    await deps.access.admit(ctx).catch(() => {});
+    throw err;
+  }
+  if (!row || row.is_expired) {
+    await deps.access.admit(ctx);
+    return undefined;
+  }
+  const life = Math.max(1000, row.expires_at.getTime() - Date.now());
+  await deps.access.admitWithin(ctx, `tus:${row.id}`, requestBound(row), life);
+  return row;
+}
+
+/** Logged with the route, never the path: an upload's id is all it takes to write to it or delete it. */
+export const logFailure = (deps: Deps, ctx: Ctx) => (err: unknown): void =>
+  deps.log.error({ err, reqId: ctx.id, route: `${ctx.method.toUpperCase()} /api/v1/tus/:id` }, 'tus request failed');
+
+export function notFound(): TusError {
+  return new TusError(404, 'UPLOAD_NOT_FOUND', 'Upload not found or expired');
+}
+
+export async function head(ctx: Ctx, deps: Deps): Promise<void> {
+  try {
+    const row = await admitToUpload(ctx, deps);
+    checkResumable(ctx.headers);
+    if (!row) throw notFound();
+    const headers: Array<readonly [string, string]> = [
+      ...NO_STORE,
+      ['Upload-Offset', String(row.upload_offset)],
+      row.upload_length === null ? ['Upload-Defer-Length', '1'] : ['Upload-Length', String(row.upload_length)],
+      ['Upload-Expires', httpDate(row.expires_at)],
+    ];
+    if (row.metadata !== '') headers.push(['Upload-Metadata', row.metadata]);
+    if (row.concat !== null) headers.push(['Upload-Concat', row.concat]);
+    send(ctx, 200, '', headers);
+  } catch (err) {
+    replyError(ctx, err, logFailure(deps, ctx));
+  }
+}
+
+/**
+ * Runs `work` holding the upload's lease (refreshed while it runs); the lease is released before
+ * the answer goes out, so a client's next PATCH right after a 204 never meets its own lock.
+ */
+async function withLease<T>(deps: Deps, id: string, work: (row: TusRow) => Promise<T>): Promise<T> {
+  if (!UPLOAD_ID_RE.test(id)) throw notFound();
+  const owner = `${process.pid}-${randomHex(8)}`;
+  const row = await lease(deps.sql, id, owner);
+  if (!row) {
+    if (await findUpload(deps.sql, id)) throw new TusError(423, 'UPLOAD_LOCKED', 'Another request is writing to this upload');
+    throw notFound();
+  }
+  const timer = setInterval(() => {
+    renewLease(deps.sql, id, owner).catch((err: unknown) => deps.log.warn({ err }, 'tus lease not renewed'));
+  }, LEASE_MS / 3);
+  timer.unref();
+  try {
+    return await work(row);
+  } finally {
+    clearInterval(timer);
+    await releaseLease(deps.sql, id, owner).catch((err: unknown) => deps.log.warn({ err }, 'tus lease not released'));
+  }
+}
+
+export async function patch(ctx: Ctx, deps: Deps, dir: string): Promise<void> {
+  const h = ctx.headers;
+  const tap: BodyTap | null = hasBody(h) ? tapBody(ctx) : null;
+  const id = ctx.params[0] ?? '';
+  try {
+    const live = await admitToUpload(ctx, deps);
+    // A PATCH is an upload: a Bearer that is not an active key is refused (401), as on any upload.
+    deps.access.uploaderFor(await deps.access.callerOf(ctx));
+    checkResumable(h);
+    if (!live) throw notFound();
+    if ((h['content-type'] ?? '').split(';')[0]!.trim().toLowerCase() !== OFFSET_TYPE) {
+      throw new TusError(415, 'WRONG_CONTENT_TYPE', `Content-Type must be ${OFFSET_TYPE}`);
+    }
+    const offset = intHeader(h, 'upload-offset');
+    if (offset === undefined) throw new TusError(400, 'INVALID_HEADER', 'Upload-Offset required');
+    const checksum = parseChecksum(h['upload-checksum']);
+    const declared = intHeader(h, 'upload-length');
+    const contentLength = intHeader(h, 'content-length');
+    const headers = await withLease(deps, id, async (row) => {
+      if (row.is_expired) throw notFound();
+      if (row.concat !== null && row.concat !== 'partial') {
+        throw new TusError(403, 'FINAL_UPLOAD', 'A final upload takes no PATCH: its bytes are its partial uploads\'');
+      }
+      // Started under a key: the key must still be active for every byte and for completion (a
+      // revoked key's upload would otherwise still become a bundle on its plan).
+      if (row.api_key_id !== null && !(await isKeyActive(deps.sql, row.api_key_id))) throw new AppError('INVALID_API_KEY');
+      if (offset !== row.upload_offset) {
+        throw new TusError(409, 'OFFSET_MISMATCH', `Upload-Offset ${offset} does not match the upload's offset ${row.upload_offset}`);
+      }
+      if (row.completed_at !== null) {
+        if (tap) throw new TusError(400, 'UPLOAD_COMPLETE', 'The upload is already complete');
+        return [['Upload-Offset', String(row.upload_offset)], ['Upload-Expires', httpDate(row.expires_at)]] as const;
+      }
+      let maxBytes = row.max_bytes;
+      if (row.bundle_id !== null) {
+        // An append: refused once its bundle expired, like a multipart append. A deferred length
+        // reserved only what arrived, so the room left now bounds it, not the room at creation.
+        const target = await bundleRoom(deps.sql, row.bundle_id, row.id);
+        if (target.expired) throw new TusError(403, 'BUNDLE_EXPIRED', 'Bundle has expired');
+        if (row.upload_length === null) maxBytes = Math.min(maxBytes, target.room);
+      }
+      let length = row.upload_length;
+      if (declared !== undefined) {
+        if (length !== null && declared !== length) throw new TusError(400, 'INVALID_LENGTH', 'Upload-Length cannot change');
+        if (declared < offset) throw new TusError(400, 'INVALID_LENGTH', 'Upload-Length is below the offset');
+        if (declared > maxBytes) throw new TusError(413, 'SIZE_EXCEEDED', 'Upload-Length exceeds the size limit');
+        length = declared;
+      }
+      if (contentLength !== undefined && offset + contentLength > (length ?? maxBytes)) {
+        throw new TusError(413, 'SIZE_EXCEEDED', 'Body goes past Upload-Length or the size limit');
+      }
+      return appendBody(ctx, deps, tap, { ...row, upload_length: length, max_bytes: maxBytes }, partPathOf(dir, id), checksum);
+    });
+    send(ctx, 204, '', [...NO_STORE, ...headers]);
+  } catch (err) {
+    tap?.cancel();
+    replyError(ctx, err, logFailure(deps, ctx), tap !== null);
+  }
+}
+
+/**
+ * Termination. An unfinished upload loses its session and part. A finished one became a file of
+ * its bundle: terminating it deletes that file as DELETE /api/v1/file/{id} would (the upload URL is
+ * a secret only its uploader holds, like the upload token), refused once the bundle has expired.
+ * Either way the URL answers 404 afterwards. Spends the hourly budget once, like a creation.
+ */
+export async function terminate(ctx: Ctx, deps: Deps, dir: string): Promise<void> {
+  const id = ctx.params[0] ?? '';
+  try {
+    await deps.access.admit(ctx);
+    checkResumable(ctx.headers);
+    await withLease(deps, id, async (row) => {
+      if (row.is_expired) throw notFound();
+      if (row.completed_at === null) {
+        await deleteUpload(deps.sql, row.id);
+        await fsp.rm(partPathOf(dir, id), { force: true });
+        return;
+      }
+      const file = row.file_id === null ? undefined : await findDownloadableFile(deps.sql, row.file_id);
+      if (file === undefined && row.bundle_id !== null && (await bundleRoom(deps.sql, row.bundle_id)).expired) {
+        throw new TusError(403, 'BUNDLE_EXPIRED', 'Bundle has expired');
+      }
+      await deleteUpload(deps.sql, row.id);
+      if (file) await removeOneFile(deps, file.id, file.bundle_id);
+    });
+    send(ctx, 204, '', NO_STORE);
+  } catch (err) {
+    replyError(ctx, err, logFailure(deps, ctx));
+  }
+}
+
+/**
+ * GET: a finished upload's bytes, as tusd serves them, through the one download path (Range,
+ * validators, the bundle's password gate: a locked file is hidden, 404, until an access token is
+ * shown). An unfinished upload has no bytes to serve yet (404).
+ */
+export async function serveFinished(ctx: Ctx, deps: Deps): Promise<void> {
+  try {
+    const row = await admitToUpload(ctx, deps);
+    if (!row) throw notFound();
+    if (row.completed_at === null) throw new TusError(404, 'UPLOAD_UNFINISHED', 'The upload is not finished yet');
+    // A partial upload joined into a final one has no file of its own.
+    if (row.file_id === null) throw notFound();
+    const file = await findDownloadableFile(deps.sql, row.file_id);
+    const caller = await deps.access.callerOf(ctx);
+    if (!file || !deps.access.canRead(ctx, caller, { ...file, id: file.bundle_id })) throw new AppError('FILE_NOT_FOUND');
+    await sendStoredFile(ctx, deps, file);
+  } catch (err) {
+    replyError(ctx, err, logFailure(deps, ctx));
+  }
+}
