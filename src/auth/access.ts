@@ -3,9 +3,10 @@ import type { Config } from '../config.ts';
 import type { Sql } from '../db/client.ts';
 import type { Ctx } from '../http/context.ts';
 import type { Access, Caller, Uploader } from '../routes/deps.ts';
-import type { RateStore } from '../state/rate-store.ts';
+import type { Budgets } from '../state/budget.ts';
+import { overBudget } from '../state/budget.ts';
 import type { Signer } from './signing.ts';
-import { clientIp, createIpMatcher } from '../http/client-ip.ts';
+import { budgetAddress, clientIp, createIpMatcher } from '../http/client-ip.ts';
 import { AppError } from '../errors.ts';
 import { createUsageRecorder, findApiKey } from './api-keys.ts';
 import { PLANS } from './plans.ts';
@@ -17,19 +18,16 @@ const HOUR_MS = 3_600_000;
  * Who is calling and what they may do. `admit` resolves the caller (anonymous by IP, or an API
  * key), spends one request of its hourly budget in one atomic store round trip, and sets the
  * X-RateLimit headers. `canRead` is the one password gate every content path asks.
- *
- * When the store (Redis) cannot answer, requests are let through (fail open) and the outage is
- * logged: a rate-limit outage must not take uploads and downloads down with it.
  */
-export function createAccess(deps: { config: Config; sql: Sql; store: RateStore; signer: Signer; log: Logger }): Access {
-  const { config, sql, store, signer, log } = deps;
+export function createAccess(deps: { config: Config; sql: Sql; budgets: Budgets; signer: Signer; log: Logger }): Access {
+  const { config, sql, budgets, signer, log } = deps;
   const trusted = createIpMatcher(config.trustProxy);
   const anonymous: Uploader = { apiKeyId: null, maxBundleBytes: config.anonMaxBundleBytes, expiryDays: config.anonExpiryDays };
   const callers = new WeakMap<Ctx, Caller>();
   const recordUse = createUsageRecorder(sql, (err) => log.warn({ err }, 'last_used_at not recorded'));
-  let lastWarn = 0;
 
-  const ipOf = (ctx: Ctx): string => clientIp(ctx.remoteIp, ctx.headers['x-forwarded-for'], trusted);
+  // An IPv6 client is its /64 here: for every budget, the password throttle and access tokens.
+  const ipOf = (ctx: Ctx): string => budgetAddress(clientIp(ctx.remoteIp, ctx.headers['x-forwarded-for'], trusted));
 
   async function resolve(ctx: Ctx): Promise<Caller> {
     const ip = ipOf(ctx);
@@ -58,12 +56,6 @@ export function createAccess(deps: { config: Config; sql: Sql; store: RateStore;
     caller.apiKey
       ? [`key:${Buffer.from(caller.apiKey.key_hash).subarray(0, 12).toString('hex')}`, PLANS[caller.apiKey.plan].requestsPerHour]
       : [`ip:${caller.ip}`, config.rateLimitAnonPerHour];
-  const storeDown = (err: unknown): void => {
-    if (Date.now() - lastWarn > 10_000) {
-      lastWarn = Date.now();
-      log.error({ err: (err as Error).message, store: store.kind }, 'rate limit store unavailable: failing open');
-    }
-  };
 
   return {
     ipOf,
@@ -78,22 +70,9 @@ export function createAccess(deps: { config: Config; sql: Sql; store: RateStore;
       }
       callers.set(ctx, caller);
       const [bucket, limit] = budgetOf(caller);
-      let remaining = limit;
-      try {
-        const hit = await store.hit(bucket, HOUR_MS);
-        remaining = Math.max(0, limit - hit.count);
-        if (hit.count > limit) {
-          ctx.replyHeaders.push(
-            ['X-RateLimit-Limit', String(limit)],
-            ['X-RateLimit-Remaining', '0'],
-            ['Retry-After', String(Math.max(1, Math.ceil(hit.resetMs / 1000)))],
-          );
-          throw new AppError('RATE_LIMITED');
-        }
-      } catch (err) {
-        if (err instanceof AppError) throw err;
-        storeDown(err);
-      }
+      const hit = await budgets.spend(bucket, HOUR_MS);
+      if (hit && hit.count > limit) overBudget(ctx, limit, hit);
+      const remaining = hit ? Math.max(0, limit - hit.count) : limit;
       ctx.replyHeaders.push(['X-RateLimit-Limit', String(limit)], ['X-RateLimit-Remaining', String(remaining)]);
       return caller;
     },

@@ -1,16 +1,19 @@
 import type { Ctx } from '../http/context.ts';
 import type { Route } from '../http/server.ts';
+import { sendError } from '../http/reply.ts';
+import type { AppError } from '../errors.ts';
 import { findBundleByTokenHash, listFiles } from '../db/bundles.ts';
 import { hashSecret, secretMatches, SHORT_CODE_RE, UPLOAD_TOKEN_RE } from '../auth/tokens.ts';
 import { loadAssets } from '../web/assets.ts';
 import { sendHtml } from '../web/html.ts';
-import { managePage, notFoundPage, serverView, sharePage, uploadPage, type View } from '../web/views.ts';
+import { managePage, notFoundPage, serverView, sharePage, slowDownPage, uploadPage, type View } from '../web/views.ts';
 import { uploadOptionsFrom } from '../web/upload-options.ts';
 import type { Deps } from './deps.ts';
 
 /**
- * The web front end: upload page, share pages, manage pages and their static assets. Content
- * paths, not /api/: they spend no rate-limit budget. Registered last, so `/:code` shadows nothing.
+ * The web front end: upload page, share pages, manage pages and their static assets. Share and
+ * manage pages are content paths, not /api/: they spend the content budget, not the API budget.
+ * Registered last, so `/:code` shadows nothing.
  */
 export function pageRoutes(deps: Deps): Route[] {
   const assets = loadAssets();
@@ -20,15 +23,21 @@ export function pageRoutes(deps: Deps): Route[] {
   const home = (ctx: Ctx): void => sendHtml(ctx, 200, uploadPage(view, anonMaxBundleBytes, anonExpiryDays, uploadOptionsFrom(ctx.query)));
   const share = (ctx: Ctx): Promise<void> => sharePageOf(ctx, deps, view, notFound);
   const manage = (ctx: Ctx): Promise<void> => managePageOf(ctx, deps, view, notFound);
-  const both = (pattern: string, handler: (ctx: Ctx) => void | Promise<void>): Route[] => [
-    { method: 'get', pattern, handler },
-    { method: 'head', pattern, handler },
+  // A person reads these refusals: a page saying when to come back, not JSON.
+  const renderError = (ctx: Ctx, err: AppError): void => {
+    if (err.code !== 'RATE_LIMITED') return sendError(ctx, err);
+    const retryAfter = Number(ctx.replyHeaders.find(([k]) => k === 'Retry-After')?.[1] ?? 60);
+    sendHtml(ctx, 429, slowDownPage(view, retryAfter), 'no-store');
+  };
+  const both = (pattern: string, handler: (ctx: Ctx) => void | Promise<void>, content = false): Route[] => [
+    { method: 'get', pattern, handler, content, renderError },
+    { method: 'head', pattern, handler, content, renderError },
   ];
   return [
     ...both('/static/:name', (ctx) => assets.serve(ctx)),
     ...both('/', home),
-    ...both('/u/:token', manage),
-    ...both('/:code', share),
+    ...both('/u/:token', manage, true),
+    ...both('/:code', share, true),
   ];
 }
 

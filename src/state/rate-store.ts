@@ -17,6 +17,11 @@ export interface RateStore {
    * counters that reserve an attempt before knowing whether it counts (see verify-access.ts).
    */
   undo(key: string): Promise<void>;
+  /**
+   * The current window's count without spending (0 and resetMs 0 when no window runs): for budgets
+   * that are asked before a request and spent only by some answers (content misses).
+   */
+  peek(key: string): Promise<Hit>;
   /** Resolves when the store answers (readiness); the memory store always does. */
   ping(): Promise<void>;
   close(): Promise<void>;
@@ -44,6 +49,11 @@ export function createMemoryRateStore(now: () => number = Date.now): RateStore {
       const w = windows.get(key);
       if (w && w.resetAt > now() && w.count > 0) w.count--;
     },
+    async peek(key) {
+      const w = windows.get(key);
+      const t = now();
+      return w && w.resetAt > t ? { count: w.count, resetMs: w.resetAt - t } : { count: 0, resetMs: 0 };
+    },
     ping: async () => {},
     close: async () => windows.clear(),
   };
@@ -62,6 +72,13 @@ const UNDO_SCRIPT = `
 local n = tonumber(redis.call('GET', KEYS[1]) or '0')
 if n > 0 then return redis.call('DECR', KEYS[1]) end
 return 0`;
+
+// Both in one round trip; a key without expiry (PTTL -1) cannot be made by HIT_SCRIPT.
+const PEEK_SCRIPT = `
+local n = tonumber(redis.call('GET', KEYS[1]) or '0')
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl < 0 then return {0, 0} end
+return {n, ttl}`;
 
 /**
  * Redis store shared by every process and machine. Commands time out fast and are never queued
@@ -98,9 +115,11 @@ export function createRedisRateStore(url: string, log: Logger, prefix: string, o
   });
   redis.defineCommand('sluiceHit', { numberOfKeys: 1, lua: HIT_SCRIPT });
   redis.defineCommand('sluiceUndo', { numberOfKeys: 1, lua: UNDO_SCRIPT });
+  redis.defineCommand('sluicePeek', { numberOfKeys: 1, lua: PEEK_SCRIPT });
   const run = redis as unknown as {
     sluiceHit(key: string, windowMs: number): Promise<[number, number]>;
     sluiceUndo(key: string): Promise<number>;
+    sluicePeek(key: string): Promise<[number, number]>;
   };
   /** Every failed command is reported (metrics) before the caller decides to fail open. */
   const counted = async <T>(p: Promise<T>): Promise<T> => {
@@ -121,6 +140,11 @@ export function createRedisRateStore(url: string, log: Logger, prefix: string, o
     async undo(key) {
       if (firstConnect) await firstConnect;
       await counted(run.sluiceUndo(prefix + key));
+    },
+    async peek(key) {
+      if (firstConnect) await firstConnect;
+      const [count, resetMs] = await counted(run.sluicePeek(prefix + key));
+      return { count, resetMs };
     },
     async ping() {
       if (firstConnect) await firstConnect;
