@@ -62,6 +62,10 @@ for (const backend of backends()) {
       const b = await uploaded(srv, [{ name: 'b.txt', data: 'world' }]);
       const before = await call(srv, 'GET', '/metrics');
       const agent = from(randomLoopback());
+      // What browsers and bots ask for by themselves is no guess: 404, but no miss.
+      for (const p of ['/favicon.ico', '/robots.txt', '/apple-touch-icon.png', '/apple-touch-icon-precomposed.png']) {
+        assert.equal((await call(srv, 'GET', p, { agent })).status, 404, p);
+      }
       const misses = [`/${randomCode()}`, '/d/999999999999', `/zip/${randomCode()}`];
       for (const p of misses) assert.equal((await call(srv, 'HEAD', p, { agent })).status, 404, p);
       // An enumerator must not tell hits from misses by the status: the existing bundle is refused too.

@@ -19,6 +19,8 @@ export interface Route {
   readonly getOnly?: boolean;
   /** A web content path: spends the content budget of the client's address (its 404s the miss budget). */
   readonly content?: boolean;
+  /** Which 404s of a content path spend the miss budget (default: all). */
+  readonly isMiss?: (ctx: Ctx) => boolean;
   /** Writes this route's error replies (an HTML page) instead of the JSON error shape. */
   readonly renderError?: (ctx: Ctx, err: AppError) => void;
 }
@@ -146,7 +148,7 @@ export function createHttpServer(deps: {
         inflight--;
         live.delete(ctx);
         if (route.transfer) metrics?.transfer(route.transfer, -1);
-        if (missed && ctx.status === 404) missed(ctx);
+        if (missed && ctx.status === 404 && (route.isMiss?.(ctx) ?? true)) missed(ctx);
         if (record) {
           // Content-Length as sent: an approximation for bodies the client abandoned part-way.
           const bytesIn = Number(ctx.headers['content-length']) || 0;

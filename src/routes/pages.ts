@@ -29,15 +29,18 @@ export function pageRoutes(deps: Deps): Route[] {
     const retryAfter = Number(ctx.replyHeaders.find(([k]) => k === 'Retry-After')?.[1] ?? 60);
     sendHtml(ctx, 429, slowDownPage(view, retryAfter), 'no-store');
   };
-  const both = (pattern: string, handler: (ctx: Ctx) => void | Promise<void>, content = false): Route[] => [
-    { method: 'get', pattern, handler, content, renderError },
-    { method: 'head', pattern, handler, content, renderError },
+  const both = (pattern: string, handler: (ctx: Ctx) => void | Promise<void>, o: Partial<Route> = {}): Route[] => [
+    { method: 'get', pattern, handler, renderError, ...o },
+    { method: 'head', pattern, handler, renderError, ...o },
   ];
+  // `/:code` answers every one-segment path, and browsers and bots ask for some on their own
+  // (/favicon.ico, /robots.txt, /apple-touch-icon.png): only a path that could name a bundle is a miss.
+  const couldBeBundle = (ctx: Ctx): boolean => SHORT_CODE_RE.test(ctx.params[0] ?? '');
   return [
     ...both('/static/:name', (ctx) => assets.serve(ctx)),
     ...both('/', home),
-    ...both('/u/:token', manage, true),
-    ...both('/:code', share, true),
+    ...both('/u/:token', manage, { content: true }),
+    ...both('/:code', share, { content: true, isMiss: couldBeBundle }),
   ];
 }
 
