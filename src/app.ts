@@ -11,6 +11,8 @@ import { createHasher } from './storage/hasher.ts';
 import { createDisk } from './storage/disk.ts';
 import { sweep } from './sweeper/sweep.ts';
 import { createAccess } from './auth/access.ts';
+import { createContentBudget } from './auth/content-budget.ts';
+import { createBudgets } from './state/budget.ts';
 import { createPasswords } from './auth/passwords.ts';
 import { createMemoryRateStore, createRedisRateStore, type RateStore } from './state/rate-store.ts';
 import type { Deps } from './routes/deps.ts';
@@ -126,7 +128,9 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
       log,
       mailQueued: () => background?.kick(),
     });
-    const access = createAccess({ config, sql: db.sql, store: rateStore, signer, log });
+    const budgets = createBudgets({ store: rateStore, log });
+    const access = createAccess({ config, sql: db.sql, budgets, signer, log });
+    const content = createContentBudget({ config, budgets, ipOf: (ctx) => access.ipOf(ctx), metrics });
     const downloadCounts = createDownloadCounts({ sql: db.sql, log });
     const loadBundle = (code: string) => findActiveBundleWithFiles(db.sql, code);
     const cached = createBundleCache({ load: loadBundle, ttlMs: BUNDLE_CACHE_TTL_MS, maxWeight: BUNDLE_CACHE_WEIGHT });
@@ -184,7 +188,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
       apiNotFound,
       notFound,
     ];
-    const server = createHttpServer({ binding, routes, log, admit: (ctx) => access.admit(ctx), metrics });
+    const server = createHttpServer({ binding, routes, log, admit: (ctx) => access.admit(ctx), content, metrics });
     // A worker shares its supervisor's port on purpose; anyone else must have it alone.
     if (config.workerIndex === null && config.port !== 0) await ensurePortFree(config.host, config.port);
     const port = await server.listen(config.host, config.port);

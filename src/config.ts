@@ -24,6 +24,10 @@ export interface Config {
   readonly stripeApiUrl: string | undefined;
   readonly stripePrices: Readonly<Record<string, string>>;
   readonly rateLimitAnonPerHour: number;
+  /** Web content requests (/<code>, /d/, /zip/, previews, cards, /u/) per client address and minute. */
+  readonly rateLimitContentPerMinute: number;
+  /** Content requests answered 404 per client address and hour; past it, every content path is 429. */
+  readonly rateLimitContentMissesPerHour: number;
   readonly anonMaxBundleBytes: number;
   readonly anonExpiryDays: number;
   readonly logLevel: string;
@@ -173,6 +177,8 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
     stripeApiUrl: url('STRIPE_API_URL', ['http:', 'https:']),
     stripePrices,
     rateLimitAnonPerHour: int('RATE_LIMIT_ANON_PER_HOUR', 60, 1),
+    rateLimitContentPerMinute: int('RATE_LIMIT_CONTENT_PER_MINUTE', 1200, 1),
+    rateLimitContentMissesPerHour: int('RATE_LIMIT_CONTENT_MISSES_PER_HOUR', 120, 1),
     anonMaxBundleBytes: int('ANON_MAX_BUNDLE_BYTES', 1073741824, 1),
     anonExpiryDays: int('ANON_EXPIRY_DAYS', 3, 1, 3650),
     logLevel,

@@ -23,6 +23,10 @@ export interface Metrics {
   dbError(): void;
   /** A Redis command failed or timed out (the request itself failed open). */
   redisError(): void;
+  /** A web content request was answered 404 (spends the miss budget). */
+  contentMiss(): void;
+  /** A web content request was refused 429 by the content budget (`requests`) or the miss budget (`misses`). */
+  contentRefused(budget: 'requests' | 'misses'): void;
   sweepDone(result: SweepResult): void;
   sweepFailed(): void;
   /** The exposition text and its content type. */
@@ -68,12 +72,23 @@ export function createMetrics(opts: { gather?: () => Promise<unknown[]> } = {}):
   });
   const rateLimited = new Counter({
     name: 'sluice_rate_limit_rejections_total',
-    help: 'Requests answered 429 (hourly API budget or the wrong-password throttle)',
+    help: 'Requests answered 429 (API budget, content budgets, or the wrong-password throttle)',
     registers,
   });
   const redisErrors = new Counter({
     name: 'sluice_redis_errors_total',
     help: 'Redis commands that failed or timed out (requests fail open meanwhile)',
+    registers,
+  });
+  const contentMisses = new Counter({
+    name: 'sluice_content_misses_total',
+    help: 'Web content requests answered 404 (what enumeration produces; each spends the miss budget)',
+    registers,
+  });
+  const contentRefusals = new Counter({
+    name: 'sluice_content_rate_limited_total',
+    help: 'Web content requests answered 429, by budget: requests (per minute) or misses (per hour)',
+    labelNames: ['budget'] as const,
     registers,
   });
   const aborts = new Counter({ name: 'sluice_upload_aborts_total', help: 'Uploads the client abandoned mid-body', registers });
@@ -121,6 +136,8 @@ export function createMetrics(opts: { gather?: () => Promise<unknown[]> } = {}):
   transfers.set({ kind: 'upload' }, 0);
   transfers.set({ kind: 'download' }, 0);
   sweepRuns.inc({ outcome: 'error' }, 0);
+  contentRefusals.inc({ budget: 'requests' }, 0);
+  contentRefusals.inc({ budget: 'misses' }, 0);
 
   return {
     registry,
@@ -141,6 +158,8 @@ export function createMetrics(opts: { gather?: () => Promise<unknown[]> } = {}):
     capRejected: () => capRejections.inc(),
     dbError: () => dbErrors.inc(),
     redisError: () => redisErrors.inc(),
+    contentMiss: () => contentMisses.inc(),
+    contentRefused: (budget) => contentRefusals.inc({ budget }),
     sweepDone(result) {
       sweepRuns.inc({ outcome: 'ok' });
       for (const [kind, n] of Object.entries(result) as Array<[string, number]>) {

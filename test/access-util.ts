@@ -34,7 +34,8 @@ export async function call(srv: TestServer, method: string, urlPath: string, o: 
   const res = await request(`${srv.url}${urlPath}`, { method: method as 'GET', headers: o.headers, body: o.body, dispatcher: o.agent });
   const text = await res.body.text();
   let json: Json = null;
-  if (/^application\/json/.test(String(res.headers['content-type']))) json = JSON.parse(text);
+  // (a HEAD answer names the type but carries no body)
+  if (text !== '' && /^application\/json/.test(String(res.headers['content-type']))) json = JSON.parse(text);
   return { status: res.statusCode, headers: res.headers, text, json };
 }
 

@@ -3,8 +3,9 @@ import assert from 'node:assert/strict';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
 import {
   assertError, bearer, call, DAY_MS, from, fromSqlUtc, isolateIds, mintKey, randomLoopback, SQL_TS, uploaded, verifyAccess,
-  waitFor, type Json, type NewFile, type Opts,
+  waitFor, type Json, type NewFile, type Opts, type Res,
 } from './access-util.ts';
+import { multipart } from './helpers/multipart.ts';
 
 const PW_KEYED = 'correct horse battery';
 const PW_ANON = 'open sesame 42';
@@ -157,6 +158,40 @@ for (const backend of backends()) {
       assert.equal((await post({ origin: srv.url }, own)).status, 200);
       assert.equal((await post({}, own)).status, 200, 'a script or curl sends neither header');
       await agent.close();
+    });
+
+    test('uploads, appends and tus creations refuse a browser post from another site; scripts and our pages go through', async () => {
+      const b = await uploaded(srv, [{ name: 'base.txt', data: 'base' }]);
+      const { body, contentType } = multipart([{ name: 'files[]', filename: 'x.txt', data: Buffer.from('from elsewhere') }]);
+      const count = async (): Promise<number[]> => [
+        (await srv.sql<{ n: number }[]>`select count(*)::int as n from bundles`)[0]!.n,
+        (await srv.sql<{ n: number }[]>`select count(*)::int as n from files`)[0]!.n,
+        (await srv.sql<{ n: number }[]>`select count(*)::int as n from tus_uploads`)[0]!.n,
+      ];
+      const before = await count();
+      const attempts = (headers: Record<string, string>): Array<Promise<Res>> => [
+        call(srv, 'POST', '/api/v1/upload', { headers: { 'content-type': contentType, ...headers }, body }),
+        call(srv, 'POST', `/api/v1/upload/${b.upload_token}`, { headers: { 'content-type': contentType, ...headers }, body }),
+        call(srv, 'POST', '/api/v1/tus/', { headers: { 'tus-resumable': '1.0.0', 'upload-length': '5', ...headers } }),
+      ];
+      for (const headers of [
+        { 'sec-fetch-site': 'cross-site' } as Record<string, string>,
+        { 'sec-fetch-site': 'same-site' },
+        { origin: 'https://evil.example' },
+        { origin: 'null' },
+      ]) {
+        for (const r of await Promise.all(attempts(headers))) {
+          assertError(r, 403, JSON.stringify(headers));
+          assert.equal(r.json.code, 'CROSS_SITE');
+        }
+      }
+      assert.deepEqual(await count(), before, 'nothing of the refused posts was kept');
+      for (const headers of [{ 'sec-fetch-site': 'same-origin' } as Record<string, string>, { origin: srv.url }, {}]) {
+        const [up, append, tus] = await Promise.all(attempts(headers));
+        assert.equal(up!.status, 201, `${JSON.stringify(headers)}: ${up!.text}`);
+        assert.equal(append!.status, 200, `${JSON.stringify(headers)}: ${append!.text}`);
+        assert.equal(tus!.status, 201, `${JSON.stringify(headers)}: ${tus!.text}`);
+      }
     });
 
     test('10 wrong passwords for one bundle from one IP: 429 there; other IPs and bundles are unaffected', async () => {

@@ -174,7 +174,7 @@ for (const backend of backends()) {
       }
     });
 
-    test('the webhook refuses a missing, wrong or stale signature with 400 and changes nothing', async () => {
+    test('the webhook refuses a missing, wrong, stale or future-dated signature with 400 and changes nothing', async () => {
       const ev = signedEvent(WHSEC, 'checkout.session.completed', paidSession({ mode: 'payment', plan: 'starter', email: 'x@example.com' }));
       const before = (await srv.sql`select count(*)::int as n from api_keys`)[0]!.n;
       assert.equal((await post('/api-keys/webhook', ev.payload, { 'content-type': 'application/json' })).status, 400);
@@ -184,6 +184,14 @@ for (const backend of backends()) {
         timestamp: Math.floor(Date.now() / 1000) - 301,
       });
       assert.equal((await deliver(stale)).status, 400);
+      // Validly signed, but dated beyond the tolerance ahead: refused like a stale one.
+      for (const ahead of [301, 10 * 365 * 86_400]) {
+        const future = signedEvent(WHSEC, 'checkout.session.completed', paidSession({ mode: 'payment', plan: 'starter', email: 'x@example.com' }), {
+          timestamp: Math.floor(Date.now() / 1000) + ahead,
+        });
+        const r = await deliver(future);
+        assert.equal(r.status, 400, `t = now + ${ahead} s: ${r.text}`);
+      }
       // a body altered after signing
       assert.equal((await post('/api-keys/webhook', ev.payload.replace('starter', 'premium'), ev.headers)).status, 400);
       assert.equal((await srv.sql`select count(*)::int as n from api_keys`)[0]!.n, before);

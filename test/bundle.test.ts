@@ -203,7 +203,30 @@ for (const backend of backends()) {
       const disk = onDisk(srv);
       assert.ok(!disk.has(keys[0]!) && !disk.has(keys[1]!), 'deleted files are gone from disk');
       assert.ok(disk.has(keys[2]!), 'the remaining file stays');
-      assertError(await call(srv, 'DELETE', `/api/v1/file/${a.id}`, { authorization: `Bearer ${up.upload_token}` }), 404);
+      // Gone: answered as any file the token does not open (see the next test).
+      assertError(await call(srv, 'DELETE', `/api/v1/file/${a.id}`, { authorization: `Bearer ${up.upload_token}` }), 403);
+    });
+
+    test('DELETE /api/v1/file/{id}: no such file and not yours (locked, expired) get the same answer', async () => {
+      const mine = await newBundle(srv, [5]);
+      const locked = await newBundle(srv, [6], [{ name: 'access_password', value: 'pw' }]);
+      const expired = await newBundle(srv, [7]);
+      assert.equal((await srv.cli(['bundles', 'expire', expired.short_code])).code, 0);
+      const max = (await srv.sql<{ max: number }[]>`select max(id)::int as max from files`)[0]!.max;
+      const tries: Array<[number, string]> = [
+        [max + 1000, mine.upload_token], // no such file
+        [999_999_999_999, mine.upload_token],
+        [locked.files[0]!.id, mine.upload_token], // another bundle's, locked
+        [expired.files[0]!.id, mine.upload_token], // another bundle's, expired
+        [mine.files[0]!.id, otherToken()], // not this token's
+      ];
+      const answers = [];
+      for (const [id, token] of tries) {
+        const r = await call(srv, 'DELETE', `/api/v1/file/${id}`, { authorization: `Bearer ${token}` });
+        answers.push({ status: r.status, body: r.json });
+      }
+      for (const a of answers) assert.deepEqual(a, answers[0], JSON.stringify(answers));
+      assert.equal(answers[0]!.status, 403);
     });
 
     test('DELETE /api/v1/file/{id}?upload_token= works when the Bearer header carries an API key', async () => {

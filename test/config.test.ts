@@ -138,6 +138,9 @@ describe('loadConfig', () => {
       ['TRUST_PROXY', '10.0.0.0/99'],
       ['SECRET', 'short'],
       ['RATE_LIMIT_ANON_PER_HOUR', '1.5'],
+      ['RATE_LIMIT_CONTENT_PER_MINUTE', '0'],
+      ['RATE_LIMIT_CONTENT_PER_MINUTE', 'lots'],
+      ['RATE_LIMIT_CONTENT_MISSES_PER_HOUR', '-5'],
       ['ANON_MAX_BUNDLE_BYTES', '1GB'],
       ['ANON_EXPIRY_DAYS', '0'],
       ['BASE_URL', 'https://files.example.com/?q=1'],
@@ -150,6 +153,15 @@ describe('loadConfig', () => {
       assert.equal(problems.length, 1, `${name}=${value}: ${JSON.stringify(problems)}`);
       assert.match(problems[0]!, new RegExp(`\\b${name}\\b`), `${name}=${value}`);
     }
+  });
+
+  test('content budgets: generous defaults, operator values used', () => {
+    const d = loadConfig({}, CWD);
+    assert.equal(d.rateLimitContentPerMinute, 1200);
+    assert.equal(d.rateLimitContentMissesPerHour, 120);
+    const c = loadConfig({ RATE_LIMIT_CONTENT_PER_MINUTE: '30', RATE_LIMIT_CONTENT_MISSES_PER_HOUR: '5' }, CWD);
+    assert.equal(c.rateLimitContentPerMinute, 30);
+    assert.equal(c.rateLimitContentMissesPerHour, 5);
   });
 
   test('LOG_LEVEL is read case-insensitively', () => {

@@ -86,5 +86,21 @@ for (const backend of backends()) {
       assert.equal(r.headers['x-ratelimit-remaining'], '59');
       await liar.close();
     });
+
+    test('an X-Forwarded-For entry with a port names its client, not the proxy', async () => {
+      const url = `http://127.0.0.1:${srv.port}/api/v1/bundle/abcde`;
+      const remaining = async (xff: string): Promise<string | string[] | undefined> => {
+        const r = await request(url, { headers: { 'x-forwarded-for': xff } });
+        await r.body.dump();
+        return r.headers['x-ratelimit-remaining'];
+      };
+      const v4 = randomLoopback();
+      assert.equal(await remaining(`${v4}:80`), '59');
+      assert.equal(await remaining(v4), '58', 'the same client with or without the port');
+      assert.equal(await remaining(`${v4}:5123`), '57');
+      const v6 = `2001:db8:${randomInt(0, 0xffff).toString(16)}::1`;
+      assert.equal(await remaining(`[${v6}]:443`), '59');
+      assert.equal(await remaining(v6), '58');
+    });
   });
 }

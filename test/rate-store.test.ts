@@ -63,6 +63,18 @@ for (const [name, make] of stores) {
       assert.ok(fresh.resetMs > 0 && fresh.resetMs <= 60_000, `the window still ends: ${fresh.resetMs}`);
     });
 
+    test('peek reads the window without spending, and never starts one', async () => {
+      assert.deepEqual(await store.peek('p'), { count: 0, resetMs: 0 });
+      await store.hit('p', 60_000);
+      await store.hit('p', 60_000);
+      const seen = await store.peek('p');
+      assert.equal(seen.count, 2);
+      assert.ok(seen.resetMs > 0 && seen.resetMs <= 60_000, `resetMs ${seen.resetMs}`);
+      assert.equal((await store.peek('p')).count, 2, 'peeking twice spends nothing');
+      assert.equal((await store.hit('p', 60_000)).count, 3);
+      assert.equal((await store.hit('unpeeked', 60_000)).count, 1);
+    });
+
     test('concurrent hits are all counted exactly once', async () => {
       const hits = await Promise.all(Array.from({ length: 50 }, () => store.hit('burst', 60_000)));
       assert.deepEqual(

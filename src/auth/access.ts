@@ -3,9 +3,10 @@ import type { Config } from '../config.ts';
 import type { Sql } from '../db/client.ts';
 import type { Ctx } from '../http/context.ts';
 import type { Access, Caller, Uploader } from '../routes/deps.ts';
-import type { RateStore } from '../state/rate-store.ts';
+import type { Budgets } from '../state/budget.ts';
+import { overBudget } from '../state/budget.ts';
 import type { Signer } from './signing.ts';
-import { clientIp, createIpMatcher } from '../http/client-ip.ts';
+import { budgetAddress, clientIp, createIpMatcher } from '../http/client-ip.ts';
 import { AppError } from '../errors.ts';
 import { createUsageRecorder, findApiKey } from './api-keys.ts';
 import { PLANS } from './plans.ts';
@@ -20,18 +21,17 @@ const HOUR_MS = 3_600_000;
  * requests within one tus upload) and states the hourly budget unspent. `canRead` is the one
  * password gate every content path asks.
  *
- * When the store (Redis) cannot answer, requests are let through (fail open) and the outage is
- * logged: a rate-limit outage must not take uploads and downloads down with it.
+ * A store that cannot answer lets requests through (state/budget.ts).
  */
-export function createAccess(deps: { config: Config; sql: Sql; store: RateStore; signer: Signer; log: Logger }): Access {
-  const { config, sql, store, signer, log } = deps;
+export function createAccess(deps: { config: Config; sql: Sql; budgets: Budgets; signer: Signer; log: Logger }): Access {
+  const { config, sql, budgets, signer, log } = deps;
   const trusted = createIpMatcher(config.trustProxy);
   const anonymous: Uploader = { apiKeyId: null, maxBundleBytes: config.anonMaxBundleBytes, expiryDays: config.anonExpiryDays };
   const callers = new WeakMap<Ctx, Caller>();
   const recordUse = createUsageRecorder(sql, (err) => log.warn({ err }, 'last_used_at not recorded'));
-  let lastWarn = 0;
 
-  const ipOf = (ctx: Ctx): string => clientIp(ctx.remoteIp, ctx.headers['x-forwarded-for'], trusted);
+  // An IPv6 client is its /64 here: for every budget, the password throttle and access tokens.
+  const ipOf = (ctx: Ctx): string => budgetAddress(clientIp(ctx.remoteIp, ctx.headers['x-forwarded-for'], trusted));
 
   async function resolve(ctx: Ctx): Promise<Caller> {
     const ip = ipOf(ctx);
@@ -60,12 +60,6 @@ export function createAccess(deps: { config: Config; sql: Sql; store: RateStore;
     caller.apiKey
       ? [`key:${Buffer.from(caller.apiKey.key_hash).subarray(0, 12).toString('hex')}`, PLANS[caller.apiKey.plan].requestsPerHour]
       : [`ip:${caller.ip}`, config.rateLimitAnonPerHour];
-  const storeDown = (err: unknown): void => {
-    if (Date.now() - lastWarn > 10_000) {
-      lastWarn = Date.now();
-      log.error({ err: (err as Error).message, store: store.kind }, 'rate limit store unavailable: failing open');
-    }
-  };
 
   async function resolveFor(ctx: Ctx): Promise<Caller> {
     try {
@@ -79,47 +73,29 @@ export function createAccess(deps: { config: Config; sql: Sql; store: RateStore;
     }
   }
 
-  /**
-   * Counts one request: `spend` says how (and whether it was over its limit, then with the window's
-   * time left); the reply states the hourly budget either way.
-   */
-  type Spend = (bucket: string, limit: number) => Promise<{ used: number; over: number | null; message?: string }>;
-  async function count(ctx: Ctx, caller: Caller, spend: Spend): Promise<Caller> {
-    const [bucket, limit] = budgetOf(caller);
-    let remaining = limit;
-    try {
-      const r = await spend(bucket, limit);
-      remaining = Math.max(0, limit - r.used);
-      if (r.over !== null) {
-        ctx.replyHeaders.push(
-          ['X-RateLimit-Limit', String(limit)],
-          ['X-RateLimit-Remaining', String(remaining)],
-          ['Retry-After', String(Math.max(1, Math.ceil(r.over / 1000)))],
-        );
-        throw new AppError('RATE_LIMITED', r.message);
-      }
-    } catch (err) {
-      if (err instanceof AppError) throw err;
-      storeDown(err);
-    }
+  const stateBudget = (ctx: Ctx, limit: number, remaining: number): void => {
     ctx.replyHeaders.push(['X-RateLimit-Limit', String(limit)], ['X-RateLimit-Remaining', String(remaining)]);
-    return caller;
-  }
+  };
 
   return {
     ipOf,
     async admit(ctx) {
-      return count(ctx, await resolveFor(ctx), async (bucket, limit) => {
-        const hit = await store.hit(bucket, HOUR_MS);
-        return { used: hit.count, over: hit.count > limit ? hit.resetMs : null };
-      });
+      const caller = await resolveFor(ctx);
+      const [bucket, limit] = budgetOf(caller);
+      const hit = await budgets.spend(bucket, HOUR_MS);
+      if (hit && hit.count > limit) overBudget(ctx, limit, hit);
+      stateBudget(ctx, limit, hit ? Math.max(0, limit - hit.count) : limit);
+      return caller;
     },
     async admitWithin(ctx, scope, bound, windowMs) {
-      return count(ctx, await resolveFor(ctx), async (bucket) => {
-        const [hourly, own] = await Promise.all([store.peek(bucket), store.hit(`within:${scope}`, windowMs)]);
-        const over = own.count > bound ? own.resetMs : null;
-        return { used: hourly.count, over, message: `This upload has used its ${bound} requests` };
-      });
+      const caller = await resolveFor(ctx);
+      const [bucket, limit] = budgetOf(caller);
+      const [hourly, own] = await Promise.all([budgets.peek(bucket), budgets.spend(`within:${scope}`, windowMs)]);
+      const remaining = hourly ? Math.max(0, limit - hourly.count) : limit;
+      // Over the upload's own bound: refused, while the reply still states the hourly budget, unspent.
+      if (own && own.count > bound) overBudget(ctx, limit, own, `This upload has used its ${bound} requests`, remaining);
+      stateBudget(ctx, limit, remaining);
+      return caller;
     },
     async callerOf(ctx) {
       return callers.get(ctx) ?? (await resolve(ctx));

@@ -13,7 +13,10 @@ import { handleStripeEvent, type StripeEventLike } from './webhook.ts';
 import { customerForEmail, purgeExpiredReveals, revealKey, type Reveal } from './purchases.ts';
 
 export type BillingOption = 'monthly' | 'once';
-/** Signed webhook timestamps older (or newer) than this are refused. */
+/**
+ * Signed webhook timestamps further than this from now, either way, are refused. Stripe's library
+ * checks only the past; the future is checked in `webhook`.
+ */
 const WEBHOOK_TOLERANCE_SECONDS = 300;
 const PORTAL_LINK_MINUTES = 30;
 
@@ -96,6 +99,10 @@ export function createBilling(deps: {
         event = s.webhooks.constructEvent(raw, signature ?? '', config.stripeWebhookSecret!, WEBHOOK_TOLERANCE_SECONDS) as unknown as StripeEventLike;
       } catch (err) {
         throw new AppError('WEBHOOK_SIGNATURE_INVALID', undefined, { cause: err });
+      }
+      // A signature dated ahead would otherwise stay replayable for as long as it is ahead.
+      if (signedAt(signature!) - Date.now() / 1000 > WEBHOOK_TOLERANCE_SECONDS) {
+        throw new AppError('WEBHOOK_SIGNATURE_INVALID', 'Stripe-Signature timestamp is in the future');
       }
       if (!wellFormed(event)) throw new AppError('WEBHOOK_MALFORMED');
       let fresh: boolean;
@@ -180,4 +187,10 @@ function wellFormed(e: StripeEventLike): boolean {
 function malformedInput(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
   return typeof code === 'string' && code.startsWith('22');
+}
+
+/** The `t=` of a Stripe-Signature header the library already verified (so it is there). */
+function signedAt(header: string): number {
+  const t = header.split(',').find((part) => part.trim().startsWith('t='));
+  return Number(t?.trim().slice(2));
 }

@@ -17,6 +17,18 @@ export interface Route {
   readonly transfer?: 'upload' | 'download';
   /** A GET whose handler does something once (a one-time reveal): no implied HEAD may spend it. */
   readonly getOnly?: boolean;
+  /** A web content path: spends the content budget of the client's address (its 404s the miss budget). */
+  readonly content?: boolean;
+  /** Which 404s of a content path spend the miss budget (default: all). */
+  readonly isMiss?: (ctx: Ctx) => boolean;
+  /** Writes this route's error replies (an HTML page) instead of the JSON error shape. */
+  readonly renderError?: (ctx: Ctx, err: AppError) => void;
+}
+
+/** Admission of web content paths (see auth/content-budget.ts). */
+export interface ContentAdmission {
+  admit(ctx: Ctx): Promise<void>;
+  missed(ctx: Ctx): void;
 }
 
 export interface HttpServer {
@@ -62,9 +74,11 @@ export function createHttpServer(deps: {
   log: Logger;
   /** Runs before every /api/* handler that does not stream a body (rate limit, caller). */
   admit: (ctx: Ctx) => Promise<unknown>;
+  /** Runs before every content route's handler; absent: content paths are not budgeted. */
+  content?: ContentAdmission;
   metrics?: Metrics;
 }): HttpServer {
-  const { binding, routes, log, admit, metrics } = deps;
+  const { binding, routes, log, admit, content, metrics } = deps;
   const app: TemplatedApp = binding.uws.App();
   let inflight = 0;
   const live = new Set<Ctx>();
@@ -78,7 +92,8 @@ export function createHttpServer(deps: {
     if (appErr.status === 503) log.warn({ reqId: ctx.id, route: route.pattern, reason: appErr.message }, 'request refused: unavailable');
     else if (appErr.status >= 500) log.error({ err: (err as AppError).cause ?? err, reqId: ctx.id, route: route.pattern }, 'request failed');
     if (appErr.code === 'DATABASE_ERROR') metrics?.dbError();
-    sendError(ctx, appErr);
+    if (route.renderError) route.renderError(ctx, appErr);
+    else sendError(ctx, appErr);
   };
   metrics?.trackInflight(() => inflight);
 
@@ -110,13 +125,14 @@ export function createHttpServer(deps: {
 
   for (const route of all) {
     const paramCount = route.pattern.split('/').filter((s) => s.startsWith(':')).length;
-    const handler: Handler =
-      route.pattern.startsWith('/api/') && !route.streamsBody
-        ? async (ctx) => {
-            await admit(ctx);
-            await route.handler(ctx);
-          }
-        : route.handler;
+    const admitFirst = route.pattern.startsWith('/api/') && !route.streamsBody ? admit : route.content ? content?.admit : undefined;
+    const handler: Handler = admitFirst
+      ? async (ctx) => {
+          await admitFirst(ctx);
+          await route.handler(ctx);
+        }
+      : route.handler;
+    const missed = route.content ? content?.missed : undefined;
     const record = metrics?.forRoute(route.pattern, route.method);
     app[route.method](route.pattern, (res, req) => {
       const ctx = createCtx(res, req, paramCount);
@@ -143,6 +159,7 @@ export function createHttpServer(deps: {
         inflight--;
         live.delete(ctx);
         if (route.transfer) metrics?.transfer(route.transfer, -1);
+        if (missed && ctx.status === 404 && (route.isMiss?.(ctx) ?? true)) missed(ctx);
         if (record) {
           // Content-Length as sent: an approximation for bodies the client abandoned part-way.
           const bytesIn = Number(ctx.headers['content-length']) || 0;

@@ -1,7 +1,7 @@
 import type { Ctx } from '../http/context.ts';
 import type { Route } from '../http/server.ts';
 import { readSmallBody } from '../http/body-in.ts';
-import { fromOtherSite } from '../http/cross-site.ts';
+import { refuseOtherSite } from '../http/cross-site.ts';
 import { send, sendError, sendJson } from '../http/reply.ts';
 import { AppError, toAppError } from '../errors.ts';
 import { isPlanName, PLANS } from '../auth/plans.ts';
@@ -71,7 +71,7 @@ export function billingRoutes(deps: Deps & { billing: Billing }): Route[] {
   const form = async (ctx: Ctx, body: Promise<Buffer>): Promise<URLSearchParams> => {
     // Our pages' own forms only: another site must not start checkouts, mail portal links or
     // open a portal session in a visitor's browser.
-    if (fromOtherSite(ctx.headers, deps.origin(ctx))) throw new AppError('CROSS_SITE');
+    refuseOtherSite(ctx, deps.origin(ctx));
     const ct = ctx.headers['content-type'] ?? '';
     if (!ct.startsWith('application/x-www-form-urlencoded')) throw new AppError('INVALID_FIELD', 'Expected a form');
     return new URLSearchParams((await body).toString('utf8'));

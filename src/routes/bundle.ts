@@ -76,6 +76,9 @@ async function removeBundle(ctx: Ctx, deps: Deps): Promise<void> {
   sendJson(ctx, 200, { success: true });
 }
 
+/** Compared against when there is no row, so a missing file costs the same work as a wrong token. */
+const NO_BUNDLE = new Uint8Array(32);
+
 async function removeFile(ctx: Ctx, deps: Deps): Promise<void> {
   const id = parseFileId(ctx.params[0]);
   if (id === null) throw new AppError('INVALID_FILE_ID');
@@ -87,12 +90,15 @@ async function removeFile(ctx: Ctx, deps: Deps): Promise<void> {
   const [row] = await deps.sql<{ bundle_id: number; upload_token_hash: Uint8Array; is_expired: boolean }[]>`
     select f.bundle_id, b.upload_token_hash, (b.expires_at is not null and b.expires_at <= now()) as is_expired
     from files f join bundles b on b.id = f.bundle_id where f.id = ${id}`;
-  if (!row) throw new AppError('FILE_NOT_FOUND');
-  if (!UPLOAD_TOKEN_RE.test(token) || !secretMatches(token, row.upload_token_hash)) {
-    throw new AppError('INVALID_UPLOAD_TOKEN', 'Access denied: invalid upload token');
-  }
+  // No such file and another bundle's file (locked or expired ones included) get one answer: file
+  // ids are sequential, so any difference would list which exist. It is the spec's 403 "access
+  // denied", since the spec gives this endpoint no 404; the token is compared either way.
+  const denied = (): AppError => new AppError('INVALID_UPLOAD_TOKEN', 'Access denied: invalid upload token');
+  const matches = secretMatches(token, row?.upload_token_hash ?? NO_BUNDLE);
+  if (!row || !matches || !UPLOAD_TOKEN_RE.test(token)) throw denied();
   if (row.is_expired) throw new AppError('BUNDLE_EXPIRED');
-  if (!(await removeOneFile(deps, id, row.bundle_id))) throw new AppError('FILE_NOT_FOUND');
+  // Deleted meanwhile: no such file, as above.
+  if (!(await removeOneFile(deps, id, row.bundle_id))) throw denied();
   sendJson(ctx, 200, { success: true, deleted_file_id: id });
 }
 

@@ -16,7 +16,8 @@ import type { Deps } from './deps.ts';
 const THUMB_ETAG = 't1';
 
 /**
- * Web content paths (not under /api/: no rate-limit budget; the password gate still applies):
+ * Web content paths (not under /api/: the content budget instead of the API budget; the password
+ * gate still applies):
  *   GET|HEAD /d/<id>            the download, exactly as /api/v1/download/<id>
  *   GET|HEAD /d/<id>?preview=1  a small WebP thumbnail of an image; a signed thumbnail_url opens only this
  *   GET|HEAD /og/<code>.png     the bundle's share card (link previews), without file names
@@ -39,10 +40,10 @@ export function contentRoutes(deps: Deps): Route[] {
   const file = (ctx: Ctx): Promise<void> => fileOrPreview(ctx, deps, previews);
   const og = (ctx: Ctx): Promise<void> => ogCard(ctx, deps, cards);
   return [
-    { method: 'get', pattern: '/d/:id', transfer: 'download', handler: file },
-    { method: 'head', pattern: '/d/:id', handler: file },
-    { method: 'get', pattern: '/og/:code', handler: og },
-    { method: 'head', pattern: '/og/:code', handler: og },
+    { method: 'get', pattern: '/d/:id', transfer: 'download', content: true, handler: file },
+    { method: 'head', pattern: '/d/:id', content: true, handler: file },
+    { method: 'get', pattern: '/og/:code', content: true, handler: og },
+    { method: 'head', pattern: '/og/:code', content: true, handler: og },
   ];
 }
 

@@ -25,6 +25,7 @@ export interface Uploader {
 
 /** The resolved caller of one request. */
 export interface Caller {
+  /** The client's address as budgets and access tokens see it (an IPv6 client as its /64). */
   readonly ip: string;
   readonly uploader: Uploader;
   /** The active API key sent as Bearer, if any. */
@@ -34,7 +35,10 @@ export interface Caller {
 }
 
 export interface Access {
-  /** Client address (X-Forwarded-For only from TRUST_PROXY peers). */
+  /**
+   * Client address (X-Forwarded-For only from TRUST_PROXY peers) as budgets and access tokens see
+   * it: IPv4 as is (IPv4-mapped IPv6 included), IPv6 as its /64 (`2001:db8:1:2::/64`).
+   */
   ipOf(ctx: Ctx): string;
   /** Resolves the caller and spends one request of its hourly budget; throws RATE_LIMITED. */
   admit(ctx: Ctx): Promise<Caller>;

@@ -1,16 +1,19 @@
 import type { Ctx } from '../http/context.ts';
 import type { Route } from '../http/server.ts';
+import { sendError } from '../http/reply.ts';
+import type { AppError } from '../errors.ts';
 import { findBundleByTokenHash, listFiles } from '../db/bundles.ts';
 import { hashSecret, secretMatches, SHORT_CODE_RE, UPLOAD_TOKEN_RE } from '../auth/tokens.ts';
 import { loadAssets } from '../web/assets.ts';
 import { sendHtml } from '../web/html.ts';
-import { managePage, notFoundPage, requestView, sharePage, uploadPage, type View } from '../web/views.ts';
+import { managePage, notFoundPage, requestView, sharePage, slowDownPage, uploadPage, type View } from '../web/views.ts';
 import { uploadOptionsFrom } from '../web/upload-options.ts';
 import type { Deps } from './deps.ts';
 
 /**
- * The web front end: upload page, share pages, manage pages and their static assets. Content
- * paths, not /api/: they spend no rate-limit budget. Registered last, so `/:code` shadows nothing.
+ * The web front end: upload page, share pages, manage pages and their static assets. Share and
+ * manage pages are content paths, not /api/: they spend the content budget, not the API budget.
+ * Registered last, so `/:code` shadows nothing.
  */
 export function pageRoutes(deps: Deps): Route[] {
   const assets = loadAssets();
@@ -22,15 +25,24 @@ export function pageRoutes(deps: Deps): Route[] {
     sendHtml(ctx, 200, uploadPage(viewOf(ctx), anonMaxBundleBytes, anonExpiryDays, uploadOptionsFrom(ctx.query)));
   const share = (ctx: Ctx): Promise<void> => sharePageOf(ctx, deps, viewOf(ctx), notFound);
   const manage = (ctx: Ctx): Promise<void> => managePageOf(ctx, deps, viewOf(ctx), notFound);
-  const both = (pattern: string, handler: (ctx: Ctx) => void | Promise<void>): Route[] => [
-    { method: 'get', pattern, handler },
-    { method: 'head', pattern, handler },
+  // A person reads these refusals: a page saying when to come back, not JSON.
+  const renderError = (ctx: Ctx, err: AppError): void => {
+    if (err.code !== 'RATE_LIMITED') return sendError(ctx, err);
+    const retryAfter = Number(ctx.replyHeaders.find(([k]) => k === 'Retry-After')?.[1] ?? 60);
+    sendHtml(ctx, 429, slowDownPage(viewOf(ctx), retryAfter), 'no-store');
+  };
+  const both = (pattern: string, handler: (ctx: Ctx) => void | Promise<void>, o: Partial<Route> = {}): Route[] => [
+    { method: 'get', pattern, handler, renderError, ...o },
+    { method: 'head', pattern, handler, renderError, ...o },
   ];
+  // `/:code` answers every one-segment path, and browsers and bots ask for some on their own
+  // (/favicon.ico, /robots.txt, /apple-touch-icon.png): only a path that could name a bundle is a miss.
+  const couldBeBundle = (ctx: Ctx): boolean => SHORT_CODE_RE.test(ctx.params[0] ?? '');
   return [
     ...both('/static/:name', (ctx) => assets.serve(ctx)),
     ...both('/', home),
-    ...both('/u/:token', manage),
-    ...both('/:code', share),
+    ...both('/u/:token', manage, { content: true }),
+    ...both('/:code', share, { content: true, isMiss: couldBeBundle }),
   ];
 }
 

@@ -9,6 +9,7 @@ import { hashSecret, newUploadToken, secretMatches, UPLOAD_TOKEN_RE } from '../a
 import { newFileKey } from '../storage/disk.ts';
 import { isoUtc, DAY_MS } from '../util/time.ts';
 import { isEmail, descriptionProblem, cleanDescription } from '../util/names.ts';
+import { refuseOtherSite } from '../http/cross-site.ts';
 import { fileJson, type Deps } from './deps.ts';
 
 export function uploadRoutes(deps: Deps): Route[] {
@@ -38,6 +39,7 @@ async function createBundle(ctx: Ctx, deps: Deps): Promise<void> {
   let uploader;
   try {
     uploader = deps.access.uploaderFor(await deps.access.admit(ctx));
+    refuseOtherSite(ctx, deps.origin(ctx));
   } catch (err) {
     ingest.cancel();
     return failUpload(ctx, deps, err);
@@ -106,6 +108,7 @@ async function appendToBundle(ctx: Ctx, deps: Deps, inflightByBundle: Map<number
   try {
     // Any Bearer that is not an active key is refused on uploads, appends included (CONTRACT).
     deps.access.uploaderFor(await deps.access.admit(ctx));
+    refuseOtherSite(ctx, deps.origin(ctx));
     if (!UPLOAD_TOKEN_RE.test(token)) throw new AppError('INVALID_UPLOAD_TOKEN');
     bundle = await findBundleByTokenHash(deps.sql, hashSecret(token));
     if (!bundle || !secretMatches(token, bundle.upload_token_hash)) throw new AppError('INVALID_UPLOAD_TOKEN');

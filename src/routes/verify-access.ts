@@ -3,7 +3,7 @@ import type { Ctx } from '../http/context.ts';
 import { sendJson } from '../http/reply.ts';
 import type { Route } from '../http/server.ts';
 import { readSmallBody } from '../http/body-in.ts';
-import { fromOtherSite } from '../http/cross-site.ts';
+import { refuseOtherSite } from '../http/cross-site.ts';
 import { AppError } from '../errors.ts';
 import { findActiveBundle } from '../db/bundles.ts';
 import { SHORT_CODE_RE } from '../auth/tokens.ts';
@@ -21,7 +21,7 @@ async function verify(ctx: Ctx, deps: Deps): Promise<void> {
   const body = readSmallBody(ctx, 16 * 1024);
   body.catch(() => {}); // awaited below; if admit throws first, its rejection is moot
   const caller = await deps.access.admit(ctx);
-  if (fromOtherSite(ctx.headers, deps.origin(ctx))) throw new AppError('CROSS_SITE');
+  refuseOtherSite(ctx, deps.origin(ctx));
   const fields = await parseFields(ctx.headers['content-type'] ?? '', await body);
   const code = fields.short_code ?? fields.code;
   const password = fields.password ?? fields.access_password;

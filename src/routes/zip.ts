@@ -18,13 +18,13 @@ const FORMAT_VERSION = 'z1';
  * GET|HEAD /zip/<code>: the whole bundle as one STORED ZIP. The archive is a pure function of the
  * file rows, so its size is known before the first byte and any byte range can be served: a broken
  * multi-gigabyte download resumes with Range + If-Range. A web content path: not under /api/, so it
- * spends no rate-limit budget; the password gate still applies (hidden bundles are 404).
+ * spends the content budget, not the API budget; the password gate still applies (hidden bundles are 404).
  */
 export function zipRoutes(deps: Deps): Route[] {
   const handler = (ctx: Ctx): Promise<void> => sendZip(ctx, deps);
   return [
-    { method: 'get', pattern: '/zip/:code', transfer: 'download', handler },
-    { method: 'head', pattern: '/zip/:code', handler },
+    { method: 'get', pattern: '/zip/:code', transfer: 'download', content: true, handler },
+    { method: 'head', pattern: '/zip/:code', content: true, handler },
   ];
 }
 

@@ -17,7 +17,10 @@ export interface RateStore {
    * counters that reserve an attempt before knowing whether it counts (see verify-access.ts).
    */
   undo(key: string): Promise<void>;
-  /** The current window's count without adding to it (0 and `resetMs` 0 when no window is open). */
+  /**
+   * The current window's count without spending (0 and resetMs 0 when no window runs): for budgets
+   * that are asked before a request and spent only by some answers (content misses).
+   */
   peek(key: string): Promise<Hit>;
   /** Resolves when the store answers (readiness); the memory store always does. */
   ping(): Promise<void>;
@@ -70,10 +73,11 @@ local n = tonumber(redis.call('GET', KEYS[1]) or '0')
 if n > 0 then return redis.call('DECR', KEYS[1]) end
 return 0`;
 
+// Both in one round trip; a key without expiry (PTTL -1) cannot be made by HIT_SCRIPT.
 const PEEK_SCRIPT = `
 local n = tonumber(redis.call('GET', KEYS[1]) or '0')
 local ttl = redis.call('PTTL', KEYS[1])
-if ttl < 0 then ttl = 0 end
+if ttl < 0 then return {0, 0} end
 return {n, ttl}`;
 
 /**
@@ -114,8 +118,8 @@ export function createRedisRateStore(url: string, log: Logger, prefix: string, o
   redis.defineCommand('sluicePeek', { numberOfKeys: 1, lua: PEEK_SCRIPT });
   const run = redis as unknown as {
     sluiceHit(key: string, windowMs: number): Promise<[number, number]>;
-    sluicePeek(key: string): Promise<[number, number]>;
     sluiceUndo(key: string): Promise<number>;
+    sluicePeek(key: string): Promise<[number, number]>;
   };
   /** Every failed command is reported (metrics) before the caller decides to fail open. */
   const counted = async <T>(p: Promise<T>): Promise<T> => {

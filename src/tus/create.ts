@@ -8,6 +8,7 @@ import { hashSecret, secretMatches, UPLOAD_TOKEN_RE } from '../auth/tokens.ts';
 import { newStorageKey } from '../storage/disk.ts';
 import { cleanFileName, cleanMimeType, isEmail, descriptionProblem, cleanDescription } from '../util/names.ts';
 import { AppError } from '../errors.ts';
+import { refuseOtherSite } from '../http/cross-site.ts';
 import { tapBody } from './patch.ts';
 import { appendBody, hasBody } from './body.ts';
 import { deleteUpload, findUpload, insertUpload, reserveInBundle, setProgress, type NewUpload } from './store.ts';
@@ -38,6 +39,7 @@ export async function createUpload(ctx: Ctx, deps: Deps, dir: string): Promise<v
   try {
     // Admitted first: a refused creation (412) counts and carries the X-RateLimit headers too.
     const caller = await deps.access.admit(ctx);
+    refuseOtherSite(ctx, deps.origin(ctx));
     checkResumable(h);
     uploader = deps.access.uploaderFor(caller);
   } catch (err) {

@@ -218,3 +218,14 @@ export function notFoundPage(v: View): Safe {
 </section>`;
   return layout({ title: 'Not found · Sluice', body, asset: v.asset });
 }
+
+/** A content path refused by its budget (429): what happened and when to come back. */
+export function slowDownPage(v: View, retryAfterSeconds: number): Safe {
+  const minutes = Math.max(1, Math.ceil(retryAfterSeconds / 60));
+  const body = html`<section class="card center">
+<p class="big-code">429</p>
+<h1>Too many requests</h1>
+<p class="lead">Too many pages or files were asked for from your address. Please try again in ${minutes === 1 ? 'a minute' : `${minutes} minutes`}.</p>
+</section>`;
+  return layout({ title: 'Too many requests · Sluice', body, asset: v.asset });
+}
