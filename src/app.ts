@@ -41,6 +41,7 @@ import { createBilling } from './billing/billing.ts';
 import { billingRoutes } from './routes/billing.ts';
 import { startBackground, type Background } from './util/background.ts';
 import { ensurePortFree } from './http/port-free.ts';
+import { configureSlowReaders } from './http/body-pump.ts';
 
 export interface RunningApp {
   readonly port: number;
@@ -93,6 +94,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
   let background: Background | null = null;
   const metrics = createMetrics(link && { gather: () => link.gatherMetrics() });
   link?.serveMetrics(() => metrics.registry.getMetricsAsJSON());
+  configureSlowReaders({ stallMs: config.downloadStallMs, onStall: () => metrics.stalledClosed() });
   try {
     const applied = await migrate(db.sql);
     if (applied.length) log.info({ applied }, 'migrations applied');
