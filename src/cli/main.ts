@@ -12,6 +12,7 @@ import { keysCommand, UsageError } from './keys.ts';
 import { supervise } from './supervise.ts';
 import { createWorkerLink } from './worker-link.ts';
 import { createNotifier } from '../sd-notify.ts';
+import { OWNER_ONLY_UMASK, usableDataDir } from '../util/data-dir.ts';
 
 const USAGE = `usage: sluice <command>
   serve                   run the server
@@ -50,6 +51,8 @@ async function main(argv: string[]): Promise<void> {
     process.stdout.write(`${USAGE}\n`);
     return;
   }
+  process.umask(OWNER_ONLY_UMASK);
+  if (!config.databaseUrl) usableDataDir(config.dataDir);
   const db = await connectDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, log, max: 1 });
   try {
     await migrate(db.sql).then((applied) => cmd === 'migrate' && process.stdout.write(applied.length ? `applied ${applied.join(', ')}\n` : 'up to date\n'));
