@@ -37,13 +37,16 @@ export function configureSlowReaders(settings: SlowReaderSettings): void {
  */
 export const RELEASE_AFTER_MS = 1_000;
 /**
- * Buffer bytes all waiting responses may hold together; a response that would go past it releases
- * its buffers as soon as it waits. Well above what a few fast downloads hold between drains.
+ * Pump buffer bytes all responses may hold together. Past it, a response reads through 64 KiB
+ * buffers of its own, and one that has to wait for its client gives its buffers back at once: a
+ * crowd of clients that stop reading cannot pin more than this plus 128 KiB each, and that only
+ * until RELEASE_AFTER_MS.
  */
-export const WAITING_BUDGET_BYTES = 64 * CHUNK_BYTES;
-let heldWhileWaiting = 0;
-/** Buffer bytes held by responses waiting on their clients right now (for tests). */
-export const waitingBytes = (): number => heldWhileWaiting;
+export const TOTAL_BUDGET_BYTES = 64 * CHUNK_BYTES;
+const SMALL_BYTES = 64 * 1024;
+let inUse = 0;
+/** Pump buffer bytes held by all responses right now (for tests). */
+export const pumpBytesInUse = (): number => inUse;
 
 /** Where a streamed body comes from: any positioned reader (one file, a ZIP layout, …). */
 export interface BodySource {
@@ -60,10 +63,11 @@ type Sent = { kind: 'complete' } | { kind: 'sent' } | { kind: 'resume'; at: numb
  * Streams a body of exactly `length` bytes with tryEnd/onWritable backpressure: the same pump as
  * streamFile, generalized to any BodySource. One read is in flight ahead of the send, into the other
  * of two buffers, so memory stays at 2 MiB per response whatever the body size (reused, see
- * POOLED_OVER_BYTES), and at none while a client stalls (RELEASE_AFTER_MS, WAITING_BUDGET_BYTES). A
- * client that takes no byte for the stall time is disconnected. Resolves true when the whole body
- * was handed to uWS, false if the client went away. A failure before the first byte rejects (the
- * caller can still answer with an error); after it, the connection is dropped.
+ * POOLED_OVER_BYTES), within a total budget (TOTAL_BUDGET_BYTES), and at none while a client
+ * stalls (RELEASE_AFTER_MS). A client that takes no byte for the stall time is disconnected.
+ * Resolves true when the whole body was handed to uWS, false if the client went away. A failure
+ * before the first byte rejects (the caller can still answer with an error); after it, the
+ * connection is dropped.
  */
 export function streamBody(
   ctx: Ctx,
@@ -78,13 +82,14 @@ export function streamBody(
     const buffers: Buffer[] = [];
     // The read in flight, if any: buffers go back to the spares only once no read can still write
     // into them (an abort settles the response while the pool thread may be mid-read).
-    let reading: Promise<unknown> = Promise.resolve();
+    let reading: Promise<void> = Promise.resolve();
     let settled = false;
-    // Ends the wait of the send in progress, if any (its timers and its share of the budget).
+    // Ends the wait of the send in progress, if any (its timers).
     let endWait: (() => void) | null = null;
     const releaseBuffers = (): void => {
       const held = buffers.splice(0);
-      if (pooled) void reading.then(() => held.forEach((b) => spares.give(b)));
+      for (const b of held) inUse -= b.length;
+      void reading.then(() => held.forEach((b) => spares.give(b)));
     };
     const finish = (ok: boolean, error?: unknown): void => {
       if (settled) return;
@@ -107,42 +112,52 @@ export function streamBody(
       return finish(true);
     }
 
-    const size = Math.min(CHUNK_BYTES, length);
-    const buffer = (i: number): Buffer => (buffers[i] ??= pooled ? spares.take() : Buffer.allocUnsafeSlow(size));
-    const read = (i: number, pos: number): Promise<Buffer> => {
-      const chunk = buffer(i % 2).subarray(0, Math.min(size, length - pos));
-      const done = source.read(chunk, pos).then(() => chunk);
-      reading = done.catch(() => {});
+    const acquire = (): Buffer => {
+      const b =
+        inUse + CHUNK_BYTES > TOTAL_BUDGET_BYTES
+          ? Buffer.allocUnsafeSlow(Math.min(SMALL_BYTES, length))
+          : pooled
+            ? spares.take()
+            : Buffer.allocUnsafeSlow(length);
+      inUse += b.length;
+      return b;
+    };
+    // Reads body bytes from `pos` into buffer i % 2; resolves with how many (the buffer may be released meanwhile).
+    const read = (i: number, pos: number): Promise<number> => {
+      const target = (buffers[i % 2] ??= acquire());
+      const n = Math.min(target.length, length - pos);
+      const done = source.read(target.subarray(0, n), pos).then(() => n);
+      reading = done.then(
+        () => {},
+        () => {},
+      );
       return done;
     };
 
     let first = true;
-    // Hands the chunk at body offset `at` to uWS; resolves once uWS has taken all of it, or once the
-    // buffers were released while waiting (sending then resumes from where the client got to).
-    const send = (chunk: Buffer, at: number): Promise<Sent> =>
+    // Hands `n` bytes of buffer i % 2, body offset `at`, to uWS; resolves once uWS has taken all of
+    // them, or once the buffers were released while waiting (sending then resumes where the client is).
+    const send = (i: number, n: number, at: number): Promise<Sent> =>
       new Promise((ok) => {
         if (ctx.aborted) return ok({ kind: 'complete' });
         const base = res.getWriteOffset();
+        // Dropped on release: nothing may keep a released buffer reachable (it would stay resident).
+        let chunk: Buffer | null = buffers[i % 2]!.subarray(0, n);
         let result: [boolean, boolean] = [false, false];
         res.cork(() => {
           if (first) {
             writeHead(ctx, status, headers);
             first = false;
           }
-          result = res.tryEnd(chunk, length);
+          result = res.tryEnd(chunk!, length);
         });
         if (result[1]) return ok({ kind: 'complete' });
         if (result[0]) return ok({ kind: 'sent' });
 
         // The client is behind: wait for it, with a deadline on its progress and a bound on what is held.
-        let released = false;
-        const held = buffers.length * size;
-        let counted = false;
         const release = (): void => {
-          if (released || settled) return;
-          released = true;
-          if (counted) heldWhileWaiting -= held;
-          counted = false;
+          if (chunk === null || settled) return;
+          chunk = null;
           releaseBuffers();
         };
         const stall = (): void => {
@@ -153,24 +168,18 @@ export function streamBody(
         };
         let stallTimer = setTimeout(stall, slowReaders.stallMs);
         const releaseTimer = setTimeout(release, RELEASE_AFTER_MS);
-        if (heldWhileWaiting + held > WAITING_BUDGET_BYTES) release();
-        else {
-          heldWhileWaiting += held;
-          counted = true;
-        }
+        if (inUse > TOTAL_BUDGET_BYTES) release();
         const leave = (): void => {
           clearTimeout(stallTimer);
           clearTimeout(releaseTimer);
-          if (counted) heldWhileWaiting -= held;
-          counted = false;
           endWait = null;
         };
         endWait = leave;
         res.onWritable((offset) => {
-          // After the response settled, `chunk` may already belong to another response.
+          // After the response settled, its buffers may already belong to another response.
           if (settled || ctx.aborted) return true;
-          if (released) {
-            // Nothing to write from: say so, and read the rest again from where the client is.
+          if (chunk === null) {
+            // Released: nothing to write from. Say so, and read the rest again from where the client is.
             leave();
             setImmediate(ok, { kind: 'resume', at: at + offset - base });
             return true;
@@ -195,20 +204,20 @@ export function streamBody(
       let next = read(0, 0);
       let nextAt = 0;
       for (let i = 0; ; i++) {
-        const chunk = await next;
+        const n = await next;
         if (ctx.aborted) return finish(false);
         const at = nextAt;
-        const end = at + chunk.length;
+        const end = at + n;
         if (end < length) {
           next = read(i + 1, end);
           nextAt = end;
           next.catch(() => {}); // observed by the next await; never an unhandled rejection
         }
-        const sent = await send(chunk, at);
+        const sent = await send(i, n, at);
         if (ctx.aborted) return finish(false);
         if (sent.kind === 'resume') {
           // The read ahead (if any) went into a released buffer: let it settle, then read again.
-          if (end < length) await next.catch(() => {});
+          await reading;
           if (ctx.aborted) return finish(false);
           next = read(i + 1, sent.at);
           nextAt = sent.at;
