@@ -26,6 +26,7 @@ import { verifyAccessRoutes } from './routes/verify-access.ts';
 import { zipRoutes } from './routes/zip.ts';
 import { contentRoutes } from './routes/content.ts';
 import { pageRoutes } from './routes/pages.ts';
+import { unsubscribeRoutes, unsubscribeUrl } from './routes/unsubscribe.ts';
 import { tusRoutes } from './tus/routes.ts';
 import { createSigner } from './auth/signing.ts';
 import { createMetrics } from './metrics.ts';
@@ -104,6 +105,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
       get baseUrl() {
         return config.baseUrl;
       },
+      unsubscribeUrl: (key) => unsubscribeUrl(config.baseUrl, signer, key),
       recorded: () => background?.kickSoon(),
     });
     const billing = createBilling({
@@ -163,6 +165,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
       ...zipRoutes(deps),
       ...contentRoutes(deps),
       ...billingRoutes({ ...deps, billing }),
+      ...unsubscribeRoutes(deps),
       ...pageRoutes(deps),
       ...tusRoutes(deps),
       apiNotFound,

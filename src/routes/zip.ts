@@ -94,5 +94,5 @@ async function sendZip(ctx: Ctx, deps: Deps, listedAgain = false): Promise<void>
     if (!listedAgain) return sendZip(ctx, deps, true);
     throw new AppError('FILE_NOT_FOUND');
   }
-  if (complete && start + length === layout.size) void deps.downloads?.downloaded(bundle.id, bundle.notify_email, `all ${files.length} files as ${bundle.short_code}.zip`);
+  if (complete && start + length === layout.size) void deps.downloads?.downloaded(bundle.id, bundle.notify_email, `${bundle.short_code}.zip`, files.length);
 }
