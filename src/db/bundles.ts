@@ -213,19 +213,42 @@ export interface FileSummary {
   mime_type: string;
 }
 
-/** An active bundle with its file list, in one round trip (the hot read path). */
+/** File rows read per query by listFilesInPages. */
+const FILE_PAGE_ROWS = 1000;
+
+/**
+ * A bundle's files in id order, read a thousand rows per query with a turn of the event loop
+ * between queries: listing a bundle of ten thousand files never holds the loop (nor, embedded, the
+ * database) for the whole list. Not one snapshot: callers that must not mix two states check for
+ * changes themselves (the bundle cache's generations, the zip plans' fingerprints).
+ */
+export async function listFilesInPages<K extends 'summary' | 'all'>(
+  sql: Sql,
+  bundleId: number,
+  columns: K,
+): Promise<Array<K extends 'all' ? FileRow : FileSummary>> {
+  const cols = sql.unsafe(columns === 'all' ? '*' : 'id, name, size, mime_type');
+  const out: Array<K extends 'all' ? FileRow : FileSummary> = [];
+  for (let after = 0; ; ) {
+    const page = await sql<Array<K extends 'all' ? FileRow : FileSummary>>`
+      select ${cols} from files where bundle_id = ${bundleId} and id > ${after} order by id limit ${FILE_PAGE_ROWS}`;
+    out.push(...page);
+    if (page.length < FILE_PAGE_ROWS) return out;
+    after = page[page.length - 1]!.id;
+    await new Promise((r) => setImmediate(r));
+  }
+}
+
+/** An active bundle with its file list (the hot read path, behind the bundle cache). */
 export async function findActiveBundleWithFiles(
   sql: Sql,
   code: string,
 ): Promise<(BundleRow & { files: FileSummary[] }) | undefined> {
-  const [b] = await sql<(BundleRow & { files: FileSummary[] })[]>`
-    select b.*, false as is_expired,
-      coalesce((select json_agg(json_build_object('id', f.id, 'name', f.name, 'size', f.size, 'mime_type', f.mime_type)
-                                order by f.id)
-                from files f where f.bundle_id = b.id), '[]'::json) as files
-    from bundles b
+  const [b] = await sql<BundleRow[]>`
+    select b.*, false as is_expired from bundles b
     where b.short_code = ${code} and (b.expires_at is null or b.expires_at > now())`;
-  return b;
+  if (!b) return undefined;
+  return { ...b, files: await listFilesInPages(sql, b.id, 'summary') };
 }
 
 /** A bundle by code whether expired or not (status and delete distinguish themselves). */
