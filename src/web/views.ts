@@ -101,7 +101,7 @@ function unlockForm(code: string): Safe {
 }
 
 /** Files listed per share page: a bundle of thousands of files is shown a page at a time. */
-export const FILES_PER_PAGE = 200;
+export const FILES_PER_PAGE = 100;
 
 /** The 1-based page number of `?page=`, clamped to the pages there are (anything else: 1). */
 export function pageNumber(raw: string | null, fileCount: number): number {
