@@ -1,5 +1,6 @@
 import type { Sql } from '../db/client.ts';
-import { listFilesInPages, type FileRow } from '../db/bundles.ts';
+import type { FileRow } from '../db/bundles.ts';
+import { listFilesInPages } from '../db/file-pages.ts';
 import { createLimiter } from '../thumbs/limit.ts';
 import { uniqueEntryNames } from './names.ts';
 import { zipLayoutSliced, type ZipLayout } from './layout.ts';
@@ -16,8 +17,8 @@ export interface ZipPlans {
   plan(bundleId: number): Promise<ZipPlan>;
 }
 
-/** Plans kept (the most recently built), each bounded by the 10,000 files a bundle may hold. */
-const KEPT = 8;
+/** Files in the plans kept, all bundles together (the most recently built are kept): a few MiB per thousand files. */
+const KEPT_FILES = 20_000;
 
 /**
  * Plans of zip responses, built at most one at a time per process and kept while the bundle's files
@@ -31,7 +32,7 @@ export function createZipPlans(deps: {
   etagOf: (files: readonly FileRow[]) => string;
 }): ZipPlans {
   const { sql, etagOf } = deps;
-  const kept = new Map<number, { fingerprint: string; plan: Promise<ZipPlan> }>();
+  const kept = new Map<number, { fingerprint: string; files: number; plan: Promise<ZipPlan> }>();
   // Builds queue here; a burst beyond the queue gets 503 rather than piling up.
   const builds = createLimiter({ max: 1, queue: 64 });
 
@@ -47,13 +48,20 @@ export function createZipPlans(deps: {
     async plan(bundleId) {
       const [row] = await sql<{ n: number; last: number }[]>`
         select count(*)::int as n, coalesce(max(id), 0) as last from files where bundle_id = ${bundleId}`;
-      const fingerprint = `${row?.n ?? 0}:${row?.last ?? 0}`;
+      const files = row?.n ?? 0;
+      const fingerprint = `${files}:${row?.last ?? 0}`;
       const hit = kept.get(bundleId);
       if (hit && hit.fingerprint === fingerprint) return hit.plan;
       const plan = build(bundleId);
       kept.delete(bundleId);
-      kept.set(bundleId, { fingerprint, plan });
-      if (kept.size > KEPT) kept.delete(kept.keys().next().value!);
+      kept.set(bundleId, { fingerprint, files, plan });
+      let total = 0;
+      for (const k of kept.values()) total += k.files;
+      for (const [id, k] of kept) {
+        if (total <= KEPT_FILES || id === bundleId) break;
+        kept.delete(id);
+        total -= k.files;
+      }
       plan.catch(() => {
         if (kept.get(bundleId)?.plan === plan) kept.delete(bundleId);
       });
