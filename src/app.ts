@@ -1,4 +1,3 @@
-import fs from 'node:fs';
 import type { Logger } from 'pino';
 import type { Config } from './config.ts';
 import { loadUws } from './http/uws.ts';
@@ -29,6 +28,7 @@ import { verifyAccessRoutes } from './routes/verify-access.ts';
 import { zipRoutes } from './routes/zip.ts';
 import { contentRoutes } from './routes/content.ts';
 import { pageRoutes } from './routes/pages.ts';
+import { unsubscribeRoutes, unsubscribeUrl } from './routes/unsubscribe.ts';
 import { tusRoutes } from './tus/routes.ts';
 import { createSigner } from './auth/signing.ts';
 import { createMetrics } from './metrics.ts';
@@ -45,6 +45,8 @@ import { startBackground, type Background } from './util/background.ts';
 import { ensurePortFree } from './http/port-free.ts';
 import { createOriginOf } from './http/origin.ts';
 import { createIpMatcher } from './http/client-ip.ts';
+import { configureSlowReaders } from './http/body-pump.ts';
+import { OWNER_ONLY_UMASK, usableDataDir } from './util/data-dir.ts';
 
 export interface RunningApp {
   readonly port: number;
@@ -64,24 +66,13 @@ const BUNDLE_CACHE_TTL_MS = 2_000;
 /** Bundles plus listed files held at most (~200 bytes a file): about 10 MiB. */
 const BUNDLE_CACHE_WEIGHT = 50_000;
 
-/** DATA_DIR exists (made if missing) as a writable directory, or start-up stops saying so. */
-function usableDataDir(dir: string): void {
-  try {
-    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
-    if (!fs.statSync(dir).isDirectory()) throw new Error('not a directory');
-    fs.accessSync(dir, fs.constants.W_OK);
-  } catch (err) {
-    const why = (err as NodeJS.ErrnoException).code === 'EEXIST' ? 'not a directory' : (err as Error).message;
-    throw new Error(`DATA_DIR ${dir}: ${why}`, { cause: err });
-  }
-}
-
 /** Wires every dependency, migrates, sweeps crash leftovers, then listens. */
 export async function startApp(given: Config, log: Logger, link?: WorkerLink): Promise<RunningApp> {
   // Our own copy: with PORT=0 and no BASE_URL, the origin is filled in once the port is known.
   const config: { -readonly [K in keyof Config]: Config[K] } = { ...given };
   // With WORKERS > 1, worker 0 sweeps (at start and periodically); the others only serve.
   const sweeper = link === undefined || link.index === 0;
+  process.umask(OWNER_ONLY_UMASK);
   usableDataDir(config.dataDir);
   const binding = loadUws();
   log.info({ binding: binding.name, version: binding.version, limits: binding.limits }, 'uWebSockets.js binding loaded');
@@ -97,6 +88,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
   let background: Background | null = null;
   const metrics = createMetrics(link && { gather: () => link.gatherMetrics() });
   link?.serveMetrics(() => metrics.registry.getMetricsAsJSON());
+  configureSlowReaders({ stallMs: config.downloadStallMs, onStall: () => metrics.stalledClosed() });
   try {
     const applied = await migrate(db.sql);
     if (applied.length) log.info({ applied }, 'migrations applied');
@@ -117,6 +109,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
       get baseUrl() {
         return config.baseUrl;
       },
+      unsubscribeUrl: (key) => unsubscribeUrl(config.baseUrl, signer, key),
       recorded: () => background?.kickSoon(),
     });
     const billing = createBilling({
@@ -183,6 +176,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
       ...zipRoutes(deps),
       ...contentRoutes(deps),
       ...billingRoutes({ ...deps, billing }),
+      ...unsubscribeRoutes(deps),
       ...pageRoutes(deps),
       ...tusRoutes(deps),
       apiNotFound,

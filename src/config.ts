@@ -34,6 +34,8 @@ export interface Config {
   readonly sweepIntervalMs: number;
   /** How long SIGTERM/SIGINT lets in-flight requests finish before aborting them. */
   readonly shutdownGraceMs: number;
+  /** A response whose client takes no byte for this long is closed (slow-reader defence). */
+  readonly downloadStallMs: number;
   /** Set by systemd for Type=notify units: where READY=1 and STOPPING=1 go. */
   readonly notifySocket: string | undefined;
   /** LOG_FORMAT: `auto` is short text lines on a terminal and JSON otherwise (systemd, files, pipes). */
@@ -184,6 +186,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
     logLevel,
     sweepIntervalMs: int('SWEEP_INTERVAL_SECONDS', 300, 1, 86400) * 1000,
     shutdownGraceMs: int('SHUTDOWN_GRACE_SECONDS', 30, 0, 3600) * 1000,
+    downloadStallMs: int('DOWNLOAD_STALL_TIMEOUT_SECONDS', 60, 1, 3600) * 1000,
     notifySocket: str('NOTIFY_SOCKET'),
     logFormat: oneOf('LOG_FORMAT', LOG_FORMATS, 'auto'),
     // Last: every setting above has been read, so `known` is complete.

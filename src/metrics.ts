@@ -19,6 +19,8 @@ export interface Metrics {
   /** An upload or download starts (+1) or ends (-1). */
   transfer(kind: 'upload' | 'download', delta: 1 | -1): void;
   uploadAborted(): void;
+  /** A response was closed because its client took no bytes for the stall timeout. */
+  stalledClosed(): void;
   capRejected(): void;
   dbError(): void;
   /** A Redis command failed or timed out (the request itself failed open). */
@@ -92,6 +94,11 @@ export function createMetrics(opts: { gather?: () => Promise<unknown[]> } = {}):
     registers,
   });
   const aborts = new Counter({ name: 'sluice_upload_aborts_total', help: 'Uploads the client abandoned mid-body', registers });
+  const stalled = new Counter({
+    name: 'sluice_stalled_responses_closed_total',
+    help: 'Responses closed because the client accepted no bytes for DOWNLOAD_STALL_TIMEOUT_SECONDS',
+    registers,
+  });
   const capRejections = new Counter({
     name: 'sluice_upload_cap_rejections_total',
     help: 'Uploads refused for exceeding the bundle size cap (SIZE_EXCEEDED)',
@@ -155,6 +162,7 @@ export function createMetrics(opts: { gather?: () => Promise<unknown[]> } = {}):
       readInflight = read;
     },
     uploadAborted: () => aborts.inc(),
+    stalledClosed: () => stalled.inc(),
     capRejected: () => capRejections.inc(),
     dbError: () => dbErrors.inc(),
     redisError: () => redisErrors.inc(),

@@ -5,7 +5,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { streamBody, type BodySource } from '../src/http/body-pump.ts';
+import { pumpBytesInUse, RELEASE_AFTER_MS, streamBody, type BodySource } from '../src/http/body-pump.ts';
 import type { Ctx } from '../src/http/context.ts';
 import { freshAllocations } from '../src/storage/spare-buffers.ts';
 
@@ -136,4 +136,37 @@ test('small bodies never take pooled buffers; every byte of a large one is sent'
   const big = fakeCtx();
   assert.equal(await streamBody(big.ctx, 200, [], 5 * MiB + 3, instantSource()), true);
   assert.equal(big.sent(), 5 * MiB + 3);
+});
+
+test('a response whose client takes nothing gives its buffers back after RELEASE_AFTER_MS, and resumes where the client is', async () => {
+  let writable: ((offset: number) => boolean) | null = null;
+  let taking = false;
+  let sent = 0;
+  const f = fakeCtx();
+  const res = f.ctx.res as unknown as Record<string, unknown>;
+  // Takes nothing until `taking`, then everything.
+  res.tryEnd = (chunk: Uint8Array, total: number): [boolean, boolean] => {
+    if (!taking) return [false, false];
+    sent += chunk.byteLength;
+    return [true, sent >= total];
+  };
+  res.getWriteOffset = () => sent;
+  res.onWritable = (fn: (offset: number) => boolean) => {
+    writable = fn;
+    return res;
+  };
+  const base = pumpBytesInUse();
+  const src = instantSource();
+  const streaming = streamBody(f.ctx, 200, [], 4 * MiB, src);
+  await new Promise((r) => setTimeout(r, 50));
+  assert.equal(pumpBytesInUse() - base, 2 * MiB, 'two buffers while the client is merely behind');
+  await new Promise((r) => setTimeout(r, RELEASE_AFTER_MS + 100));
+  assert.equal(pumpBytesInUse() - base, 0, 'none once it has waited past RELEASE_AFTER_MS');
+  // The client drains: nothing was sent, so the whole body is read again from its start.
+  taking = true;
+  assert.equal(writable!(0), true);
+  assert.equal(await streaming, true);
+  assert.equal(sent, 4 * MiB);
+  assert.equal(src.targets.length, 2 + 4, 'the first two reads, then the four of the whole body');
+  assert.equal(pumpBytesInUse(), base);
 });

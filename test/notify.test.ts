@@ -1,6 +1,6 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import pino from 'pino';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
 import { startMailSink, type MailSink } from './helpers/smtp.ts';
@@ -30,17 +30,21 @@ for (const backend of backends()) {
     after(() => env?.drop());
 
     const notifier = () =>
-      createDownloadNotifier({ sql, outbox, log: pino({ level: 'silent' }), baseUrl: 'https://s.example', now: () => new Date(clock) });
+      createDownloadNotifier({
+        sql, outbox, log: pino({ level: 'silent' }), baseUrl: 'https://s.example', now: () => new Date(clock),
+        unsubscribeUrl: (key) => `https://s.example/unsubscribe?a=${key}&s=sig`,
+      });
     async function bundle(code: string, email: string | null): Promise<number> {
       const [b] = await sql<{ id: number }[]>`
         insert into bundles (short_code, upload_token_hash, notify_email, max_size_bytes)
         values (${code}, ${randomBytes(32)}, ${email}, 1000) returning id`;
       return b!.id;
     }
-    async function queued(): Promise<Array<{ to: string; subject: string; text: string }>> {
+    type Queued = { to: string; subject: string; text: string; html: string; headers: Record<string, string> };
+    async function queued(): Promise<Queued[]> {
       const rows = await sql<{ to_addr: string; subject: string; body: Uint8Array }[]>`select to_addr, subject, body from mail_outbox order by id`;
       await sql`delete from mail_outbox`;
-      return rows.map((r) => ({ to: r.to_addr, subject: r.subject, text: (JSON.parse(sealer.open(r.body, 'mail-outbox')) as { text: string }).text }));
+      return rows.map((r) => ({ to: r.to_addr, subject: r.subject, ...(JSON.parse(sealer.open(r.body, 'mail-outbox')) as Omit<Queued, 'to' | 'subject'>) }));
     }
 
     test('the first download is mailed at once; later ones within 10 minutes go out together in one mail', async () => {
@@ -51,7 +55,7 @@ for (const backend of backends()) {
       const [first, ...none] = await queued();
       assert.equal(none.length, 0);
       assert.equal(first!.to, 'owner@example.com');
-      assert.match(first!.text, /2026-11-22 10:00:00 UTC {2}a\.txt/);
+      assert.match(first!.text, /2026-11-22 10:00:00 UTC {2}file named "a\.txt"/);
 
       clock += 1 * MIN;
       await n.downloaded(id, 'owner@example.com', 'b.txt');
@@ -64,7 +68,7 @@ for (const backend of backends()) {
       assert.equal(await n.flush(), 1);
       const [batch] = await queued();
       assert.match(batch!.subject, /2 files were downloaded from Batch/);
-      assert.match(batch!.text, /10:01:00 UTC {2}b\.txt[\s\S]*10:05:00 UTC {2}c\.txt/);
+      assert.match(batch!.text, /10:01:00 UTC {2}file named "b\.txt"[\s\S]*10:05:00 UTC {2}file named "c\.txt"/);
       assert.equal(await n.flush(), 0, 'nothing left');
       clock += NOTIFY_WINDOW_MS * 3;
       assert.equal(await n.flush(), 0, 'no downloads, no mail');
@@ -81,6 +85,40 @@ for (const backend of backends()) {
       assert.equal((await sql`select count(*)::int as n from download_events where bundle_id = ${c}`)[0]!.n, 0);
       assert.equal(await n.flush(), 2);
       assert.deepEqual((await queued()).map((m) => m.to).sort(), ['a@example.com', 'b@example.com']);
+    });
+
+    test('one address gets at most 20 mails a UTC day across all bundles, whatever its spelling; the next day it gets mail again', async () => {
+      const n = notifier();
+      const ids: number[] = [];
+      for (let i = 0; i < 25; i++) {
+        const email = i % 2 ? 'Victim@Example.com' : ' victim@example.com';
+        ids.push(await bundle(`Cap${String(i).padStart(2, '0')}`, email));
+        await n.downloaded(ids[i]!, email, `f${i}`);
+      }
+      assert.equal(await n.flush(), 20);
+      assert.equal((await queued()).length, 20);
+      assert.equal((await sql`select count(*)::int as n from download_events`)[0]!.n, 0, 'downloads past the cap are dropped, not kept');
+      clock += 24 * 3_600_000;
+      await n.downloaded(ids[0]!, ' victim@example.com', 'next day');
+      assert.equal(await n.flush(), 1);
+      assert.equal((await queued()).length, 1);
+    });
+
+    test('the uploader\'s text is quoted as a file name on one line; the mail carries one-click unsubscribe headers and link', async () => {
+      const n = notifier();
+      const id = await bundle('Spam1', 'x@example.com');
+      await n.downloaded(id, 'x@example.com', 'URGENT your account is locked\r\nverify at https://evil.example <b>now</b>');
+      await n.downloaded(id, 'x@example.com', 'Spam1.zip', 3);
+      assert.equal(await n.flush(), 1);
+      const [m] = await queued();
+      assert.match(m!.text, /UTC {2}file named "URGENT your account is locked verify at https:\/\/evil\.example <b>now<\/b>"\n/);
+      assert.match(m!.text, /UTC {2}all 3 files as Spam1\.zip\n/);
+      assert.match(m!.text, /File names are shown as the uploader gave them/);
+      assert.match(m!.html, /file named <code>&quot;URGENT[^<]*&lt;b&gt;now&lt;\/b&gt;&quot;<\/code>/);
+      const key = createHash('sha256').update('x@example.com').digest('hex');
+      const url = `https://s.example/unsubscribe?a=${key}&s=sig`;
+      assert.ok(m!.text.includes(url) && m!.html.includes(url.replace('&', '&amp;')));
+      assert.deepEqual(m!.headers, { 'List-Unsubscribe': `<${url}>`, 'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click' });
     });
 
     test('concurrent flushes (several workers) queue one mail per bundle', async () => {
@@ -127,7 +165,7 @@ for (const backend of backends()) {
       assert.equal((await call(srv, 'GET', `/zip/${b.short_code}`)).status, 200);
       await new Promise((r) => setTimeout(r, 2500));
       assert.equal(smtp.mails.filter((m) => /watch@/.test(JSON.stringify(m.to))).length, 1, 'one mail per 10 minutes');
-      assert.deepEqual(await events(), ['two.txt', `all 2 files as ${b.short_code}.zip`]);
+      assert.deepEqual(await events(), ['two.txt', `${b.short_code}.zip`]);
 
       // ten minutes pass; the next download (or the 30 s poll) sends the batch
       await srv.sql`update bundle_notifications set last_sent_at = last_sent_at - interval '10 minutes'`;
@@ -137,6 +175,34 @@ for (const backend of backends()) {
       assert.match(second!.subject ?? '', /3 files were downloaded/);
       await new Promise((r) => setTimeout(r, 1000));
       assert.deepEqual(await events(), []);
+    });
+
+    test('the unsubscribe link: GET asks, a one-click POST (RFC 8058) unsubscribes, and no mail goes to that address from any bundle', async () => {
+      const b = await uploaded(srv, [{ name: 'u.txt', data: 'u' }], { fields: { notify_email: 'Leave@Example.com' } });
+      assert.equal((await call(srv, 'GET', b.files[0].download_url)).status, 200);
+      const [m] = await smtp.waitFor((x) => /leave@example\.com/i.test(JSON.stringify(x.to)));
+      const header = (name: string): string => m!.headerLines.find((h) => h.key === name)?.line.replace(/^[^:]*:\s*/, '') ?? '';
+      assert.equal(header('list-unsubscribe-post'), 'List-Unsubscribe=One-Click');
+      const url = /^<(.*)>$/.exec(header('list-unsubscribe'))?.[1] ?? '';
+      const path = url.replace(/^http:\/\/[^/]+/, '');
+      assert.match(path, /^\/unsubscribe\?a=[0-9a-f]{64}&s=[\w-]{43}$/);
+      assert.ok((m!.text ?? '').includes(url), 'the link is in the text too');
+      const page = await call(srv, 'GET', path);
+      assert.equal(page.status, 200);
+      assert.match(page.text, /<form method="post"/);
+      assert.equal((await srv.sql`select count(*)::int as n from mail_unsubscribes`)[0]!.n, 0, 'GET alone changes nothing');
+      const forged = await call(srv, 'POST', path.slice(0, -1) + (path.endsWith('A') ? 'B' : 'A'), { body: 'List-Unsubscribe=One-Click', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+      assert.equal(forged.status, 404);
+      const post = await call(srv, 'POST', path, { body: 'List-Unsubscribe=One-Click', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+      assert.equal(post.status, 200);
+      assert.equal((await srv.sql`select count(*)::int as n from mail_unsubscribes`)[0]!.n, 1);
+      // Another bundle, the same address in other letters: downloads are not mailed.
+      const other = await uploaded(srv, [{ name: 'v.txt', data: 'v' }], { fields: { notify_email: 'leave@example.COM' } });
+      const before = smtp.mails.length;
+      assert.equal((await call(srv, 'GET', other.files[0].download_url)).status, 200);
+      await new Promise((r) => setTimeout(r, 2500));
+      assert.equal(smtp.mails.length, before);
+      assert.equal((await srv.sql`select count(*)::int as n from download_events`)[0]!.n, 0, 'the event was consumed, not mailed');
     });
   });
 }

@@ -9,6 +9,9 @@ export interface Signer {
   /** Query suffix `exp=…&sig=…` authorizing only the preview of one file for one hour. */
   previewQuery(fileId: number, nowMs?: number): string;
   verifyPreview(fileId: number, exp: string | null, sig: string | null, nowMs?: number): boolean;
+  /** Signature of an unsubscribe link for one address (its key, see addressKey); it never expires. */
+  unsubscribeSig(addressKey: string): string;
+  verifyUnsubscribe(addressKey: string, sig: string | null): boolean;
 }
 
 /** HMAC-SHA256 tokens keyed by SECRET; each purpose has its own label so one can never stand for another. */
@@ -43,6 +46,11 @@ export function createSigner(secret: Buffer): Signer {
       if (exp === null || sig === null || !/^\d{1,12}$/.test(exp) || Number(exp) * 1000 <= nowMs) return false;
       if (!/^[A-Za-z0-9_-]{43}$/.test(sig)) return false;
       return same(sig, mac(`preview|${fileId}|${exp}`));
+    },
+    unsubscribeSig: (addressKey) => b64(mac(`unsubscribe|${addressKey}`)),
+    verifyUnsubscribe(addressKey, sig) {
+      if (sig === null || !/^[A-Za-z0-9_-]{43}$/.test(sig)) return false;
+      return same(sig, mac(`unsubscribe|${addressKey}`));
     },
   };
 }

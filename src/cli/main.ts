@@ -13,6 +13,7 @@ import { keysCommand, UsageError } from './keys.ts';
 import { supervise } from './supervise.ts';
 import { createWorkerLink } from './worker-link.ts';
 import { createNotifier } from '../sd-notify.ts';
+import { OWNER_ONLY_UMASK, usableDataDir } from '../util/data-dir.ts';
 
 const USAGE = `usage: sluice <command>
   help                    this text
@@ -54,6 +55,8 @@ async function main(argv: string[]): Promise<void> {
   if (cmd === 'serve') return serve(config);
   for (const w of config.warnings) process.stderr.write(`sluice: warning: ${w}\n`);
   const log = loggerFor(config, config.logLevel === 'info' ? 'warn' : config.logLevel);
+  process.umask(OWNER_ONLY_UMASK);
+  if (!config.databaseUrl) usableDataDir(config.dataDir);
   const db = await connectDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, log, max: 1 });
   try {
     await migrate(db.sql).then((applied) => cmd === 'migrate' && process.stdout.write(applied.length ? `applied ${applied.join(', ')}\n` : 'up to date\n'));

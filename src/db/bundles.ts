@@ -1,3 +1,4 @@
+import { listFilesInPages } from './file-pages.ts';
 import type { Sql } from './client.ts';
 import { AppError } from '../errors.ts';
 import { newShortCode } from '../auth/tokens.ts';
@@ -235,19 +236,16 @@ export interface FileSummary {
   mime_type: string;
 }
 
-/** An active bundle with its file list, in one round trip (the hot read path). */
+/** An active bundle with its file list (the hot read path, behind the bundle cache). */
 export async function findActiveBundleWithFiles(
   sql: Sql,
   code: string,
 ): Promise<(BundleRow & { files: FileSummary[] }) | undefined> {
-  const [b] = await sql<(BundleRow & { files: FileSummary[] })[]>`
-    select b.*, false as is_expired,
-      coalesce((select json_agg(json_build_object('id', f.id, 'name', f.name, 'size', f.size, 'mime_type', f.mime_type)
-                                order by f.id)
-                from files f where f.bundle_id = b.id), '[]'::json) as files
-    from bundles b
+  const [b] = await sql<BundleRow[]>`
+    select b.*, false as is_expired from bundles b
     where b.short_code = ${code} and (b.expires_at is null or b.expires_at > now())`;
-  return b;
+  if (!b) return undefined;
+  return { ...b, files: await listFilesInPages(sql, b.id, 'summary') };
 }
 
 /** A bundle by code whether expired or not (status and delete distinguish themselves). */

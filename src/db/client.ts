@@ -5,6 +5,7 @@ import postgres from 'postgres';
 import type { Logger } from 'pino';
 import { servePglite } from './pglite-server.ts';
 import { isAlive, ownTag, writerAlive } from '../util/process-tag.ts';
+import { restrictTree } from '../util/data-dir.ts';
 
 export type Sql = postgres.Sql<Record<string, never>>;
 
@@ -148,9 +149,13 @@ async function hostEmbedded(
   // PGlite's PostgreSQL keeps its shared buffers inside the server process's memory, and the
   // default 128 MB of them ends up resident. The embedded database is small and its files sit in
   // the OS page cache anyway: 16 MB keeps the idle server ~120 MiB smaller at no measurable cost.
-  const pg = await PGlite.create(path.join(opts.dataDir, 'pg'), {
+  const pgDir = path.join(opts.dataDir, 'pg');
+  // Owner-only before PGlite opens it (a tree an older version left open) and after (what it created).
+  restrictTree(pgDir);
+  const pg = await PGlite.create(pgDir, {
     startParams: [...PGlite.defaultStartParams, '-c', `shared_buffers=${EMBEDDED_SHARED_BUFFERS}`],
   });
+  restrictTree(pgDir);
   // The session listens once, for good: announcements then appear in the output of whichever
   // connection commits a change, and the socket server hands them to the watchers.
   await pg.exec(`listen ${BUNDLE_CHANNEL}`);
@@ -176,6 +181,11 @@ async function hostEmbedded(
       await sql.end({ timeout: 5 }).catch(() => {});
       await server.close().catch(() => {});
       await pg.close().catch(() => {});
+      try {
+        restrictTree(path.join(opts.dataDir, 'pg'));
+      } catch (err) {
+        opts.log.warn({ err }, 'embedded database files not made owner-only');
+      }
       fs.rmSync(socketPath, { force: true });
       fs.rmSync(lockPath, { force: true });
     },

@@ -14,6 +14,40 @@ const CHUNK_BYTES = 1 << 20;
 const POOLED_OVER_BYTES = 64 * 1024;
 const spares = spareBuffers('download', CHUNK_BYTES, 16, pageAligned);
 
+/**
+ * How long a response may wait on a client that takes no bytes before it is closed, and what is told
+ * of it. Set once at start (configureSlowReaders); the defaults serve tests that never set them.
+ */
+export interface SlowReaderSettings {
+  /** A response whose client accepts no byte for this long is closed. */
+  readonly stallMs: number;
+  /** Called once per response closed for stalling (a metric). */
+  readonly onStall: () => void;
+}
+
+let slowReaders: SlowReaderSettings = { stallMs: 60_000, onStall: () => {} };
+
+export function configureSlowReaders(settings: SlowReaderSettings): void {
+  slowReaders = settings;
+}
+
+/**
+ * A response that waits this long on one chunk gives its buffers back and reads the unsent bytes
+ * again once the client drains: a reader that stalls holds no pump buffer while it waits.
+ */
+export const RELEASE_AFTER_MS = 1_000;
+/**
+ * Pump buffer bytes all responses may hold together. Past it, a response reads through 64 KiB
+ * buffers of its own, and one that has to wait for its client gives its buffers back at once: a
+ * crowd of clients that stop reading cannot pin more than this plus 128 KiB each, and that only
+ * until RELEASE_AFTER_MS.
+ */
+export const TOTAL_BUDGET_BYTES = 64 * CHUNK_BYTES;
+const SMALL_BYTES = 64 * 1024;
+let inUse = 0;
+/** Pump buffer bytes held by all responses right now (for tests). */
+export const pumpBytesInUse = (): number => inUse;
+
 /** Where a streamed body comes from: any positioned reader (one file, a ZIP layout, …). */
 export interface BodySource {
   /** Fills all of `target` with body bytes from body offset `pos`, or rejects. Calls never overlap. */
@@ -22,13 +56,18 @@ export interface BodySource {
   close(): void;
 }
 
+/** How one send ended: the whole response went out, this chunk went out, or sending resumes at a body offset. */
+type Sent = { kind: 'complete' } | { kind: 'sent' } | { kind: 'resume'; at: number };
+
 /**
  * Streams a body of exactly `length` bytes with tryEnd/onWritable backpressure: the same pump as
  * streamFile, generalized to any BodySource. One read is in flight ahead of the send, into the other
  * of two buffers, so memory stays at 2 MiB per response whatever the body size (reused, see
- * POOLED_OVER_BYTES). Resolves true when the whole body was handed to uWS, false if the client went
- * away. A failure before the first byte rejects (the caller can still answer with an error); after
- * it, the connection is dropped.
+ * POOLED_OVER_BYTES), within a total budget (TOTAL_BUDGET_BYTES), and at none while a client
+ * stalls (RELEASE_AFTER_MS). A client that takes no byte for the stall time is disconnected.
+ * Resolves true when the whole body was handed to uWS, false if the client went away. A failure
+ * before the first byte rejects (the caller can still answer with an error); after it, the
+ * connection is dropped.
  */
 export function streamBody(
   ctx: Ctx,
@@ -43,16 +82,21 @@ export function streamBody(
     const buffers: Buffer[] = [];
     // The read in flight, if any: buffers go back to the spares only once no read can still write
     // into them (an abort settles the response while the pool thread may be mid-read).
-    let reading: Promise<unknown> = Promise.resolve();
+    let reading: Promise<void> = Promise.resolve();
     let settled = false;
+    // Ends the wait of the send in progress, if any (its timers).
+    let endWait: (() => void) | null = null;
+    const releaseBuffers = (): void => {
+      const held = buffers.splice(0);
+      for (const b of held) inUse -= b.length;
+      void reading.then(() => held.forEach((b) => spares.give(b)));
+    };
     const finish = (ok: boolean, error?: unknown): void => {
       if (settled) return;
       settled = true;
+      endWait?.();
       source.close();
-      if (pooled) {
-        const held = buffers.splice(0);
-        void reading.then(() => held.forEach((b) => spares.give(b)));
-      }
+      releaseBuffers();
       if (error) reject(error);
       else resolve(ok);
     };
@@ -68,58 +112,118 @@ export function streamBody(
       return finish(true);
     }
 
-    const size = Math.min(CHUNK_BYTES, length);
-    const buffer = (i: number): Buffer => (buffers[i] ??= pooled ? spares.take() : Buffer.allocUnsafeSlow(size));
-    const read = (i: number, pos: number): Promise<Buffer> => {
-      const chunk = buffer(i % 2).subarray(0, Math.min(size, length - pos));
-      const done = source.read(chunk, pos).then(() => chunk);
-      reading = done.catch(() => {});
+    const acquire = (): Buffer => {
+      const b =
+        inUse + CHUNK_BYTES > TOTAL_BUDGET_BYTES
+          ? Buffer.allocUnsafeSlow(Math.min(SMALL_BYTES, length))
+          : pooled
+            ? spares.take()
+            : Buffer.allocUnsafeSlow(length);
+      inUse += b.length;
+      return b;
+    };
+    // Reads body bytes from `pos` into buffer i % 2; resolves with how many (the buffer may be released meanwhile).
+    const read = (i: number, pos: number): Promise<number> => {
+      const target = (buffers[i % 2] ??= acquire());
+      const n = Math.min(target.length, length - pos);
+      const done = source.read(target.subarray(0, n), pos).then(() => n);
+      reading = done.then(
+        () => {},
+        () => {},
+      );
       return done;
     };
 
     let first = true;
-    // Hands one chunk to uWS; resolves when uWS has taken all of it (true: response complete).
-    const send = (chunk: Buffer): Promise<boolean> =>
+    // Hands `n` bytes of buffer i % 2, body offset `at`, to uWS; resolves once uWS has taken all of
+    // them, or once the buffers were released while waiting (sending then resumes where the client is).
+    const send = (i: number, n: number, at: number): Promise<Sent> =>
       new Promise((ok) => {
-        if (ctx.aborted) return ok(true);
+        if (ctx.aborted) return ok({ kind: 'complete' });
         const base = res.getWriteOffset();
+        // Dropped on release: nothing may keep a released buffer reachable (it would stay resident).
+        let chunk: Buffer | null = buffers[i % 2]!.subarray(0, n);
         let result: [boolean, boolean] = [false, false];
         res.cork(() => {
           if (first) {
             writeHead(ctx, status, headers);
             first = false;
           }
-          result = res.tryEnd(chunk, length);
+          result = res.tryEnd(chunk!, length);
         });
-        if (result[1]) return ok(true);
-        if (result[0]) return ok(false);
+        if (result[1]) return ok({ kind: 'complete' });
+        if (result[0]) return ok({ kind: 'sent' });
+
+        // The client is behind: wait for it, with a deadline on its progress and a bound on what is held.
+        const release = (): void => {
+          if (chunk === null || settled) return;
+          chunk = null;
+          releaseBuffers();
+        };
+        const stall = (): void => {
+          if (settled || ctx.aborted) return;
+          slowReaders.onStall();
+          ctx.done = true;
+          res.close(); // runs onAborted: the response settles as aborted
+        };
+        let stallTimer = setTimeout(stall, slowReaders.stallMs);
+        const releaseTimer = setTimeout(release, RELEASE_AFTER_MS);
+        if (inUse > TOTAL_BUDGET_BYTES) release();
+        const leave = (): void => {
+          clearTimeout(stallTimer);
+          clearTimeout(releaseTimer);
+          endWait = null;
+        };
+        endWait = leave;
         res.onWritable((offset) => {
-          // After the response settled, `chunk` may already belong to another response.
+          // After the response settled, its buffers may already belong to another response.
           if (settled || ctx.aborted) return true;
+          if (chunk === null) {
+            // Released: nothing to write from. Say so, and read the rest again from where the client is.
+            leave();
+            setImmediate(ok, { kind: 'resume', at: at + offset - base });
+            return true;
+          }
           const [wrote, done] = res.tryEnd(chunk.subarray(offset - base), length);
+          if (res.getWriteOffset() > offset) {
+            clearTimeout(stallTimer);
+            stallTimer = setTimeout(stall, slowReaders.stallMs);
+          }
           // Continue on the next turn, not in this callback's microtasks: when the next read is already
           // done, the next send's onWritable would be registered before uWS has processed this return
           // value and be lost (uWebSockets.js issue 961): the download stalled for good.
-          if (done) setImmediate(ok, true);
-          else if (wrote) setImmediate(ok, false);
+          if (done || wrote) {
+            leave();
+            setImmediate(ok, done ? { kind: 'complete' } : { kind: 'sent' });
+          }
           return wrote;
         });
       });
 
     (async () => {
-      let pos = 0;
-      let next = read(0, pos);
+      let next = read(0, 0);
+      let nextAt = 0;
       for (let i = 0; ; i++) {
-        const chunk = await next;
+        const n = await next;
         if (ctx.aborted) return finish(false);
-        pos += chunk.length;
-        if (pos < length) {
-          next = read(i + 1, pos);
+        const at = nextAt;
+        const end = at + n;
+        if (end < length) {
+          next = read(i + 1, end);
+          nextAt = end;
           next.catch(() => {}); // observed by the next await; never an unhandled rejection
         }
-        const complete = await send(chunk);
+        const sent = await send(i, n, at);
         if (ctx.aborted) return finish(false);
-        if (complete || pos >= length) {
+        if (sent.kind === 'resume') {
+          // The read ahead (if any) went into a released buffer: let it settle, then read again.
+          await reading;
+          if (ctx.aborted) return finish(false);
+          next = read(i + 1, sent.at);
+          nextAt = sent.at;
+          continue;
+        }
+        if (sent.kind === 'complete' || end >= length) {
           ctx.done = true;
           ctx.bytesOut = length;
           return finish(true);

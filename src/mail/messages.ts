@@ -50,32 +50,66 @@ export function portalMail(o: { to: string; link: string; validMinutes: number }
 }
 
 export interface DownloadEvent {
+  /** The file's name (the uploader's text), or with `zipFiles` the zip's (ours: `<code>.zip`). */
   readonly what: string;
+  /** Set when the whole bundle was downloaded as one zip: how many files it held. */
+  readonly zipFiles?: number | null;
   readonly at: Date;
 }
 
 /** Lists at most this many downloads; the rest are counted. */
 const MAX_LISTED = 50;
+/** A file name is shown up to this many characters: it is the uploader's text, not ours. */
+const MAX_NAME = 120;
 
-/** One batch of downloads of one bundle: what and when, never who. */
-export function downloadsMail(o: { to: string; shortCode: string; events: readonly DownloadEvent[]; baseUrl: string }): Mail {
+/** The uploader's text as one quoted line: control characters and line breaks become spaces. */
+export function quotedName(name: string): string {
+  const flat = name.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]+/g, ' ');
+  const short = [...flat].length > MAX_NAME ? `${[...flat].slice(0, MAX_NAME).join('')}…` : flat;
+  return `"${short}"`;
+}
+
+const line = (e: DownloadEvent): string =>
+  e.zipFiles == null ? `file named ${quotedName(e.what)}` : `all ${e.zipFiles} files as ${e.what}`;
+
+/**
+ * One batch of downloads of one bundle: what and when, never who. File names are the uploader's
+ * text, so each is quoted and labelled as a file name; the mail carries a one-click unsubscribe
+ * (RFC 8058 headers and a link).
+ */
+export function downloadsMail(o: {
+  to: string; shortCode: string; events: readonly DownloadEvent[]; baseUrl: string; unsubscribeUrl: string;
+}): Mail {
   const listed = o.events.slice(0, MAX_LISTED);
   const more = o.events.length - listed.length;
   const link = `${o.baseUrl}/${o.shortCode}`;
   const n = o.events.length;
   const head = `${n === 1 ? 'A download' : `${n} downloads`} from your Sluice bundle ${o.shortCode} (${link}):`;
+  const names = 'File names are shown as the uploader gave them; Sluice does not check what they say.';
+  const why = 'You get this mail because this address was given as notify_email at upload; at most one mail per bundle every 10 minutes.';
+  const stop = 'To get no more of these mails at this address, open:';
   const text = [
     head,
     '',
-    ...listed.map((e) => `  ${sqlUtc(e.at)} UTC  ${e.what}`),
+    ...listed.map((e) => `  ${sqlUtc(e.at)} UTC  ${line(e)}`),
     ...(more > 0 ? [`  … and ${more} more`] : []),
     '',
-    'You get this mail because this address was given as notify_email at upload; at most one mail per bundle every 10 minutes.',
+    names,
+    why,
+    `${stop} ${o.unsubscribeUrl}`,
   ].join('\n');
   const html = page([
     escapeHtml(head),
-    `<ul>${listed.map((e) => `<li>${escapeHtml(sqlUtc(e.at))} UTC — ${escapeHtml(e.what)}</li>`).join('')}${more > 0 ? `<li>… and ${more} more</li>` : ''}</ul>`,
-    'You get this mail because this address was given as notify_email at upload; at most one mail per bundle every 10 minutes.',
+    `<ul>${listed.map((e) => `<li>${escapeHtml(sqlUtc(e.at))} UTC — ${e.zipFiles == null ? `file named <code>${escapeHtml(quotedName(e.what))}</code>` : escapeHtml(line(e))}</li>`).join('')}${more > 0 ? `<li>… and ${more} more</li>` : ''}</ul>`,
+    escapeHtml(names),
+    escapeHtml(why),
+    `<a href="${escapeHtml(o.unsubscribeUrl)}">Unsubscribe this address</a>`,
   ]);
-  return { to: o.to, subject: `Sluice: ${n === 1 ? 'a file was' : `${n} files were`} downloaded from ${o.shortCode}`, text, html };
+  return {
+    to: o.to,
+    subject: `Sluice: ${n === 1 ? 'a file was' : `${n} files were`} downloaded from ${o.shortCode}`,
+    text,
+    html,
+    headers: { 'List-Unsubscribe': `<${o.unsubscribeUrl}>`, 'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click' },
+  };
 }

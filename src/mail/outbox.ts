@@ -43,7 +43,7 @@ export function createOutbox(deps: { sql: Sql; sealer: Sealer; transport: MailTr
   return {
     async enqueue(mail, tx = sql) {
       // Bodies may carry a freshly minted API key: they rest sealed, and the row goes once delivered.
-      const body = sealer.seal(JSON.stringify({ text: mail.text, html: mail.html }), SEAL_CONTEXT);
+      const body = sealer.seal(JSON.stringify({ text: mail.text, html: mail.html, headers: mail.headers }), SEAL_CONTEXT);
       await tx`insert into mail_outbox (to_addr, subject, body) values (${mail.to}, ${mail.subject}, ${body})`;
     },
 
@@ -61,13 +61,16 @@ export function createOutbox(deps: { sql: Sql; sealer: Sealer; transport: MailTr
       let failed = 0;
       for (const row of rows) {
         try {
-          const { text, html } = JSON.parse(sealer.open(row.body, SEAL_CONTEXT)) as { text: string; html: string };
+          const { text, html, headers } = JSON.parse(sealer.open(row.body, SEAL_CONTEXT)) as {
+            text: string; html: string; headers?: Record<string, string>;
+          };
           await transport.send({
             from,
             to: row.to_addr,
             subject: row.subject,
             text,
             html,
+            headers,
             // Stable per row: a mail re-sent after a crash between "accepted" and "deleted" is recognisably the same.
             messageId: `<outbox-${row.id}-${row.created_at.getTime()}@sluice>`,
           });

@@ -24,6 +24,8 @@ export interface Mail {
   readonly subject: string;
   readonly text: string;
   readonly html: string;
+  /** Extra header fields (List-Unsubscribe…); names and values are ours, never a client's. */
+  readonly headers?: Readonly<Record<string, string>>;
 }
 
 /** Hands one finished mail to SMTP or to the .eml outbox; rejects when it was not accepted. */

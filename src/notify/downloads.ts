@@ -2,17 +2,22 @@ import type { Logger } from 'pino';
 import type { Sql } from '../db/client.ts';
 import type { Outbox } from '../mail/outbox.ts';
 import { downloadsMail } from '../mail/messages.ts';
+import { addressKey, forgetOldDays, mayMail } from './recipients.ts';
 
 /** At most one notification mail per bundle in this window; downloads in between are batched. */
 export const NOTIFY_WINDOW_MS = 10 * 60_000;
 
 export interface DownloadNotifier {
   /**
-   * Records one finished download of a bundle that has a notify_email. Callers do not wait for it;
-   * it never rejects (a lost event costs one line of a notification, never a download).
+   * Records one finished download of a bundle that has a notify_email: a file, by its name, or with
+   * `zipFiles` the whole bundle as a zip named `what`. Callers do not wait for it; it never rejects
+   * (a lost event costs one line of a notification, never a download).
    */
-  downloaded(bundleId: number, notifyEmail: string | null, what: string): Promise<void>;
-  /** Queues one mail per bundle whose events are waiting and whose last mail is at least 10 minutes old. */
+  downloaded(bundleId: number, notifyEmail: string | null, what: string, zipFiles?: number): Promise<void>;
+  /**
+   * Queues one mail per bundle whose events are waiting and whose last mail is at least 10 minutes
+   * old, unless its address unsubscribed or had its day's mails (see recipients.ts): those events are dropped.
+   */
   flush(): Promise<number>;
 }
 
@@ -23,6 +28,8 @@ export function createDownloadNotifier(deps: {
   log: Logger;
   /** Read when a mail is written (the server's origin is known only once it listens on PORT=0). */
   readonly baseUrl: string;
+  /** The signed one-click unsubscribe URL of an address key. */
+  unsubscribeUrl: (addressKey: string) => string;
   now?: () => Date;
   /** Called after an event was recorded (the server kicks its background loop). */
   recorded?: () => void;
@@ -30,9 +37,9 @@ export function createDownloadNotifier(deps: {
   const { sql, outbox, log } = deps;
   const now = deps.now ?? (() => new Date());
   return {
-    async downloaded(bundleId, notifyEmail, what) {
+    async downloaded(bundleId, notifyEmail, what, zipFiles) {
       if (notifyEmail === null) return;
-      await sql`insert into download_events (bundle_id, what, at) values (${bundleId}, ${what}, ${now()})`.then(
+      await sql`insert into download_events (bundle_id, what, zip_files, at) values (${bundleId}, ${what}, ${zipFiles ?? null}, ${now()})`.then(
         () => deps.recorded?.(),
         (err: unknown) => log.warn({ err, bundleId }, 'download event not recorded'),
       );
@@ -41,6 +48,8 @@ export function createDownloadNotifier(deps: {
     async flush() {
       const t = now();
       const windowStart = new Date(t.getTime() - NOTIFY_WINDOW_MS);
+      const day = t.toISOString().slice(0, 10);
+      await forgetOldDays(sql, day);
       const due = await sql<{ bundle_id: number }[]>`
         select distinct e.bundle_id from download_events e
         left join bundle_notifications n on n.bundle_id = e.bundle_id
@@ -55,13 +64,22 @@ export function createDownloadNotifier(deps: {
           const [n] = await tx<{ last_sent_at: Date }[]>`
             select last_sent_at from bundle_notifications where bundle_id = ${bundleId} for update`;
           if (!n || n.last_sent_at > windowStart) return false;
-          const events = await tx<{ what: string; at: Date }[]>`
-            delete from download_events where bundle_id = ${bundleId} and at <= ${t} returning what, at`;
+          const events = await tx<{ what: string; zip_files: number | null; at: Date }[]>`
+            delete from download_events where bundle_id = ${bundleId} and at <= ${t} returning what, zip_files, at`;
           const [b] = await tx<{ short_code: string; notify_email: string | null }[]>`
             select short_code, notify_email from bundles where id = ${bundleId}`;
           if (events.length === 0 || !b?.notify_email) return false;
+          const key = addressKey(b.notify_email);
+          if (!(await mayMail(tx as unknown as Sql, key, day))) return false;
           events.sort((a, z) => a.at.getTime() - z.at.getTime());
-          await outbox.enqueue(downloadsMail({ to: b.notify_email, shortCode: b.short_code, events, baseUrl: deps.baseUrl }), tx as unknown as Sql);
+          const mail = downloadsMail({
+            to: b.notify_email,
+            shortCode: b.short_code,
+            events: events.map((e) => ({ what: e.what, zipFiles: e.zip_files, at: e.at })),
+            baseUrl: deps.baseUrl,
+            unsubscribeUrl: deps.unsubscribeUrl(key),
+          });
+          await outbox.enqueue(mail, tx as unknown as Sql);
           await tx`update bundle_notifications set last_sent_at = ${t} where bundle_id = ${bundleId}`;
           return true;
         });

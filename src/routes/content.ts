@@ -34,9 +34,10 @@ export function contentRoutes(deps: Deps): Route[] {
       s.cache(false);
       return s;
     }));
-  const limiter = createLimiter({ max: 2, queue: 32 });
-  const previews = createPreviews({ sharp, limiter, log: deps.log });
-  const cards = createOgCards({ sharp, limiter, cacheDir: path.join(deps.disk.cacheDir, 'og'), log: deps.log });
+  // One preview render at a time: each may decode up to MAX_DECODED_BYTES. Share cards are small and
+  // drawn from our own SVG: they have a slot of their own and do not wait behind a large photo.
+  const previews = createPreviews({ sharp, limiter: createLimiter({ max: 1, queue: 32 }), log: deps.log });
+  const cards = createOgCards({ sharp, limiter: createLimiter({ max: 1, queue: 32 }), cacheDir: path.join(deps.disk.cacheDir, 'og'), log: deps.log });
   const file = (ctx: Ctx): Promise<void> => fileOrPreview(ctx, deps, previews);
   const og = (ctx: Ctx): Promise<void> => ogCard(ctx, deps, cards);
   return [

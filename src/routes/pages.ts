@@ -6,7 +6,7 @@ import { findBundleByTokenHash, listFiles } from '../db/bundles.ts';
 import { hashSecret, secretMatches, SHORT_CODE_RE, UPLOAD_TOKEN_RE } from '../auth/tokens.ts';
 import { loadAssets } from '../web/assets.ts';
 import { sendHtml } from '../web/html.ts';
-import { managePage, notFoundPage, requestView, sharePage, slowDownPage, uploadPage, type View } from '../web/views.ts';
+import { managePage, notFoundPage, pageNumber, requestView, sharePage, slowDownPage, uploadPage, type View } from '../web/views.ts';
 import { uploadOptionsFrom } from '../web/upload-options.ts';
 import type { Deps } from './deps.ts';
 
@@ -57,7 +57,8 @@ async function sharePageOf(ctx: Ctx, deps: Deps, view: View, notFound: (ctx: Ctx
   const query = tokenQuery(ctx, bundle, readable);
   // An opened locked bundle lists private names and carries its token in every link: kept nowhere.
   const cache = readable && bundle.access_password_hash !== null ? 'no-store' : 'private, no-cache';
-  sendHtml(ctx, 200, sharePage(view, bundle, readable ? bundle.files : null, query), cache);
+  const page = pageNumber(ctx.query.get('page'), bundle.files.length);
+  sendHtml(ctx, 200, sharePage(view, bundle, readable ? bundle.files : null, query, page), cache);
   if (ctx.method === 'get') {
     // Off the response path: a slow or failing counter never delays or breaks the page.
     deps.sql`update bundles set view_count = view_count + 1 where id = ${bundle.id}`.catch((err: unknown) =>

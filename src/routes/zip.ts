@@ -4,10 +4,9 @@ import { etagMatches, preconditionsHold, sendError, sendHeaders } from '../http/
 import type { Route } from '../http/server.ts';
 import { contentDisposition, parseRange } from '../http/range.ts';
 import { AppError } from '../errors.ts';
-import { findActiveBundle, listFiles, type FileRow } from '../db/bundles.ts';
+import { findActiveBundle, type FileRow } from '../db/bundles.ts';
 import { SHORT_CODE_RE } from '../auth/tokens.ts';
-import { uniqueEntryNames } from '../zip/names.ts';
-import { zipLayout } from '../zip/layout.ts';
+import { createZipPlans, type ZipPlans } from '../zip/plan.ts';
 import { sendZipRange } from '../zip/stream.ts';
 import type { Deps } from './deps.ts';
 
@@ -21,7 +20,8 @@ const FORMAT_VERSION = 'z1';
  * spends the content budget, not the API budget; the password gate still applies (hidden bundles are 404).
  */
 export function zipRoutes(deps: Deps): Route[] {
-  const handler = (ctx: Ctx): Promise<void> => sendZip(ctx, deps);
+  const plans = createZipPlans({ sql: deps.sql, etagOf: zipEtag });
+  const handler = (ctx: Ctx): Promise<void> => sendZip(ctx, deps, plans);
   return [
     { method: 'get', pattern: '/zip/:code', transfer: 'download', content: true, handler },
     { method: 'head', pattern: '/zip/:code', content: true, handler },
@@ -44,7 +44,7 @@ export function zipEtag(files: readonly FileRow[]): string {
  * headers went out ends the response early: the archive it promised no longer exists, and its new
  * ETag stops a resume with the old one.
  */
-async function sendZip(ctx: Ctx, deps: Deps, listedAgain = false): Promise<void> {
+async function sendZip(ctx: Ctx, deps: Deps, plans: ZipPlans, listedAgain = false): Promise<void> {
   const code = ctx.params[0] ?? '';
   if (!SHORT_CODE_RE.test(code)) throw new AppError('BUNDLE_NOT_FOUND');
   const bundle = await findActiveBundle(deps.sql, code);
@@ -52,10 +52,7 @@ async function sendZip(ctx: Ctx, deps: Deps, listedAgain = false): Promise<void>
   const caller = await deps.access.callerOf(ctx);
   if (!deps.access.canRead(ctx, caller, bundle)) throw new AppError('BUNDLE_NOT_FOUND');
 
-  const files = await listFiles(deps.sql, bundle.id); // id order: stable names and layout
-  const names = uniqueEntryNames(files.map((f) => f.name));
-  const layout = zipLayout(files.map((f, i) => ({ name: names[i]!, size: f.size, crc32: f.crc32, mtime: f.created_at })));
-  const etag = zipEtag(files);
+  const { files, layout, etag } = await plans.plan(bundle.id); // id order: stable names and layout
   const common: Array<[string, string]> = [
     ['ETag', etag],
     ['Accept-Ranges', 'bytes'],
@@ -91,8 +88,8 @@ async function sendZip(ctx: Ctx, deps: Deps, listedAgain = false): Promise<void>
   } catch (err) {
     // (streamBody rejects only before the first byte: nothing was sent yet)
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT' || ctx.aborted) throw err;
-    if (!listedAgain) return sendZip(ctx, deps, true);
+    if (!listedAgain) return sendZip(ctx, deps, plans, true);
     throw new AppError('FILE_NOT_FOUND');
   }
-  if (complete && start + length === layout.size) void deps.downloads?.downloaded(bundle.id, bundle.notify_email, `all ${files.length} files as ${bundle.short_code}.zip`);
+  if (complete && start + length === layout.size) void deps.downloads?.downloaded(bundle.id, bundle.notify_email, `${bundle.short_code}.zip`, files.length);
 }

@@ -105,9 +105,38 @@ function unlockForm(code: string): Safe {
 </form>`;
 }
 
-/** GET /<code>: the file list, or the password form when the bundle is locked for this viewer. */
-export function sharePage(v: View, b: BundleView, files: readonly FileView[] | null, query: string): Safe {
+/** Files listed per share page: a bundle of thousands of files is shown a page at a time. */
+export const FILES_PER_PAGE = 100;
+
+/** The 1-based page number of `?page=`, clamped to the pages there are (anything else: 1). */
+export function pageNumber(raw: string | null, fileCount: number): number {
+  const pages = Math.max(1, Math.ceil(fileCount / FILES_PER_PAGE));
+  const n = raw !== null && /^[1-9]\d{0,6}$/.test(raw) ? Number(raw) : 1;
+  return Math.min(n, pages);
+}
+
+/** Links to the previous and next pages of a long list; `query` is '' or `?t=…`. */
+function pager(code: string, page: number, count: number, query: string): Safe | null {
+  const pages = Math.ceil(count / FILES_PER_PAGE);
+  if (pages <= 1) return null;
+  const href = (n: number): string => `/${code}?page=${n}${query ? `&${query.slice(1)}` : ''}`;
+  const first = (page - 1) * FILES_PER_PAGE + 1;
+  const last = Math.min(count, page * FILES_PER_PAGE);
+  return html`<nav class="pager" aria-label="File list pages">
+${page > 1 ? html`<a class="btn" rel="prev" href="${href(page - 1)}">Previous</a>` : null}
+<span class="muted">Files ${first}–${last} of ${count} · page ${page} of ${pages}</span>
+${page < pages ? html`<a class="btn" rel="next" href="${href(page + 1)}">Next</a>` : null}
+</nav>`;
+}
+
+/**
+ * GET /<code>: the file list (page `page`, FILES_PER_PAGE files), or the password form when the
+ * bundle is locked for this viewer.
+ */
+export function sharePage(v: View, b: BundleView, files: readonly FileView[] | null, query: string, page = 1): Safe {
   const code = b.short_code;
+  const shown = files?.slice((page - 1) * FILES_PER_PAGE, page * FILES_PER_PAGE) ?? null;
+  const nav = files === null ? null : pager(code, page, files.length, query);
   const list =
     files === null
       ? html`${unlockForm(code)}
@@ -116,7 +145,8 @@ export function sharePage(v: View, b: BundleView, files: readonly FileView[] | n
 <ul class="files" id="files"></ul>
 </div>`
       : html`<div class="actions"><a class="btn primary" id="zip" href="/zip/${code}${query}" download>Download all as .zip</a></div>
-<ul class="files" id="files">${files.map((f) => fileRow(f, { query }))}</ul>`;
+<ul class="files" id="files">${shown!.map((f) => fileRow(f, { query }))}</ul>
+${nav}`;
   const body = html`<section class="card share" id="share" data-code="${code}">
 <p class="eyebrow">Shared files</p>
 <h1>${plural(b.file_count, 'file')} <span class="muted">· ${humanSize(b.total_size_bytes)}</span></h1>

@@ -54,11 +54,35 @@ const FILE_MODE = 0o100644;
 export const segmentLength = (s: Segment): number => (s.kind === 'bytes' ? s.bytes.length : s.length);
 
 export function zipLayout(entries: readonly ZipEntry[]): ZipLayout {
+  const steps = layoutSteps(entries, Infinity);
+  for (;;) {
+    const step = steps.next();
+    if (step.done) return step.value;
+  }
+}
+
+/**
+ * The same layout, built `slice` entries at a time with a turn of the event loop between slices: a
+ * bundle of ten thousand files does not hold the loop for the whole computation.
+ */
+export async function zipLayoutSliced(entries: readonly ZipEntry[], slice = 500): Promise<ZipLayout> {
+  const steps = layoutSteps(entries, slice);
+  for (;;) {
+    const step = steps.next();
+    if (step.done) return step.value;
+    await new Promise((r) => setImmediate(r));
+  }
+}
+
+/** The layout computation; it yields after every `slice` entries. */
+function* layoutSteps(entries: readonly ZipEntry[], slice: number): Generator<void, ZipLayout> {
   const segments: Segment[] = [];
   const central: Buffer[] = [];
   let pos = 0;
   let anyZip64 = false;
-  entries.forEach((e, index) => {
+  for (let index = 0; index < entries.length; index++) {
+    if (index > 0 && index % slice === 0) yield;
+    const e = entries[index]!;
     if (!Number.isSafeInteger(e.size) || e.size < 0) throw new RangeError(`bad size for ${e.name}: ${e.size}`);
     const name = Buffer.from(e.name, 'utf8');
     if (name.length > MAX16) throw new RangeError(`entry name too long: ${name.length} bytes`);
@@ -72,7 +96,7 @@ export function zipLayout(entries: readonly ZipEntry[]): ZipLayout {
     pos += local.length;
     if (e.size > 0) segments.push({ kind: 'file', start: pos, index, offset: 0, length: e.size });
     pos += e.size;
-  });
+  }
   const cdOffset = pos;
   const cd = Buffer.concat(central);
   const end = endRecords(entries.length, cdOffset, cd.length);

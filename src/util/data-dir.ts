@@ -1,0 +1,54 @@
+import fs from 'node:fs';
+import path from 'node:path';
+
+/**
+ * Everything this process creates is owner-only: stored files, the secret, mail, the embedded
+ * database. Set before anything is written.
+ */
+export const OWNER_ONLY_UMASK = 0o077;
+
+/**
+ * DATA_DIR exists (made if missing, owner-only) as a writable directory that no other user can
+ * write into, or start-up stops with one line saying what to do: another local user able to write
+ * there could replace stored files or the embedded database's (a bundle's password hash among them).
+ */
+export function usableDataDir(dir: string): void {
+  let st: fs.Stats;
+  try {
+    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+    st = fs.statSync(dir);
+    if (!st.isDirectory()) throw new Error('not a directory');
+    fs.accessSync(dir, fs.constants.W_OK);
+  } catch (err) {
+    const why = (err as NodeJS.ErrnoException).code === 'EEXIST' ? 'not a directory' : (err as Error).message;
+    throw new Error(`DATA_DIR ${dir}: ${why}`, { cause: err });
+  }
+  if ((st.mode & 0o022) !== 0) {
+    const mode = (st.mode & 0o7777).toString(8).padStart(4, '0');
+    throw new Error(`DATA_DIR ${dir}: other users can write to it (mode ${mode}); run chmod 700 ${dir}, or point DATA_DIR elsewhere`);
+  }
+}
+
+/**
+ * Makes a directory tree owner-only: directories 0700, files 0600. The embedded database writes its
+ * files 0666 whatever the umask (its file system layer sets the mode itself); its directory being
+ * 0700 is what keeps later ones private, and this corrects the files already there.
+ */
+export function restrictTree(root: string): void {
+  const walk = (p: string): void => {
+    let st: fs.Stats;
+    try {
+      st = fs.lstatSync(p);
+    } catch {
+      return; // gone meanwhile
+    }
+    if (st.isSymbolicLink()) return;
+    if (st.isDirectory()) {
+      if ((st.mode & 0o777) !== 0o700) fs.chmodSync(p, 0o700);
+      for (const name of fs.readdirSync(p)) walk(path.join(p, name));
+    } else if ((st.mode & 0o077) !== 0) {
+      fs.chmodSync(p, st.mode & 0o700);
+    }
+  };
+  walk(root);
+}

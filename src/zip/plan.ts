@@ -1,0 +1,71 @@
+import type { Sql } from '../db/client.ts';
+import type { FileRow } from '../db/bundles.ts';
+import { listFilesInPages } from '../db/file-pages.ts';
+import { createLimiter } from '../thumbs/limit.ts';
+import { uniqueEntryNames } from './names.ts';
+import { zipLayoutSliced, type ZipLayout } from './layout.ts';
+
+/** Everything a zip response of one bundle needs: its files in id order, its layout and its ETag. */
+export interface ZipPlan {
+  readonly files: readonly FileRow[];
+  readonly layout: ZipLayout;
+  readonly etag: string;
+}
+
+export interface ZipPlans {
+  /** The plan of the bundle's current files: reused while they are the same, else built anew. */
+  plan(bundleId: number): Promise<ZipPlan>;
+}
+
+/** Files in the plans kept, all bundles together (the most recently built are kept): a few MiB per thousand files. */
+const KEPT_FILES = 20_000;
+
+/**
+ * Plans of zip responses, built at most one at a time per process and kept while the bundle's files
+ * are unchanged: a flood of zip requests for a large bundle costs one build, not one per request,
+ * and no build holds the event loop for long (rows are read in pages, the layout built in slices).
+ * Files never change once stored and ids only grow, so the count and the largest id of a bundle's
+ * files name the set: any deletion lowers the count, any addition raises the largest id.
+ */
+export function createZipPlans(deps: {
+  sql: Sql;
+  etagOf: (files: readonly FileRow[]) => string;
+}): ZipPlans {
+  const { sql, etagOf } = deps;
+  const kept = new Map<number, { fingerprint: string; files: number; plan: Promise<ZipPlan> }>();
+  // Builds queue here; a burst beyond the queue gets 503 rather than piling up.
+  const builds = createLimiter({ max: 1, queue: 64 });
+
+  const build = (bundleId: number): Promise<ZipPlan> =>
+    builds.run(async () => {
+      const files = await listFilesInPages(sql, bundleId, 'all');
+      const names = uniqueEntryNames(files.map((f) => f.name));
+      const layout = await zipLayoutSliced(files.map((f, i) => ({ name: names[i]!, size: f.size, crc32: f.crc32, mtime: f.created_at })));
+      return { files, layout, etag: etagOf(files) };
+    });
+
+  return {
+    async plan(bundleId) {
+      const [row] = await sql<{ n: number; last: number }[]>`
+        select count(*)::int as n, coalesce(max(id), 0) as last from files where bundle_id = ${bundleId}`;
+      const files = row?.n ?? 0;
+      const fingerprint = `${files}:${row?.last ?? 0}`;
+      const hit = kept.get(bundleId);
+      if (hit && hit.fingerprint === fingerprint) return hit.plan;
+      const plan = build(bundleId);
+      kept.delete(bundleId);
+      kept.set(bundleId, { fingerprint, files, plan });
+      let total = 0;
+      for (const k of kept.values()) total += k.files;
+      for (const [id, k] of kept) {
+        if (total <= KEPT_FILES || id === bundleId) break;
+        kept.delete(id);
+        total -= k.files;
+      }
+      plan.catch(() => {
+        if (kept.get(bundleId)?.plan === plan) kept.delete(bundleId);
+      });
+      return plan;
+    },
+  };
+}

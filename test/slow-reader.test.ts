@@ -1,0 +1,86 @@
+/**
+ * A client that asks for a large file and never reads it: the server closes the response after the
+ * stall timeout (shortened here) and counts it, and a reader that keeps reading is never cut off.
+ */
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import net from 'node:net';
+import { request } from 'undici';
+import { backends, startServer, type TestServer } from './helpers/server.ts';
+import { created, file, MiB, sha } from './upload-util.ts';
+
+async function stalledCount(srv: TestServer): Promise<number> {
+  const text = await (await request(`${srv.url}/metrics`)).body.text();
+  const m = /^sluice_stalled_responses_closed_total (\d+)/m.exec(text);
+  assert.ok(m, 'sluice_stalled_responses_closed_total is exported');
+  return Number(m[1]);
+}
+
+/**
+ * A GET on a raw socket that does not read. A client that does not read cannot see the server close
+ * either: `drain()` starts reading and resolves with the body bytes that came before the end.
+ */
+function neverRead(port: number, path: string): { drain(): Promise<number> } {
+  const sock = net.connect(port, '127.0.0.1');
+  sock.pause();
+  sock.on('error', () => {});
+  let bytes = 0;
+  const closed = new Promise<void>((resolve) => sock.on('close', () => resolve()));
+  sock.on('data', (c: Buffer) => (bytes += c.length));
+  sock.write(`GET ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`);
+  return {
+    async drain() {
+      sock.resume();
+      const timer = setTimeout(() => sock.destroy(new Error('still open')), 10_000);
+      await closed;
+      clearTimeout(timer);
+      return bytes;
+    },
+  };
+}
+
+async function waitFor(what: string, cond: () => Promise<boolean>, ms: number): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > deadline) assert.fail(`${what}: not within ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+for (const backend of backends()) {
+  describe(`slow readers (${backend})`, () => {
+    let srv: TestServer;
+    const data = randomBytes(64 * MiB);
+    let path: string;
+
+    before(async () => {
+      srv = await startServer(backend, { DOWNLOAD_STALL_TIMEOUT_SECONDS: '2' });
+      path = (await created(srv, [file('big.bin', data)])).files[0]!.download_url;
+    });
+    after(async () => {
+      await srv?.close();
+    });
+
+    test('a client that never reads is closed after the stall timeout, and counted', async () => {
+      const before = await stalledCount(srv);
+      const started = Date.now();
+      const clients = [neverRead(srv.port, path), neverRead(srv.port, `${path}?x=1`)];
+      await waitFor('both stalled responses closed', async () => (await stalledCount(srv)) === before + 2, 20_000);
+      assert.ok(Date.now() - started >= 1_500, 'closed before the timeout');
+      for (const c of clients) assert.ok((await c.drain()) < data.length, 'the connection ends short of the body');
+      // The server still serves, and a reader that pauses for less than the timeout gets everything.
+      const res = await request(`${srv.url}${path}`);
+      const chunks: Buffer[] = [];
+      let paused = false;
+      for await (const c of res.body) {
+        chunks.push(c as Buffer);
+        if (!paused) {
+          paused = true;
+          await new Promise((r) => setTimeout(r, 1_200)); // past the buffer release, short of the stall timeout
+        }
+      }
+      assert.equal(sha(Buffer.concat(chunks)), sha(data));
+    });
+  });
+}
