@@ -6,7 +6,7 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { request } from 'undici';
 import { spawn } from 'node:child_process';
-import { ROOT, backends, runCli, startServer, storedPaths, type TestServer } from './helpers/server.ts';
+import { ROOT, backends, runCli, scratchDataDir, startServer, storedPaths, type TestServer } from './helpers/server.ts';
 import { multipart } from './helpers/multipart.ts';
 import { startTag } from '../src/util/process-tag.ts';
 
@@ -193,19 +193,8 @@ for (const backend of backends()) {
 }
 
 describe('configuration errors', () => {
-  let dataDir: string;
-  before(() => {
-    dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'sl-cfg-'));
-  });
-  after(() => {
-    fs.rmSync(dataDir, { recursive: true, force: true });
-  });
-  const env = (extra: Record<string, string>): Record<string, string> => ({
-    PATH: process.env.PATH ?? '',
-    HOME: process.env.HOME ?? '/root',
-    DATA_DIR: dataDir,
-    ...extra,
-  });
+  const scratch = scratchDataDir('sl-cfg-');
+  const env = scratch.env;
 
   test('bad values stop `sluice serve` with one stderr line per problem, naming each variable', async () => {
     const r = await runCli(['serve'], env({ PORT: 'abc', LOG_LEVEL: 'loud', WORKERS: '0' }));
@@ -218,7 +207,7 @@ describe('configuration errors', () => {
   });
 
   test('a DATA_DIR that is a file, or a database that cannot be reached, stops serve with one line naming it', async () => {
-    const file = path.join(dataDir, 'not-a-dir');
+    const file = path.join(scratch.dir, 'not-a-dir');
     fs.writeFileSync(file, 'x');
     const asFile = await runCli(['serve'], env({ DATA_DIR: file, PORT: '0' }));
     assert.equal(asFile.code, 1, asFile.stderr);

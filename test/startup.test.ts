@@ -2,29 +2,15 @@
  * What a person sees when starting Sluice: misspelt settings named, the help for a bare `sluice`,
  * and on a terminal a line with the address to open and the mode; JSON lines otherwise.
  */
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { ROOT, runCli } from './helpers/server.ts';
+import { ROOT, runCli, scratchDataDir } from './helpers/server.ts';
 import { openAddresses, modeLine } from '../src/cli/banner.ts';
 
 describe('start-up messages', () => {
-  let dataDir: string;
-  before(() => {
-    dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'sl-start-'));
-  });
-  after(() => {
-    fs.rmSync(dataDir, { recursive: true, force: true });
-  });
-  const env = (extra: Record<string, string>): Record<string, string> => ({
-    PATH: process.env.PATH ?? '',
-    HOME: process.env.HOME ?? '/root',
-    DATA_DIR: dataDir,
-    ...extra,
-  });
+  const { env } = scratchDataDir('sl-start-');
 
   test('a misspelt setting is warned about, naming the one it resembles; the help needs no configuration', async () => {
     const r = await runCli(['migrate'], env({ DATABSE_URL: 'postgres://x', REDIS_ULR: 'redis://x', PROT: '9090' }));

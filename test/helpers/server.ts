@@ -1,3 +1,4 @@
+import { after, before } from 'node:test';
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -154,6 +155,26 @@ function spawnServer(env: Record<string, string>): Promise<{ proc: ChildProcess;
       reject(new Error(`server exited with ${code}:\n${log}`));
     });
   });
+}
+
+/**
+ * A fresh DATA_DIR for the enclosing describe block (made before its tests, removed after) and a bare
+ * environment naming it, for running the CLI as an operator would.
+ */
+export function scratchDataDir(prefix: string): { readonly dir: string; env(extra?: Record<string, string>): Record<string, string> } {
+  let dataDir = '';
+  before(() => {
+    dataDir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  });
+  after(() => {
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  });
+  return {
+    get dir() {
+      return dataDir;
+    },
+    env: (extra = {}) => ({ PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/root', DATA_DIR: dataDir, ...extra }),
+  };
 }
 
 export function runCli(args: string[], env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
