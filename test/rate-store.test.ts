@@ -38,16 +38,6 @@ for (const [name, make] of stores) {
       assert.equal(h.count, 1);
     });
 
-    test('peek reads a window without adding to it', async () => {
-      assert.deepEqual(await store.peek('p'), { count: 0, resetMs: 0 });
-      await store.hit('p', 60_000);
-      await store.hit('p', 60_000);
-      const seen = await store.peek('p');
-      assert.equal(seen.count, 2);
-      assert.ok(seen.resetMs > 0 && seen.resetMs <= 60_000);
-      assert.equal((await store.peek('p')).count, 2, 'peeking spends nothing');
-    });
-
     test('undo takes back one hit, never below zero, and never starts a window', async () => {
       await store.hit('u', 60_000);
       await store.hit('u', 60_000);

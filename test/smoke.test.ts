@@ -61,7 +61,7 @@ for (const backend of backends()) {
         ['PUT', '/api/v1/upload/sometoken', 'POST'],
         ['POST', '/api/v1/bundle/abcde', 'DELETE, GET, HEAD'],
         ['DELETE', '/healthz', 'GET, HEAD'],
-        ['PUT', '/api/v1/tus/someid', 'DELETE, HEAD, OPTIONS, PATCH'],
+        ['PUT', '/api/v1/tus/someid', 'DELETE, GET, HEAD, OPTIONS, PATCH'],
       ];
       for (const [method, p, allow] of cases) {
         const res = await request(`${srv.url}${p}`, { method });

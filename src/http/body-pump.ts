@@ -185,16 +185,19 @@ export function streamBody(
             return true;
           }
           const [wrote, done] = res.tryEnd(chunk.subarray(offset - base), length);
-          if (res.getWriteOffset() > offset) {
-            clearTimeout(stallTimer);
-            stallTimer = setTimeout(stall, slowReaders.stallMs);
-          }
           // Continue on the next turn, not in this callback's microtasks: when the next read is already
           // done, the next send's onWritable would be registered before uWS has processed this return
           // value and be lost (uWebSockets.js issue 961): the download stalled for good.
           if (done || wrote) {
             leave();
             setImmediate(ok, done ? { kind: 'complete' } : { kind: 'sent' });
+            return wrote;
+          }
+          // Still behind, but it took something: its stall deadline starts again. (A response that
+          // just completed must not be touched again: uWS throws.)
+          if (res.getWriteOffset() > offset) {
+            clearTimeout(stallTimer);
+            stallTimer = setTimeout(stall, slowReaders.stallMs);
           }
           return wrote;
         });
