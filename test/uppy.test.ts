@@ -75,7 +75,7 @@ describe(`Uppy's tus plugin in Chromium (${backends()[0]})`, { skip }, () => {
   });
 
   /** A fresh server per case, so each starts with the whole hourly budget. */
-  async function withServer(fn: (srv: TestServer, page: Page, problems: string[], tus: string[]) => Promise<void>): Promise<void> {
+  async function withServer(fn: (srv: TestServer, page: Page, problems: string[], tus: string[], trace: string[]) => Promise<void>): Promise<void> {
     const srv = await startServer(backends()[0]!, { RATE_LIMIT_ANON_PER_HOUR: String(ANON_PER_HOUR) });
     // The page's CSP allows only its own scripts: Uppy's bundle is injected as a site would include it.
     const context = await browser.newContext({ bypassCSP: true });
@@ -90,9 +90,17 @@ describe(`Uppy's tus plugin in Chromium (${backends()[0]})`, { skip }, () => {
       page.on('request', (r) => {
         if (r.url().includes('/api/v1/tus/')) tus.push(r.method());
       });
+      // Every tus answer and failure, for the failure messages.
+      const trace: string[] = [];
+      page.on('response', (r) => {
+        if (r.url().includes('/api/v1/tus/')) trace.push(`${r.request().method()} ${r.status()}`);
+      });
+      page.on('requestfailed', (r) => {
+        if (r.url().includes('/api/v1/tus/')) trace.push(`${r.method()} failed: ${r.failure()?.errorText}`);
+      });
       await page.goto(`${srv.url}/`);
       await page.addScriptTag({ path: UPPY_BUNDLE });
-      await fn(srv, page, problems, tus);
+      await fn(srv, page, problems, tus, trace);
     } finally {
       await context.close();
       await srv.close();
@@ -100,8 +108,8 @@ describe(`Uppy's tus plugin in Chromium (${backends()[0]})`, { skip }, () => {
   }
 
   /** The upload left a file with the page's bytes, and spent one request of the hourly budget. */
-  async function checkLanded(srv: TestServer, got: PageUpload, size: number): Promise<void> {
-    assert.deepEqual(got.failed, []);
+  async function checkLanded(srv: TestServer, got: PageUpload, size: number, trace: string[]): Promise<void> {
+    assert.deepEqual(got.failed, [], trace.join(', '));
     assert.equal(got.successful, 1);
     assert.match(got.uploadURL, new RegExp(`^${srv.url}/api/v1/tus/[0-9a-f]{32}$`));
     assert.match(got.shortCode ?? '', /^[A-Za-z0-9]{5}$/, 'the final PATCH names the bundle');
@@ -120,18 +128,18 @@ describe(`Uppy's tus plugin in Chromium (${backends()[0]})`, { skip }, () => {
   }
 
   test('a 32 MiB file in 1 MiB pieces', { timeout: 180_000 }, async () => {
-    await withServer(async (srv, page, problems, tus) => {
+    await withServer(async (srv, page, problems, tus, trace) => {
       const size = 32 * MiB + 123;
       const got = await uppyUpload(page, { size, chunkSize: MiB });
-      assert.equal(tus.filter((m) => m === 'POST').length, 1, tus.join(', '));
-      assert.equal(tus.filter((m) => m === 'PATCH').length, 33, tus.join(', '));
-      await checkLanded(srv, got, size);
-      assert.deepEqual(problems, []);
+      assert.equal(tus.filter((m) => m === 'POST').length, 1, `${tus.join(', ')} / ${trace.join(', ')}`);
+      assert.equal(tus.filter((m) => m === 'PATCH').length, 33, `${tus.join(', ')} / ${trace.join(', ')}`);
+      await checkLanded(srv, got, size, trace);
+      assert.deepEqual(problems, [], trace.join(', '));
     });
   });
 
   test('a 64 MiB file in 8 MiB pieces, one of them dropped and retried', { timeout: 180_000 }, async () => {
-    await withServer(async (srv, page, problems, tus) => {
+    await withServer(async (srv, page, problems, tus, trace) => {
       const size = 64 * MiB + 7;
       let patches = 0;
       // The third PATCH never reaches the server, as if the network went away: Uppy asks the offset and resumes.
@@ -140,10 +148,10 @@ describe(`Uppy's tus plugin in Chromium (${backends()[0]})`, { skip }, () => {
         return route.continue();
       });
       const got = await uppyUpload(page, { size, chunkSize: 8 * MiB, retryDelays: [0, 200, 1000] });
-      assert.ok(tus.includes('HEAD'), `resumed after asking the offset: ${tus.join(', ')}`);
-      assert.equal(tus.filter((m) => m === 'PATCH').length, 10, tus.join(', '));
-      await checkLanded(srv, got, size);
-      assert.deepEqual(problems, []);
+      assert.ok(tus.includes('HEAD'), `resumed after asking the offset: ${trace.join(', ')}`);
+      assert.equal(tus.filter((m) => m === 'PATCH').length, 10, `${tus.join(', ')} / ${trace.join(', ')}`);
+      await checkLanded(srv, got, size, trace);
+      assert.deepEqual(problems, [], trace.join(', '));
     });
   });
 });
