@@ -1,36 +1,16 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { createHash, randomBytes } from 'node:crypto';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { backends, ROOT, startServer, type TestServer } from './helpers/server.ts';
-import { prerequisite } from './helpers/prereq.ts';
+import { chromiumSkip, launchChromium } from './helpers/browser.ts';
+import { freePort } from './helpers/services.ts';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const ARGS = [
-  '--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
-  '--disable-sync', '--no-first-run',
-];
 // Locally a missing browser skips the suite (and npm test says so at the end); in CI it fails.
-const skip = prerequisite({
-  what: 'the web pages in a browser (test/browser.test.ts)',
-  missing: fs.existsSync(CHROMIUM) ? false : `no Chromium at ${CHROMIUM}`,
-  install: 'apt-get install -y chromium (or set CHROMIUM_PATH to a Chromium binary)',
-});
-
-/** A free port, so BASE_URL (absolute share links) can name it before the server starts. */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-    s.once('error', reject);
-  });
-}
+const skip = chromiumSkip('the web pages in a browser (test/browser.test.ts)');
 
 describe(`web front end in Chromium (${backends()[0]})`, { skip }, () => {
   let srv: TestServer;
@@ -40,7 +20,7 @@ describe(`web front end in Chromium (${backends()[0]})`, { skip }, () => {
   before(async () => {
     const port = await freePort();
     srv = await startServer(backends()[0]!, { PORT: String(port), BASE_URL: `http://127.0.0.1:${port}` });
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS, headless: true });
+    browser = await launchChromium();
   });
   after(async () => {
     await browser?.close();
@@ -214,7 +194,7 @@ describe(`the page from a non-localhost address (${backends()[0]})`, { skip }, (
 
   before(async () => {
     srv = await startServer(backends()[0]!, { HOST: '0.0.0.0' });
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS, headless: true });
+    browser = await launchChromium();
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sl-browser-'));
   });
   after(async () => {
