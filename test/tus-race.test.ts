@@ -23,6 +23,9 @@ for (const backend of backends()) {
         assert.equal(first.status, 201, first.body);
         const token = first.headers['sluice-upload-token']!;
         const code = first.headers['sluice-short-code']!;
+        // Read once first, so the answer after the creations comes from a cached bundle: reservations
+        // must reach it too.
+        assert.equal((await getJson(srv, `/api/v1/bundle/${code}/status`)).json.space_remaining, CAP - 1000);
         const replies = await Promise.all(
           Array.from({ length: 16 }, (_, i) =>
             tusCall(srv, 'POST', '/api/v1/tus/', { 'upload-length': String(MiB), 'upload-metadata': tusMeta({ filename: `p${i}`, upload_token: token }) })),

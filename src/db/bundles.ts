@@ -240,12 +240,12 @@ export interface FileSummary {
 export async function findActiveBundleWithFiles(
   sql: Sql,
   code: string,
-): Promise<(BundleRow & { files: FileSummary[] }) | undefined> {
-  const [b] = await sql<BundleRow[]>`
-    select b.*, false as is_expired from bundles b
+): Promise<(BundleRow & { files: FileSummary[]; tus_reserved: number }) | undefined> {
+  const [b] = await sql<Array<BundleRow & { tus_reserved: string }>>`
+    select b.*, false as is_expired, ${tusReserved(sql)} as tus_reserved from bundles b
     where b.short_code = ${code} and (b.expires_at is null or b.expires_at > now())`;
   if (!b) return undefined;
-  return { ...b, files: await listFilesInPages(sql, b.id, 'summary') };
+  return { ...b, tus_reserved: Number(b.tus_reserved), files: await listFilesInPages(sql, b.id, 'summary') };
 }
 
 /** A bundle by code whether expired or not (status and delete distinguish themselves). */

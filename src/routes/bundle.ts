@@ -45,11 +45,16 @@ async function bundleInfo(ctx: Ctx, deps: Deps): Promise<void> {
 
 async function bundleStatus(ctx: Ctx, deps: Deps): Promise<void> {
   const code = shortCode(ctx);
-  // An active bundle is in the info cache; only an expired or unknown code needs findBundle.
-  const bundle = (await deps.bundles.get(code)) ?? (await findBundle(deps.sql, code));
+  // An active bundle is in the info cache, with what unfinished tus uploads reserved (room that is
+  // not free: an append of it would be refused); only an expired or unknown code needs findBundle.
+  const info = await deps.bundles.get(code);
+  const bundle = info ?? (await findBundle(deps.sql, code));
   if (!bundle) throw new AppError('BUNDLE_NOT_FOUND');
-  // Room that unfinished tus uploads have reserved is not free: an append of it would be refused.
-  const room = bundle.is_expired ? 0 : (await bundleRoom(deps.sql, bundle.id)).room;
+  const room = info
+    ? info.max_size_bytes - info.total_size_bytes - info.tus_reserved
+    : bundle.is_expired
+      ? 0
+      : (await bundleRoom(deps.sql, bundle.id)).room;
   sendJson(ctx, 200, {
     success: true,
     exists: true,

@@ -1,6 +1,7 @@
 import type { BundleRow, FileSummary } from '../db/bundles.ts';
 
-export type BundleInfo = BundleRow & { files: FileSummary[] };
+/** An active bundle, its files, and the bytes unfinished tus uploads have reserved in it. */
+export type BundleInfo = BundleRow & { files: FileSummary[]; tus_reserved: number };
 
 /**
  * Read-through cache of active bundles with their file lists, by short code: a share link that is

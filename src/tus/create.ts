@@ -102,6 +102,7 @@ export async function createUpload(ctx: Ctx, deps: Deps, dir: string): Promise<v
       if (!bundle || !secretMatches(token, bundle.upload_token_hash)) throw new AppError('INVALID_UPLOAD_TOKEN');
       if (bundle.is_expired) throw new AppError('BUNDLE_EXPIRED');
       await reserveInBundle(deps.sql, bundle.id, base.upload_length, { ...base, bundle_id: bundle.id });
+      deps.bundles.invalidate(bundle.id); // its room shrank (other processes hear it from the change feed)
     } else {
       if (base.upload_length !== null && base.upload_length > uploader.maxBundleBytes) {
         throw new TusError(413, 'SIZE_EXCEEDED', 'Upload-Length exceeds the bundle size limit');

@@ -177,6 +177,7 @@ export async function terminate(ctx: Ctx, deps: Deps, dir: string): Promise<void
       if (row.is_expired) throw notFound();
       if (row.completed_at === null) {
         await deleteUpload(deps.sql, row.id);
+        if (row.bundle_id !== null) deps.bundles.invalidate(row.bundle_id); // its reservation is free again
         await fsp.rm(partPathOf(dir, id), { force: true });
         return;
       }
