@@ -2,6 +2,7 @@ import { listFilesInPages } from './file-pages.ts';
 import type { Sql } from './client.ts';
 import { AppError } from '../errors.ts';
 import { newShortCode } from '../auth/tokens.ts';
+import { BUNDLE_COLS, lockWithReserved, tusReserved } from './bundle-room.ts';
 
 export interface BundleRow {
   id: number;
@@ -56,7 +57,6 @@ export interface NewBundle {
 /** Zero-byte files pass the size cap; this bounds what one bundle's listing and zip must hold. */
 export const MAX_FILES_PER_BUNDLE = 10_000;
 
-const BUNDLE_COLS = 'b.*, (b.expires_at is not null and b.expires_at <= now()) as is_expired';
 
 const FILE_COLS = ['id', 'bundle_id', 'storage_key', 'name', 'size', 'mime_type', 'crc32', 'download_count', 'created_at'];
 const FILE_COLS_AS = FILE_COLS.map((c) => `f.${c} as file__${c}`).join(', ');
@@ -154,46 +154,6 @@ async function insertFiles(tx: Sql, bundleId: number, files: NewFile[]): Promise
     rows.push(row!);
   }
   return rows;
-}
-
-/**
- * The bytes unfinished tus uploads hold in bundle `b` (the query's alias): each its declared
- * length, or what it received while its length is deferred. `except` leaves one upload out (the
- * one completing). Appends of either kind count this room as taken, so a declared length holds.
- */
-export const tusReserved = (sql: Sql, except: string | null = null) => sql`
-  coalesce((select sum(coalesce(t.upload_length, t.upload_offset)) from tus_uploads t
-            where t.bundle_id = b.id and t.completed_at is null and t.expires_at > now()
-              and t.id is distinct from ${except}), 0)::bigint`;
-
-/**
- * Locks bundle `bundleId` for the rest of transaction `tx`, then reads it with what tus uploads
- * reserve in it. Two statements on purpose: under READ COMMITTED a statement sees the rows
- * committed when it began, so a reservation subquery inside the locking `select … for update`
- * would miss the upload a concurrent creation committed while this one waited for the lock.
- */
-export async function lockWithReserved(
-  tx: Sql,
-  bundleId: number,
-  exceptTus: string | null = null,
-): Promise<(BundleRow & { reserved: number }) | undefined> {
-  const [locked] = await tx`select id from bundles where id = ${bundleId} for update`;
-  if (!locked) return undefined;
-  const [b] = await tx<Array<BundleRow & { reserved: string }>>`
-    select ${tx.unsafe(BUNDLE_COLS)}, ${tusReserved(tx, exceptTus)} as reserved from bundles b where id = ${bundleId}`;
-  return b && { ...b, reserved: Number(b.reserved) };
-}
-
-/**
- * Room left in a bundle for appends: its cap minus what it holds and what tus uploads reserved
- * (none for a bundle gone or expired, which `expired` tells).
- */
-export async function bundleRoom(sql: Sql, bundleId: number, exceptTus: string | null = null): Promise<{ room: number; expired: boolean }> {
-  const [r] = await sql<Array<{ room: number; expired: boolean }>>`
-    select (b.max_size_bytes - b.total_size_bytes - ${tusReserved(sql, exceptTus)})::bigint as room,
-           (b.expires_at is not null and b.expires_at <= now()) as expired
-    from bundles b where b.id = ${bundleId}`;
-  return r === undefined || r.expired ? { room: 0, expired: true } : { room: Number(r.room), expired: false };
 }
 
 /**

@@ -1,5 +1,5 @@
 import type { Sql } from '../db/client.ts';
-import { lockWithReserved } from '../db/bundles.ts';
+import { lockWithReserved } from '../db/bundle-room.ts';
 import { TusError } from './protocol.ts';
 
 /** The new bundle's fields, fixed at creation (the password is already hashed). */
