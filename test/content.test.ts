@@ -5,7 +5,7 @@ import path from 'node:path';
 import { request } from 'undici';
 import sharp from 'sharp';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
-import { assertError, bearer, call, isolateIds, mintKey, uploaded, verifyAccess, waitFor, type Json } from './access-util.ts';
+import { bearer, call, isolateIds, mintKey, uploaded, verifyAccess, waitFor, type Json } from './access-util.ts';
 
 const PW = 'hunter2 but longer';
 

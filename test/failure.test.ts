@@ -12,7 +12,7 @@ import postgres from 'postgres';
 import { request, type Agent } from 'undici';
 import { startServer, type TestServer } from './helpers/server.ts';
 import { mountTmpfs, pgUnavailable, privateRedis, redisUnavailable, startPrivatePg, type PrivatePg, type PrivateRedis } from './helpers/services.ts';
-import { file, upload, rawConnect, rawHead, partHead, newBoundary, write, sha, MiB, stored, createTus } from './upload-util.ts';
+import { file, rawConnect, rawHead, partHead, newBoundary, write, sha, MiB, stored, createTus } from './upload-util.ts';
 import { multipart } from './helpers/multipart.ts';
 import { from, randomLoopback } from './access-util.ts';
 
