@@ -61,11 +61,14 @@ export function zipLayout(entries: readonly ZipEntry[]): ZipLayout {
   }
 }
 
+/** Entries per slice of work on a long list (a fraction of a millisecond each). */
+export const LAYOUT_SLICE = 500;
+
 /**
  * The same layout, built `slice` entries at a time with a turn of the event loop between slices: a
  * bundle of ten thousand files does not hold the loop for the whole computation.
  */
-export async function zipLayoutSliced(entries: readonly ZipEntry[], slice = 500): Promise<ZipLayout> {
+export async function zipLayoutSliced(entries: readonly ZipEntry[], slice = LAYOUT_SLICE): Promise<ZipLayout> {
   const steps = layoutSteps(entries, slice);
   for (;;) {
     const step = steps.next();
