@@ -36,6 +36,8 @@ const pct = (xs: number[], p: number): number => {
 
 async function main(): Promise<void> {
   const databaseUrl = process.env.DATABASE_URL ? await freshDatabase(process.env.DATABASE_URL) : undefined;
+  // The flood is one client address: with the content budget's default it would measure 429 answers.
+  process.env.RATE_LIMIT_CONTENT_PER_MINUTE ??= '1000000000';
   const target = await startSluice({ databaseUrl });
   try {
     let code = '';
