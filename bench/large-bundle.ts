@@ -36,6 +36,8 @@ const pct = (xs: number[], p: number): number => {
 
 async function main(): Promise<void> {
   const databaseUrl = process.env.DATABASE_URL ? await freshDatabase(process.env.DATABASE_URL) : undefined;
+  // The flood is one client address: with the content budget's default it would measure 429 answers.
+  process.env.RATE_LIMIT_CONTENT_PER_MINUTE ??= '1000000000';
   const target = await startSluice({ databaseUrl });
   try {
     let code = '';
@@ -68,6 +70,7 @@ async function main(): Promise<void> {
     });
     const health: number[] = [];
     const settled: number[] = []; // probes from the second second on, once the flood's connections are up
+    const opening: number[] = []; // probes of the first second
     const started = Date.now();
     let worstAt = 0;
     const probe = (async () => {
@@ -76,14 +79,14 @@ async function main(): Promise<void> {
         const { ms } = await get(`${target.baseUrl}/healthz`);
         if (ms > Math.max(0, ...health)) worstAt = t;
         health.push(ms);
-        if (t >= 1000) settled.push(ms);
+        (t >= 1000 ? settled : opening).push(ms);
         await new Promise((r) => setTimeout(r, 50));
       }
     })();
     await Promise.all([...flood, probe]);
     console.log(
       `flood of ${FLOOD} for ${SECONDS} s: ${served.page} pages, ${served.zip} zips, ${served.other} other answers; ` +
-        `/healthz p50 ${pct(health, 50).toFixed(1)} ms, p99 ${pct(health, 99).toFixed(1)} ms, max ${Math.max(...health).toFixed(1)} ms at ${(worstAt / 1000).toFixed(1)} s, max after 1 s ${Math.max(...settled).toFixed(1)} ms (${health.length} probes)`,
+        `/healthz p50 ${pct(health, 50).toFixed(1)} ms, p99 ${pct(health, 99).toFixed(1)} ms, max ${Math.max(...health).toFixed(1)} ms at ${(worstAt / 1000).toFixed(1)} s, max in the first second ${Math.max(...opening).toFixed(1)} ms, after it ${Math.max(...settled).toFixed(1)} ms (${health.length} probes)`,
     );
   } finally {
     agent.destroy();

@@ -19,7 +19,7 @@ import { uploadRoutes } from './routes/upload.ts';
 import { bundleRoutes } from './routes/bundle.ts';
 import { createBundleCache } from './state/bundle-cache.ts';
 import { createBundleWriter } from './db/bundle-writer.ts';
-import { createDownloadCounts } from './db/download-counts.ts';
+import { createDownloadCounts, createViewCounts } from './db/download-counts.ts';
 import { findActiveBundleWithFiles } from './db/bundles.ts';
 import { downloadRoutes } from './routes/download.ts';
 import { healthRoutes } from './routes/health.ts';
@@ -125,6 +125,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
     const access = createAccess({ config, sql: db.sql, budgets, signer, log });
     const content = createContentBudget({ config, budgets, ipOf: (ctx) => access.ipOf(ctx), metrics });
     const downloadCounts = createDownloadCounts({ sql: db.sql, log });
+    const viewCounts = createViewCounts({ sql: db.sql, log });
     const loadBundle = (code: string) => findActiveBundleWithFiles(db.sql, code);
     const cached = createBundleCache({ load: loadBundle, ttlMs: BUNDLE_CACHE_TTL_MS, maxWeight: BUNDLE_CACHE_WEIGHT });
     // Without a change feed a cached bundle could outlive its deletion: read through instead.
@@ -154,6 +155,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
       metrics,
       downloads,
       downloadCounts,
+      viewCounts,
     };
     const notFound: Route = {
       method: 'any',
@@ -235,6 +237,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
         // Abort handlers unlink without waiting; make sure no part of ours outlives the process.
         await phase(log, 'temp parts', () => disk.removeOwnParts());
         await phase(log, 'download counts', () => downloadCounts.flush());
+        await phase(log, 'view counts', () => viewCounts.flush());
         await phase(log, 'background work', async () => background?.close());
         await phase(log, 'mail', async () => mailTransport.close());
         await phase(log, 'database', () => db.close());

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { randomBytes, randomInt } from 'node:crypto';
 import { crc32 } from 'node:zlib';
-import { findSegment, segmentLength, zipLayout, type ZipEntry, type ZipLayout } from '../src/zip/layout.ts';
+import { findSegment, segmentLength, zipLayout, zipLayoutSliced, type ZipEntry, type ZipLayout } from '../src/zip/layout.ts';
 import { sanitizeEntryName, uniqueEntryNames } from '../src/zip/names.ts';
 import { zipSource } from '../src/zip/stream.ts';
 import { bufferReader, layoutReader, parseZip } from './zip-util.ts';
@@ -126,6 +126,24 @@ describe('zip layout', () => {
     assert.equal(marker?.extra.has(0x0001), true);
     assert.equal(marker?.size, 0xffffffff);
     assert.ok((marker?.localOffset ?? 0) > 0xfffffffe);
+  });
+
+  test('built in slices, the layout has the same segments and bytes, ZIP64 included', async () => {
+    const mtime = new Date('2025-01-02T03:04:05Z');
+    const entries: ZipEntry[] = Array.from({ length: 11 }, (_, i) => ({
+      name: `é${i}.txt`,
+      size: i === 4 ? 5 * GiB : i === 6 ? 0 : i + 1,
+      crc32: i * 7919,
+      mtime,
+    }));
+    const whole = zipLayout(entries);
+    for (const slice of [1, 3, 4, 11, 500]) {
+      const sliced = await zipLayoutSliced(entries, slice);
+      assert.equal(sliced.size, whole.size, `size, slices of ${slice}`);
+      assert.equal(sliced.zip64, true);
+      assert.deepEqual(sliced.segments, whole.segments, `segments, slices of ${slice}`);
+    }
+    assert.deepEqual(await zipLayoutSliced([], 3), zipLayout([]));
   });
 
   test('ZIP64 archive (sparse file) is read by python zipfile and unzip', (t) => {

@@ -12,7 +12,7 @@ import type { Metrics } from '../metrics.ts';
 import type { DownloadNotifier } from '../notify/downloads.ts';
 import type { BundleCache } from '../state/bundle-cache.ts';
 import type { BundleWriter } from '../db/bundle-writer.ts';
-import type { DownloadCounts } from '../db/download-counts.ts';
+import type { BatchedCounts, DownloadCounts } from '../db/download-counts.ts';
 import type { OriginOf } from '../http/origin.ts';
 
 /** Limits that apply to one uploader: anonymous, or the plan of a Bearer key. */
@@ -93,6 +93,8 @@ export interface Deps {
   readonly downloads?: DownloadNotifier;
   /** download_count, batched. Absent in tests that build route tables. */
   readonly downloadCounts?: DownloadCounts;
+  /** bundles' view_count (share-page views), batched. Absent in tests that build route tables. */
+  readonly viewCounts?: BatchedCounts;
 }
 
 export const fileJson = (f: FileRow): Record<string, unknown> => ({

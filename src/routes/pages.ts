@@ -59,12 +59,8 @@ async function sharePageOf(ctx: Ctx, deps: Deps, view: View, notFound: (ctx: Ctx
   const cache = readable && bundle.access_password_hash !== null ? 'no-store' : 'private, no-cache';
   const page = pageNumber(ctx.query.get('page'), bundle.files.length);
   sendHtml(ctx, 200, sharePage(view, bundle, readable ? bundle.files : null, query, page), cache);
-  if (ctx.method === 'get') {
-    // Off the response path: a slow or failing counter never delays or breaks the page.
-    deps.sql`update bundles set view_count = view_count + 1 where id = ${bundle.id}`.catch((err: unknown) =>
-      deps.log.warn({ err, code }, 'view_count not updated'),
-    );
-  }
+  // Counted in memory and written in batches: a flood of views costs one statement per interval.
+  if (ctx.method === 'get') deps.viewCounts?.add(bundle.id);
 }
 
 async function managePageOf(ctx: Ctx, deps: Deps, view: View, notFound: (ctx: Ctx) => void): Promise<void> {

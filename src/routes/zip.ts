@@ -20,7 +20,7 @@ const FORMAT_VERSION = 'z1';
  * spends the content budget, not the API budget; the password gate still applies (hidden bundles are 404).
  */
 export function zipRoutes(deps: Deps): Route[] {
-  const plans = createZipPlans({ sql: deps.sql, etagOf: zipEtag });
+  const plans = createZipPlans({ sql: deps.sql, etag: zipEtag, pathOf: (f) => deps.disk.filePath(f.storage_key) });
   const handler = (ctx: Ctx): Promise<void> => sendZip(ctx, deps, plans);
   return [
     { method: 'get', pattern: '/zip/:code', transfer: 'download', content: true, handler },
@@ -28,13 +28,13 @@ export function zipRoutes(deps: Deps): Route[] {
   ];
 }
 
-/** Strong validator of the archive bytes: everything they derive from, in id order. */
-export function zipEtag(files: readonly FileRow[]): string {
+/** Strong validator of the archive bytes: everything they derive from, fed file by file in id order. */
+export function zipEtag(): { add(f: FileRow): void; digest(): string } {
   const h = createHash('sha256').update(FORMAT_VERSION);
-  for (const f of files) {
-    h.update(JSON.stringify([f.id, f.size, f.crc32, f.created_at.getTime(), f.name]));
-  }
-  return `"${FORMAT_VERSION}-${h.digest('hex').slice(0, 40)}"`;
+  return {
+    add: (f) => void h.update(JSON.stringify([f.id, f.size, f.crc32, f.created_at.getTime(), f.name])),
+    digest: () => `"${FORMAT_VERSION}-${h.digest('hex').slice(0, 40)}"`,
+  };
 }
 
 /**
@@ -52,7 +52,7 @@ async function sendZip(ctx: Ctx, deps: Deps, plans: ZipPlans, listedAgain = fals
   const caller = await deps.access.callerOf(ctx);
   if (!deps.access.canRead(ctx, caller, bundle)) throw new AppError('BUNDLE_NOT_FOUND');
 
-  const { files, layout, etag } = await plans.plan(bundle.id); // id order: stable names and layout
+  const { files, paths, layout, etag } = await plans.plan(bundle.id); // id order: stable names and layout
   const common: Array<[string, string]> = [
     ['ETag', etag],
     ['Accept-Ranges', 'bytes'],
@@ -81,7 +81,6 @@ async function sendZip(ctx: Ctx, deps: Deps, plans: ZipPlans, listedAgain = fals
     sendHeaders(ctx, status, headers, length);
     return;
   }
-  const paths = files.map((f) => deps.disk.filePath(f.storage_key));
   let complete: boolean;
   try {
     complete = await sendZipRange(ctx, layout, paths, status, headers, start, length);

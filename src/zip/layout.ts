@@ -61,11 +61,14 @@ export function zipLayout(entries: readonly ZipEntry[]): ZipLayout {
   }
 }
 
+/** Entries per slice of work on a long list (a fraction of a millisecond each). */
+export const LAYOUT_SLICE = 500;
+
 /**
  * The same layout, built `slice` entries at a time with a turn of the event loop between slices: a
  * bundle of ten thousand files does not hold the loop for the whole computation.
  */
-export async function zipLayoutSliced(entries: readonly ZipEntry[], slice = 500): Promise<ZipLayout> {
+export async function zipLayoutSliced(entries: readonly ZipEntry[], slice = LAYOUT_SLICE): Promise<ZipLayout> {
   const steps = layoutSteps(entries, slice);
   for (;;) {
     const step = steps.next();
@@ -74,33 +77,52 @@ export async function zipLayoutSliced(entries: readonly ZipEntry[], slice = 500)
   }
 }
 
-/** The layout computation; it yields after every `slice` entries. */
+/**
+ * The layout computation; it yields after every `slice` entries. A slice's local headers share one
+ * buffer, and so do its central records: ten thousand entries make a few dozen buffers for the
+ * garbage collector to track, not twenty thousand.
+ */
 function* layoutSteps(entries: readonly ZipEntry[], slice: number): Generator<void, ZipLayout> {
   const segments: Segment[] = [];
   const central: Buffer[] = [];
   let pos = 0;
   let anyZip64 = false;
-  for (let index = 0; index < entries.length; index++) {
-    if (index > 0 && index % slice === 0) yield;
-    const e = entries[index]!;
-    if (!Number.isSafeInteger(e.size) || e.size < 0) throw new RangeError(`bad size for ${e.name}: ${e.size}`);
-    const name = Buffer.from(e.name, 'utf8');
-    if (name.length > MAX16) throw new RangeError(`entry name too long: ${name.length} bytes`);
-    const dos = dosDateTime(e.mtime);
-    const bigSize = e.size >= MAX32;
-    const zip64 = bigSize || pos >= MAX32;
-    anyZip64 ||= zip64;
-    const local = localHeader(name, e, dos, bigSize);
-    central.push(centralRecord(name, e, dos, zip64, pos));
-    segments.push({ kind: 'bytes', start: pos, bytes: local });
-    pos += local.length;
-    if (e.size > 0) segments.push({ kind: 'file', start: pos, index, offset: 0, length: e.size });
-    pos += e.size;
+  for (let first = 0; first < entries.length; first += slice) {
+    if (first > 0) yield;
+    const part = entries.slice(first, first + slice).map((e) => {
+      if (!Number.isSafeInteger(e.size) || e.size < 0) throw new RangeError(`bad size for ${e.name}: ${e.size}`);
+      const name = Buffer.from(e.name, 'utf8');
+      if (name.length > MAX16) throw new RangeError(`entry name too long: ${name.length} bytes`);
+      return { e, name, bigSize: e.size >= MAX32 };
+    });
+    let localBytes = 0;
+    let centralBytes = 0;
+    for (const p of part) {
+      localBytes += LOCAL_FIXED + p.name.length + (p.bigSize ? ZIP64_LOCAL_EXTRA : 0);
+      centralBytes += CENTRAL_FIXED + p.name.length + UT_EXTRA + ZIP64_CENTRAL_EXTRA; // at most
+    }
+    const locals = Buffer.alloc(localBytes);
+    const centrals = Buffer.alloc(centralBytes);
+    let l = 0;
+    let c = 0;
+    for (const [k, { e, name, bigSize }] of part.entries()) {
+      const dos = dosDateTime(e.mtime);
+      const zip64 = bigSize || pos >= MAX32;
+      anyZip64 ||= zip64;
+      c += centralRecord(centrals, c, name, e, dos, zip64, pos);
+      const n = localHeader(locals, l, name, e, dos, bigSize);
+      segments.push({ kind: 'bytes', start: pos, bytes: locals.subarray(l, l + n) });
+      l += n;
+      pos += n;
+      if (e.size > 0) segments.push({ kind: 'file', start: pos, index: first + k, offset: 0, length: e.size });
+      pos += e.size;
+    }
+    central.push(centrals.subarray(0, c));
   }
   const cdOffset = pos;
-  const cd = Buffer.concat(central);
-  const end = endRecords(entries.length, cdOffset, cd.length);
-  const tail = Buffer.concat([cd, end.bytes]);
+  const cdSize = central.reduce((n, b) => n + b.length, 0);
+  const end = endRecords(entries.length, cdOffset, cdSize);
+  const tail = Buffer.concat([...central, end.bytes]);
   segments.push({ kind: 'bytes', start: pos, bytes: tail });
   return { segments, size: pos + tail.length, zip64: anyZip64 || end.zip64 };
 }
@@ -135,51 +157,51 @@ export function dosDateTime(d: Date): Dos {
   };
 }
 
-function localHeader(name: Buffer, e: ZipEntry, dos: Dos, bigSize: boolean): Buffer {
+/** Writes entry `e`'s local header into `b` at `at`; returns its length. */
+function localHeader(b: Buffer, at: number, name: Buffer, e: ZipEntry, dos: Dos, bigSize: boolean): number {
   const extra = bigSize ? ZIP64_LOCAL_EXTRA : 0;
-  const b = Buffer.alloc(LOCAL_FIXED + name.length + extra);
-  b.writeUInt32LE(0x04034b50, 0);
-  b.writeUInt16LE(bigSize ? VERSION_ZIP64 : VERSION_UTF8, 4);
-  b.writeUInt16LE(FLAG_UTF8, 6);
-  b.writeUInt16LE(STORED, 8);
-  b.writeUInt16LE(dos.time, 10);
-  b.writeUInt16LE(dos.date, 12);
-  b.writeUInt32LE(e.crc32 >>> 0, 14);
-  b.writeUInt32LE(bigSize ? MAX32 : e.size, 18); // compressed = original: STORED
-  b.writeUInt32LE(bigSize ? MAX32 : e.size, 22);
-  b.writeUInt16LE(name.length, 26);
-  b.writeUInt16LE(extra, 28);
-  name.copy(b, LOCAL_FIXED);
+  b.writeUInt32LE(0x04034b50, at);
+  b.writeUInt16LE(bigSize ? VERSION_ZIP64 : VERSION_UTF8, at + 4);
+  b.writeUInt16LE(FLAG_UTF8, at + 6);
+  b.writeUInt16LE(STORED, at + 8);
+  b.writeUInt16LE(dos.time, at + 10);
+  b.writeUInt16LE(dos.date, at + 12);
+  b.writeUInt32LE(e.crc32 >>> 0, at + 14);
+  b.writeUInt32LE(bigSize ? MAX32 : e.size, at + 18); // compressed = original: STORED
+  b.writeUInt32LE(bigSize ? MAX32 : e.size, at + 22);
+  b.writeUInt16LE(name.length, at + 26);
+  b.writeUInt16LE(extra, at + 28);
+  name.copy(b, at + LOCAL_FIXED);
   if (bigSize) {
-    const x = LOCAL_FIXED + name.length;
+    const x = at + LOCAL_FIXED + name.length;
     b.writeUInt16LE(0x0001, x);
     b.writeUInt16LE(ZIP64_LOCAL_EXTRA - 4, x + 2);
     b.writeBigUInt64LE(BigInt(e.size), x + 4);
     b.writeBigUInt64LE(BigInt(e.size), x + 12);
   }
-  return b;
+  return LOCAL_FIXED + name.length + extra;
 }
 
-function centralRecord(name: Buffer, e: ZipEntry, dos: Dos, zip64: boolean, offset: number): Buffer {
+/** Writes entry `e`'s central directory record into `b` at `at`; returns its length. */
+function centralRecord(b: Buffer, at: number, name: Buffer, e: ZipEntry, dos: Dos, zip64: boolean, offset: number): number {
   const extra = UT_EXTRA + (zip64 ? ZIP64_CENTRAL_EXTRA : 0);
-  const b = Buffer.alloc(CENTRAL_FIXED + name.length + extra);
-  b.writeUInt32LE(0x02014b50, 0);
-  b.writeUInt16LE(VERSION_MADE_BY, 4);
-  b.writeUInt16LE(zip64 ? VERSION_ZIP64 : VERSION_UTF8, 6);
-  b.writeUInt16LE(FLAG_UTF8, 8);
-  b.writeUInt16LE(STORED, 10);
-  b.writeUInt16LE(dos.time, 12);
-  b.writeUInt16LE(dos.date, 14);
-  b.writeUInt32LE(e.crc32 >>> 0, 16);
+  b.writeUInt32LE(0x02014b50, at);
+  b.writeUInt16LE(VERSION_MADE_BY, at + 4);
+  b.writeUInt16LE(zip64 ? VERSION_ZIP64 : VERSION_UTF8, at + 6);
+  b.writeUInt16LE(FLAG_UTF8, at + 8);
+  b.writeUInt16LE(STORED, at + 10);
+  b.writeUInt16LE(dos.time, at + 12);
+  b.writeUInt16LE(dos.date, at + 14);
+  b.writeUInt32LE(e.crc32 >>> 0, at + 16);
   // Every ZIP64 field sits in the extra block and its 32-bit slot holds the 0xFFFFFFFF marker.
-  b.writeUInt32LE(zip64 ? MAX32 : e.size, 20);
-  b.writeUInt32LE(zip64 ? MAX32 : e.size, 24);
-  b.writeUInt16LE(name.length, 28);
-  b.writeUInt16LE(extra, 30);
+  b.writeUInt32LE(zip64 ? MAX32 : e.size, at + 20);
+  b.writeUInt32LE(zip64 ? MAX32 : e.size, at + 24);
+  b.writeUInt16LE(name.length, at + 28);
+  b.writeUInt16LE(extra, at + 30);
   // comment length, disk number start, internal attributes: 0
-  b.writeUInt32LE((FILE_MODE << 16) >>> 0, 38);
-  b.writeUInt32LE(zip64 ? MAX32 : offset, 42);
-  let x = CENTRAL_FIXED;
+  b.writeUInt32LE((FILE_MODE << 16) >>> 0, at + 38);
+  b.writeUInt32LE(zip64 ? MAX32 : offset, at + 42);
+  let x = at + CENTRAL_FIXED;
   x += name.copy(b, x);
   // Info-ZIP extended timestamp: the exact mtime in UTC seconds (mtime and atime flags, mtime only).
   b.writeUInt16LE(0x5455, x);
@@ -194,7 +216,7 @@ function centralRecord(name: Buffer, e: ZipEntry, dos: Dos, zip64: boolean, offs
     b.writeBigUInt64LE(BigInt(e.size), x + 12);
     b.writeBigUInt64LE(BigInt(offset), x + 20);
   }
-  return b;
+  return CENTRAL_FIXED + name.length + extra;
 }
 
 /** End of central directory, preceded by the ZIP64 record and locator when a field overflows. */

@@ -36,8 +36,16 @@ function truncateUtf8(s: string, maxBytes: number): string {
  * the first keeps its name, later ones become `a (1).txt`, `a (2).txt`, … in input order.
  */
 export function uniqueEntryNames(raw: readonly string[]): string[] {
+  return raw.map(entryNamer());
+}
+
+/**
+ * uniqueEntryNames one name at a time, for callers that spread a long list over several turns of
+ * the event loop: each call names the next entry, unique among those named before it.
+ */
+export function entryNamer(): (raw: string) => string {
   const used = new Set<string>();
-  return raw.map((r) => {
+  return (r) => {
     const name = sanitizeEntryName(r);
     let candidate = name;
     if (used.has(candidate.toLowerCase())) {
@@ -51,5 +59,5 @@ export function uniqueEntryNames(raw: readonly string[]): string[] {
     }
     used.add(candidate.toLowerCase());
     return candidate;
-  });
+  };
 }

@@ -2,12 +2,13 @@ import type { Sql } from '../db/client.ts';
 import type { FileRow } from '../db/bundles.ts';
 import { listFilesInPages } from '../db/file-pages.ts';
 import { createLimiter } from '../thumbs/limit.ts';
-import { uniqueEntryNames } from './names.ts';
-import { zipLayoutSliced, type ZipLayout } from './layout.ts';
+import { entryNamer } from './names.ts';
+import { LAYOUT_SLICE, zipLayoutSliced, type ZipEntry, type ZipLayout } from './layout.ts';
 
-/** Everything a zip response of one bundle needs: its files in id order, its layout and its ETag. */
+/** Everything a zip response of one bundle needs: its files in id order, their paths, its layout and its ETag. */
 export interface ZipPlan {
   readonly files: readonly FileRow[];
+  readonly paths: readonly string[];
   readonly layout: ZipLayout;
   readonly etag: string;
 }
@@ -29,9 +30,11 @@ const KEPT_FILES = 20_000;
  */
 export function createZipPlans(deps: {
   sql: Sql;
-  etagOf: (files: readonly FileRow[]) => string;
+  /** The archive's validator, fed every file in id order. */
+  etag: () => { add(f: FileRow): void; digest(): string };
+  pathOf: (f: FileRow) => string;
 }): ZipPlans {
-  const { sql, etagOf } = deps;
+  const { sql, pathOf } = deps;
   const kept = new Map<number, { fingerprint: string; files: number; plan: Promise<ZipPlan> }>();
   // Builds queue here; a burst beyond the queue gets 503 rather than piling up.
   const builds = createLimiter({ max: 1, queue: 64 });
@@ -39,9 +42,20 @@ export function createZipPlans(deps: {
   const build = (bundleId: number): Promise<ZipPlan> =>
     builds.run(async () => {
       const files = await listFilesInPages(sql, bundleId, 'all');
-      const names = uniqueEntryNames(files.map((f) => f.name));
-      const layout = await zipLayoutSliced(files.map((f, i) => ({ name: names[i]!, size: f.size, crc32: f.crc32, mtime: f.created_at })));
-      return { files, layout, etag: etagOf(files) };
+      // Every per-file step runs in slices too: names, paths and the ETag of ten thousand files
+      // are several milliseconds of work that would otherwise run in one go.
+      const nameOf = entryNamer();
+      const etag = deps.etag();
+      const entries: ZipEntry[] = [];
+      const paths: string[] = [];
+      for (const [i, f] of files.entries()) {
+        if (i > 0 && i % LAYOUT_SLICE === 0) await new Promise((r) => setImmediate(r));
+        entries.push({ name: nameOf(f.name), size: f.size, crc32: f.crc32, mtime: f.created_at });
+        paths.push(pathOf(f));
+        etag.add(f);
+      }
+      const layout = await zipLayoutSliced(entries);
+      return { files, paths, layout, etag: etag.digest() };
     });
 
   return {
