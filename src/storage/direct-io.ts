@@ -1,7 +1,7 @@
 /**
- * Staging buffers for O_DIRECT writes. Direct I/O skips the page cache: on this machine a buffered
- * write of 1 GB costs 1.1–2.2 s of kernel CPU (allocating and filling cache pages), a direct one
- * 0.1 s, at the same disk throughput. Direct I/O needs the buffer's address, the file offset and the
+ * Staging buffers for O_DIRECT writes. Direct I/O skips the page cache, so a large upload does not
+ * spend kernel CPU allocating and filling cache pages it will never read again (bench/RESULTS.md has
+ * the figures). Direct I/O needs the buffer's address, the file offset and the
  * length aligned to the device's logical block; Node buffers are not page-aligned, WebAssembly
  * memory is. A slot's bytes are copied here just before their write (~50 µs per MiB), so the slot
  * itself stays an ordinary transferable buffer for the hash worker.

@@ -39,10 +39,10 @@ const ROOM_BYTES = 1 << 20;
 const FIRST_SLOT_BYTES = 64 * 1024;
 /**
  * Buffers of finished writers, reused by the next files. Up to 16 full slots are kept: what 8
- * uploads at once hold (BUSY_SLOTS each). With 4 kept, every burst of 8 large uploads allocated a
- * dozen fresh 1 MiB slots and dropped them again, and the peak RSS of 8 × 512 MiB uploads read
- * 127–129 MiB in 4 of 8 runs here (the freed slots wait for the GC and malloc keeps their pages);
- * with 16 kept it read 114–120 in all 8, and the idle RSS is the same (spares exist only once used).
+ * uploads at once hold (BUSY_SLOTS each). Keeping fewer makes every burst of large uploads allocate
+ * fresh slots and drop them again, and freed slots stay resident until the GC and malloc give their
+ * pages back, which raises the peak RSS of a burst (bench/RESULTS.md). Spares exist only once used,
+ * so the idle RSS does not grow.
  */
 const firstSlots = spareBuffers('first-slot', FIRST_SLOT_BYTES, 64);
 const fullSlots = spareBuffers('slot', SLOT_BYTES, 16);

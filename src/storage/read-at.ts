@@ -5,7 +5,7 @@ import fs from 'node:fs';
  * is handed to libuv's pool before this returns, not on a later microtask: the body pump calls it just
  * before a send, so the pool thread copies the next chunk while the event loop sends this one. Behind
  * an `await`, every read started only after the send it was meant to overlap had returned, and a
- * cached download alternated read and send (bench/RESULTS.md, session 12).
+ * cached download alternated read and send instead of overlapping them (bench/RESULTS.md).
  * `stillOpen` is checked before every read: after an abort the fd number may belong to another file.
  */
 export function readFullyAt(
