@@ -1,8 +1,17 @@
 import type { Sql } from './client.ts';
 import type { BundleRow } from './bundles.ts';
 
+/**
+ * The one definition of an active bundle, for a query that names the bundle `b`: not expired (no
+ * expiry means never). A deleted bundle has no row. Every query that serves, appends to or sweeps
+ * bundles says "active" or "expired" through these two, on both database backends (plain SQL text,
+ * spliced with `sql.unsafe`).
+ */
+export const ACTIVE_BUNDLE = '(b.expires_at is null or b.expires_at > now())';
+export const EXPIRED_BUNDLE = `(not ${ACTIVE_BUNDLE})`;
+
 /** A bundle row as `b`, with whether it has expired. */
-export const BUNDLE_COLS = 'b.*, (b.expires_at is not null and b.expires_at <= now()) as is_expired';
+export const BUNDLE_COLS = `b.*, ${EXPIRED_BUNDLE} as is_expired`;
 
 /**
  * The bytes unfinished tus uploads hold in bundle `b` (the query's alias): each its declared
@@ -39,7 +48,7 @@ export async function lockWithReserved(
 export async function bundleRoom(sql: Sql, bundleId: number, exceptTus: string | null = null): Promise<{ room: number; expired: boolean }> {
   const [r] = await sql<Array<{ room: number; expired: boolean }>>`
     select (b.max_size_bytes - b.total_size_bytes - ${tusReserved(sql, exceptTus)})::bigint as room,
-           (b.expires_at is not null and b.expires_at <= now()) as expired
+           ${sql.unsafe(EXPIRED_BUNDLE)} as expired
     from bundles b where b.id = ${bundleId}`;
   return r === undefined || r.expired ? { room: 0, expired: true } : { room: Number(r.room), expired: false };
 }

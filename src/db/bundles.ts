@@ -2,7 +2,7 @@ import { listFilesInPages } from './file-pages.ts';
 import type { Sql } from './client.ts';
 import { AppError } from '../errors.ts';
 import { newShortCode } from '../auth/tokens.ts';
-import { BUNDLE_COLS, lockWithReserved, tusReserved } from './bundle-room.ts';
+import { ACTIVE_BUNDLE, BUNDLE_COLS, EXPIRED_BUNDLE, lockWithReserved, tusReserved } from './bundle-room.ts';
 
 export interface BundleRow {
   id: number;
@@ -185,7 +185,7 @@ export async function appendFiles(sql: Sql, bundleId: number, files: NewFile[], 
 export async function findActiveBundle(sql: Sql, code: string): Promise<BundleRow | undefined> {
   const [b] = await sql<BundleRow[]>`
     select ${sql.unsafe(BUNDLE_COLS)} from bundles b
-    where short_code = ${code} and (expires_at is null or expires_at > now())`;
+    where short_code = ${code} and ${sql.unsafe(ACTIVE_BUNDLE)}`;
   return b;
 }
 
@@ -203,7 +203,7 @@ export async function findActiveBundleWithFiles(
 ): Promise<(BundleRow & { files: FileSummary[]; tus_reserved: number }) | undefined> {
   const [b] = await sql<Array<BundleRow & { tus_reserved: string }>>`
     select b.*, false as is_expired, ${tusReserved(sql)} as tus_reserved from bundles b
-    where b.short_code = ${code} and (b.expires_at is null or b.expires_at > now())`;
+    where b.short_code = ${code} and ${sql.unsafe(ACTIVE_BUNDLE)}`;
   if (!b) return undefined;
   return { ...b, tus_reserved: Number(b.tus_reserved), files: await listFilesInPages(sql, b.id, 'summary') };
 }
@@ -245,8 +245,19 @@ export async function findDownloadableFile(sql: Sql, fileId: number): Promise<Do
   const [f] = await sql<DownloadRow[]>`
     select f.*, b.short_code, b.access_password_hash, b.api_key_id, b.notify_email
     from files f join bundles b on b.id = f.bundle_id
-    where f.id = ${fileId} and (b.expires_at is null or b.expires_at > now())`;
+    where f.id = ${fileId} and ${sql.unsafe(ACTIVE_BUNDLE)}`;
   return f;
+}
+
+/** A file with its bundle's upload token hash, the bundle expired or not (deleting a file checks both). */
+export async function findFileWithToken(
+  sql: Sql,
+  fileId: number,
+): Promise<{ bundle_id: number; upload_token_hash: Uint8Array; is_expired: boolean } | undefined> {
+  const [row] = await sql<Array<{ bundle_id: number; upload_token_hash: Uint8Array; is_expired: boolean }>>`
+    select f.bundle_id, b.upload_token_hash, ${sql.unsafe(EXPIRED_BUNDLE)} as is_expired
+    from files f join bundles b on b.id = f.bundle_id where f.id = ${fileId}`;
+  return row;
 }
 
 /** Removes one file and adjusts its bundle's totals; returns the storage key, or undefined. */

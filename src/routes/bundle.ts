@@ -2,7 +2,7 @@ import type { Ctx } from '../http/context.ts';
 import { sendJson } from '../http/reply.ts';
 import type { Route } from '../http/server.ts';
 import { AppError } from '../errors.ts';
-import { deleteBundle, deleteFile, findBundle } from '../db/bundles.ts';
+import { deleteBundle, deleteFile, findBundle, findFileWithToken } from '../db/bundles.ts';
 import { bundleRoom } from '../db/bundle-room.ts';
 import { secretMatches, SHORT_CODE_RE, UPLOAD_TOKEN_RE } from '../auth/tokens.ts';
 import { sqlUtc } from '../util/time.ts';
@@ -93,9 +93,7 @@ async function removeFile(ctx: Ctx, deps: Deps): Promise<void> {
   const bearer = /^bearer\s+(\S+)\s*$/i.exec(ctx.headers.authorization ?? '')?.[1];
   const token = (bearer !== undefined && UPLOAD_TOKEN_RE.test(bearer) ? bearer : null) ?? ctx.query.get('upload_token') ?? bearer ?? '';
   if (token === '') throw new AppError('UPLOAD_TOKEN_REQUIRED');
-  const [row] = await deps.sql<{ bundle_id: number; upload_token_hash: Uint8Array; is_expired: boolean }[]>`
-    select f.bundle_id, b.upload_token_hash, (b.expires_at is not null and b.expires_at <= now()) as is_expired
-    from files f join bundles b on b.id = f.bundle_id where f.id = ${id}`;
+  const row = await findFileWithToken(deps.sql, id);
   // No such file and another bundle's file (locked or expired ones included) get one answer: file
   // ids are sequential, so any difference would list which exist. It is the spec's 403 "access
   // denied", since the spec gives this endpoint no 404; the token is compared either way.

@@ -2,7 +2,8 @@ import type { Ctx } from '../http/context.ts';
 import { sendJson } from '../http/reply.ts';
 import type { Route } from '../http/server.ts';
 import { AppError } from '../errors.ts';
-import { deleteBundle, type BundleRow, type FileRow } from '../db/bundles.ts';
+import { deleteBundle } from '../db/bundles.ts';
+import { findOwnedBundleId, keyTotals, listKeyBundles } from '../db/key-bundles.ts';
 import { SHORT_CODE_RE } from '../auth/tokens.ts';
 import { PLANS } from '../auth/plans.ts';
 import { sqlUtc } from '../util/time.ts';
@@ -16,24 +17,9 @@ export function myRoutes(deps: Deps): Route[] {
   ];
 }
 
-const ACTIVE = '(b.expires_at is null or b.expires_at > now())';
-
 async function myBundles(ctx: Ctx, deps: Deps): Promise<void> {
   const key = deps.access.requireKey(await deps.access.callerOf(ctx));
-  const bundles = await deps.sql<BundleRow[]>`
-    select b.*, false as is_expired from bundles b
-    where b.api_key_id = ${key.id} and ${deps.sql.unsafe(ACTIVE)}
-    order by b.created_at desc, b.id desc limit 100`;
-  const ids = bundles.map((b) => b.id);
-  const files = ids.length
-    ? await deps.sql<FileRow[]>`select * from files where bundle_id = any(${ids}) order by id`
-    : [];
-  const byBundle = new Map<number, FileRow[]>();
-  for (const f of files) {
-    const list = byBundle.get(f.bundle_id);
-    if (list) list.push(f);
-    else byBundle.set(f.bundle_id, [f]);
-  }
+  const bundles = await listKeyBundles(deps.sql, key.id);
   sendJson(ctx, 200, {
     success: true,
     bundles: bundles.map((b) => ({
@@ -47,7 +33,7 @@ async function myBundles(ctx: Ctx, deps: Deps): Promise<void> {
       is_encrypted: b.is_encrypted,
       password_protected: b.access_password_hash !== null,
       description: b.description ?? '',
-      files: (byBundle.get(b.id) ?? []).map((f) => {
+      files: b.files.map((f) => {
         const out: Record<string, unknown> = {
           id: f.id,
           name: f.name,
@@ -70,10 +56,7 @@ async function myBundles(ctx: Ctx, deps: Deps): Promise<void> {
 async function myUsage(ctx: Ctx, deps: Deps): Promise<void> {
   const key = deps.access.requireKey(await deps.access.callerOf(ctx));
   const plan = PLANS[key.plan];
-  const [totals] = await deps.sql<{ bundle_count: number; total_bytes: number; total_files: number }[]>`
-    select count(*)::int8 as bundle_count, coalesce(sum(b.total_size_bytes), 0)::int8 as total_bytes,
-           coalesce(sum(b.file_count), 0)::int8 as total_files
-    from bundles b where b.api_key_id = ${key.id} and ${deps.sql.unsafe(ACTIVE)}`;
+  const totals = await keyTotals(deps.sql, key.id);
   sendJson(ctx, 200, {
     success: true,
     key: {
@@ -94,10 +77,10 @@ async function deleteMine(ctx: Ctx, deps: Deps): Promise<void> {
   const key = deps.access.requireKey(await deps.access.callerOf(ctx));
   const code = ctx.params[0] ?? '';
   if (!SHORT_CODE_RE.test(code)) throw new AppError('INVALID_SHORT_CODE');
-  const [b] = await deps.sql<{ id: number }[]>`select id from bundles where short_code = ${code} and api_key_id = ${key.id}`;
-  if (!b) throw new AppError('NOT_OWNER');
-  const keys = await deleteBundle(deps.sql, b.id);
-  deps.bundles.invalidate(b.id);
+  const id = await findOwnedBundleId(deps.sql, code, key.id);
+  if (id === undefined) throw new AppError('NOT_OWNER');
+  const keys = await deleteBundle(deps.sql, id);
+  deps.bundles.invalidate(id);
   await Promise.all(keys.map((k) => deps.disk.remove(k).catch((err: unknown) => deps.log.warn({ err }, 'file not removed'))));
   sendJson(ctx, 200, { success: true, deleted_short_code: code });
 }

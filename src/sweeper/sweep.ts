@@ -1,6 +1,7 @@
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import type { Sql } from '../db/client.ts';
+import { EXPIRED_BUNDLE } from '../db/bundle-room.ts';
 import { isAlive, writerAlive } from '../util/process-tag.ts';
 import type { Disk } from '../storage/disk.ts';
 import { sweepTus } from '../tus/sweep.ts';
@@ -43,7 +44,7 @@ async function sweepExpired(sql: Sql, disk: Disk, result: SweepResult): Promise<
     // orphans that the orphan pass reclaims).
     const keys = await sql.begin(async (tx) => {
       const ids = await tx<{ id: number }[]>`
-        select id from bundles where expires_at is not null and expires_at <= now()
+        select id from bundles b where ${tx.unsafe(EXPIRED_BUNDLE)}
         limit 200 for update skip locked`;
       if (ids.length === 0) return null;
       const list = ids.map((r) => r.id);
