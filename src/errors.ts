@@ -42,16 +42,39 @@ export const ERRORS = {
   INTERNAL: [500, 'Internal server error'],
   UNAVAILABLE: [503, 'Server is shutting down'],
   WEBHOOK_TOO_EARLY: [503, 'Event arrived before the purchase it refers to; deliver it again later'],
+  // The resumable upload protocol (tus 1.0.0) at /api/v1/tus/, with the statuses it prescribes.
+  TUS_VERSION_UNSUPPORTED: [412, 'Tus-Resumable 1.0.0 required'],
+  INVALID_HEADER: [400, 'Invalid tus request header'],
+  INVALID_METADATA: [400, 'Malformed Upload-Metadata'],
+  INVALID_CHECKSUM: [400, 'Malformed Upload-Checksum'],
+  CHECKSUM_ALGORITHM_UNSUPPORTED: [400, 'Unsupported checksum algorithm'],
+  CHECKSUM_MISMATCH: [460, 'Upload-Checksum does not match the body'],
+  INVALID_LENGTH: [400, 'Send either Upload-Length or Upload-Defer-Length: 1'],
+  INVALID_CONCAT: [400, 'Malformed Upload-Concat'],
+  WRONG_CONTENT_TYPE: [415, 'Content-Type must be application/offset+octet-stream'],
+  UPLOAD_NOT_FOUND: [404, 'Upload not found or expired'],
+  UPLOAD_UNFINISHED: [404, 'The upload is not finished yet'],
+  UPLOAD_LOCKED: [423, 'Another request is writing to this upload'],
+  OFFSET_MISMATCH: [409, "Upload-Offset does not match the upload's offset"],
+  UPLOAD_COMPLETE: [400, 'The upload is already complete'],
+  FINAL_UPLOAD: [403, "A final upload takes no PATCH: its bytes are its partial uploads'"],
+  // tus answers a length past the limit with 413, where a multipart upload gets SIZE_EXCEEDED (400).
+  UPLOAD_TOO_LARGE: [413, 'Upload-Length or the body goes past the size limit'],
 } as const satisfies Record<string, readonly [number, string]>;
 
 export type ErrorCode = keyof typeof ERRORS;
 
+export type Headers = ReadonlyArray<readonly [string, string]>;
+
 export class AppError extends Error {
   readonly status: number;
-  constructor(readonly code: ErrorCode, message?: string, options?: { cause?: unknown }) {
+  /** Headers the error reply carries besides the usual ones (Allow on a 405, Tus-Version on a 412). */
+  readonly headers: Headers;
+  constructor(readonly code: ErrorCode, message?: string, options?: { cause?: unknown; headers?: Headers }) {
     super(message ?? ERRORS[code][1], options);
     this.name = 'AppError';
     this.status = ERRORS[code][0];
+    this.headers = options?.headers ?? [];
   }
 }
 

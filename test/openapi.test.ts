@@ -7,6 +7,7 @@ import { request } from 'undici';
 import { backends, ROOT, startServer, type TestServer } from './helpers/server.ts';
 import type { Route } from '../src/http/server.ts';
 import type { Deps } from '../src/routes/deps.ts';
+import { ERRORS } from '../src/errors.ts';
 
 type Doc = {
   openapi: string;
@@ -15,6 +16,7 @@ type Doc = {
   components?: { parameters?: Record<string, Param> };
 };
 type Param = { name?: string; in?: string; required?: boolean; $ref?: string };
+type ErrorCodeDoc = { enum?: string[]; 'x-status'?: Record<string, number> };
 
 const METHODS: Record<string, string> = { get: 'get', post: 'post', del: 'delete', head: 'head', put: 'put', patch: 'patch', options: 'options' };
 
@@ -80,6 +82,15 @@ describe('route table vs openapi.json', () => {
       if (!documented.has(`${method} ${uwsShape(r.pattern)}`)) missing.push(`${method.toUpperCase()} ${r.pattern} (${r.module})`);
     }
     assert.deepEqual(missing, [], 'routes missing from src/openapi.json');
+  });
+
+  test('every code of the error table is documented, with its status', () => {
+    const schema = (doc.components as { schemas?: Record<string, { properties?: Record<string, ErrorCodeDoc> }> }).schemas?.Error;
+    const code = schema?.properties?.code;
+    assert.ok(code, 'components.schemas.Error.properties.code');
+    const table = Object.fromEntries(Object.entries(ERRORS).map(([c, [status]]) => [c, status]));
+    assert.deepEqual([...(code.enum ?? [])].sort(), Object.keys(table).sort(), 'Error.code enum lists exactly the codes of src/errors.ts');
+    assert.deepEqual(code['x-status'], table, 'Error.code x-status gives each code the status src/errors.ts answers it with');
   });
 
   test('every path template parameter is declared as a required path parameter', () => {

@@ -96,6 +96,7 @@ for (const backend of backends()) {
       );
       assertJsonError(r, 400, /size|limit|large/i);
       assert.equal(r.headers.connection, 'close', 'the client is told to close the connection');
+      assert.equal(r.headers['cache-control'], 'no-store', 'an upload error is a JSON answer like any other');
       assert.ok(writtenAtAnswer !== null, 'answered while the body was still being sent');
       assert.ok(writtenAtAnswer < announced / 2, `answer came after ${writtenAtAnswer} of ${announced} body bytes`);
       c.sock.destroy();

@@ -121,7 +121,7 @@ export function sendError(
   headers: Iterable<readonly [string, string]> = [],
 ): void {
   // A route's own Cache-Control (a download's 412 or 416 keeps the file's) replaces the default.
-  const own = [...headers];
+  const own = [...err.headers, ...headers];
   const cached = own.some(([k]) => k.toLowerCase() === 'cache-control');
   const extra: Array<readonly [string, string]> = [...JSON_HEADERS.filter(([k]) => !cached || k !== 'Cache-Control'), ...own];
   send(ctx, err.status, JSON.stringify({ success: false, error: err.message, code: err.code }), extra, closeConnection);

@@ -1,6 +1,6 @@
 import { rm } from 'node:fs/promises';
 import type { Ctx } from '../http/context.ts';
-import { sendJson, send } from '../http/reply.ts';
+import { sendError, sendJson } from '../http/reply.ts';
 import type { Route } from '../http/server.ts';
 import { ingestMultipart, type IngestedFile, type IngestResult } from '../ingest/multipart.ts';
 import { AppError, toAppError } from '../errors.ts';
@@ -197,14 +197,7 @@ function failUpload(ctx: Ctx, deps: Deps, err: unknown): void {
   if (ctx.aborted) deps.metrics?.uploadAborted();
   else if (e.code === 'SIZE_EXCEEDED') deps.metrics?.capRejected();
   else if (e.code === 'DATABASE_ERROR') deps.metrics?.dbError();
-  if (ctx.done) return;
-  send(
-    ctx,
-    e.status,
-    JSON.stringify({ success: false, error: e.message, code: e.code }),
-    [['Content-Type', 'application/json; charset=utf-8']],
-    true,
-  );
+  sendError(ctx, e, true);
 }
 
 const optional = (v: string | undefined): string | null => (v === undefined || v === '' ? null : v);

@@ -4,7 +4,8 @@ import type { BodyTap, HashFeed } from './patch.ts';
 import { closePart, openPart } from './part-io.ts';
 import { completeUpload } from './complete.ts';
 import { setProgress, type TusRow } from './store.ts';
-import { httpDate, TusError, type Checksum } from './protocol.ts';
+import { httpDate, type Checksum } from './protocol.ts';
+import { AppError } from '../errors.ts';
 
 /** True when the request announces body bytes (a positive Content-Length, or chunked). */
 export function hasBody(headers: Readonly<Record<string, string>>): boolean {
@@ -45,7 +46,7 @@ export async function appendBody(
         failure = r.error;
         if (checksum && !(r.complete && r.digest?.equals(checksum.digest))) {
           cut = start;
-          if (r.complete) failure = new TusError(460, 'CHECKSUM_MISMATCH', 'Upload-Checksum does not match the body');
+          if (r.complete) failure = new AppError('CHECKSUM_MISMATCH', 'Upload-Checksum does not match the body');
         } else offset = start + r.written;
       } finally {
         // The fsync makes the written bytes and the size durable before the offset is recorded. Bytes

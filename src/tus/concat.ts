@@ -4,7 +4,7 @@ import { pipeline } from 'node:stream/promises';
 import type { Deps } from '../routes/deps.ts';
 import { randomHex } from '../util/random.ts';
 import { findUpload, lease, LEASE_MS, releaseLease, renewLease, type TusRow } from './store.ts';
-import { TusError } from './protocol.ts';
+import { AppError } from '../errors.ts';
 
 // The concatenation extension: partial uploads (pieces of one file, sent in parallel) that a final
 // upload joins, in order, into one file of a bundle. A partial is never a file or bundle of its own.
@@ -16,7 +16,7 @@ const PIECE = 1 << 20;
 /** A creation's Upload-Concat: a partial upload, or a final one naming its partials in order. */
 export type Concat = { readonly kind: 'partial' } | { readonly kind: 'final'; readonly ids: readonly string[]; readonly raw: string };
 
-const bad = (message: string): TusError => new TusError(400, 'INVALID_CONCAT', message);
+const bad = (message: string): AppError => new AppError('INVALID_CONCAT', message);
 
 export function parseConcat(raw: string | undefined): Concat | null {
   if (raw === undefined) return null;
@@ -69,7 +69,7 @@ export async function holdPartials(deps: Deps, ids: readonly string[]): Promise<
     for (const id of ids) {
       const row = await lease(deps.sql, id, owner);
       if (!row) {
-        if (await findUpload(deps.sql, id)) throw new TusError(423, 'UPLOAD_LOCKED', 'Another request is using a partial upload');
+        if (await findUpload(deps.sql, id)) throw new AppError('UPLOAD_LOCKED', 'Another request is using a partial upload');
         throw bad('Upload-Concat names an upload that does not exist or has expired');
       }
       rows.push(row);

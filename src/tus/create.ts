@@ -15,7 +15,7 @@ import { deleteUpload, findUpload, insertUpload, reserveInBundle, setProgress, t
 import { spendPartials, holdPartials, joinParts, parseConcat, type HeldPartials } from './concat.ts';
 import {
   NO_STORE, checkResumable, httpDate, intHeader, OFFSET_TYPE, parseChecksum, parseMetadata, replyError, storableMetadata,
-  TusError, UPLOAD_TTL_MS,
+  UPLOAD_TTL_MS,
 } from './protocol.ts';
 
 /** The part of an upload: only the server-made id names it. */
@@ -55,21 +55,21 @@ export async function createUpload(ctx: Ctx, deps: Deps, dir: string): Promise<v
     if (concat?.kind === 'final') {
       // Its length is the sum of its partials'; its bytes are theirs.
       if (length !== undefined || deferred !== undefined || withBody) {
-        throw new TusError(400, 'INVALID_CONCAT', 'A final upload carries neither Upload-Length nor a body');
+        throw new AppError('INVALID_CONCAT', 'A final upload carries neither Upload-Length nor a body');
       }
       partials = await holdPartials(deps, concat.ids);
       length = partials.length;
     } else if ((length === undefined) === (deferred === undefined) || (deferred !== undefined && deferred !== '1')) {
-      throw new TusError(400, 'INVALID_LENGTH', 'Send either Upload-Length or Upload-Defer-Length: 1');
+      throw new AppError('INVALID_LENGTH', 'Send either Upload-Length or Upload-Defer-Length: 1');
     }
-    if (concat?.kind === 'partial' && length === undefined) throw new TusError(400, 'INVALID_LENGTH', 'A partial upload needs Upload-Length');
+    if (concat?.kind === 'partial' && length === undefined) throw new AppError('INVALID_LENGTH', 'A partial upload needs Upload-Length');
     if (withBody && (h['content-type'] ?? '').split(';')[0]!.trim().toLowerCase() !== OFFSET_TYPE) {
-      throw new TusError(415, 'WRONG_CONTENT_TYPE', `Content-Type must be ${OFFSET_TYPE}`);
+      throw new AppError('WRONG_CONTENT_TYPE', `Content-Type must be ${OFFSET_TYPE}`);
     }
     const checksum = withBody ? parseChecksum(h['upload-checksum']) : null;
     const bodyLength = withBody ? intHeader(h, 'content-length') : undefined;
     if (bodyLength !== undefined && bodyLength > (length ?? uploader.maxBundleBytes)) {
-      throw new TusError(413, 'SIZE_EXCEEDED', 'Body goes past Upload-Length or the size limit');
+      throw new AppError('UPLOAD_TOO_LARGE', 'Body goes past Upload-Length or the size limit');
     }
     const meta = parseMetadata(h['upload-metadata']);
     const name = cleanFileName(meta.filename ?? meta.name);
@@ -94,7 +94,7 @@ export async function createUpload(ctx: Ctx, deps: Deps, dir: string): Promise<v
     await fsp.writeFile(partPath, '', { flag: 'wx', mode: 0o600 });
     if (concat?.kind === 'partial') {
       // A piece of a file: no bundle until a final upload joins it (which reserves or checks the room).
-      if (length! > uploader.maxBundleBytes) throw new TusError(413, 'SIZE_EXCEEDED', 'Upload-Length exceeds the bundle size limit');
+      if (length! > uploader.maxBundleBytes) throw new AppError('UPLOAD_TOO_LARGE', 'Upload-Length exceeds the bundle size limit');
       await insertUpload(deps.sql, base);
     } else if (meta.upload_token !== undefined) {
       const token = meta.upload_token;
@@ -105,7 +105,7 @@ export async function createUpload(ctx: Ctx, deps: Deps, dir: string): Promise<v
       deps.bundles.invalidate(bundle.id); // its room shrank (other processes hear it from the change feed)
     } else {
       if (base.upload_length !== null && base.upload_length > uploader.maxBundleBytes) {
-        throw new TusError(413, 'SIZE_EXCEEDED', 'Upload-Length exceeds the bundle size limit');
+        throw new AppError('UPLOAD_TOO_LARGE', 'Upload-Length exceeds the bundle size limit');
       }
       const description = cleanDescription(optional(meta.description));
       const problem = descriptionProblem(description);

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import { createHash, type Hash } from 'node:crypto';
 import { onBody, type Ctx } from '../http/context.ts';
-import { TusError } from './protocol.ts';
+import { AppError } from '../errors.ts';
 import { spareBuffers } from '../storage/spare-buffers.ts';
 import { DIRECT_ALIGN, direct } from '../storage/direct-io.ts';
 import { writeDirect, writeFully } from './part-io.ts';
@@ -221,7 +221,7 @@ export function tapBody(ctx: Ctx): BodyTap {
         sink = (chunk, last) => {
           if (finished || failure) return;
           if (offset + received + chunk.length > limit) {
-            failure = new TusError(413, 'SIZE_EXCEEDED', 'Body goes past Upload-Length or the size limit');
+            failure = new AppError('UPLOAD_TOO_LARGE', 'Body goes past Upload-Length or the size limit');
             ended = true;
             flush();
             return;

@@ -1,6 +1,6 @@
 import type { Ctx } from '../http/context.ts';
-import { send } from '../http/reply.ts';
-import { toAppError } from '../errors.ts';
+import { sendError } from '../http/reply.ts';
+import { AppError, toAppError } from '../errors.ts';
 
 /** tus 1.0.0 wire constants, header parsing and the replies' shape. */
 export const TUS_VERSION = '1.0.0';
@@ -27,35 +27,20 @@ export const TUS_HEADERS: ReadonlyArray<readonly [string, string]> = [
 /** Protocol answers (offsets, lengths) must never come from a cache. */
 export const NO_STORE: ReadonlyArray<readonly [string, string]> = [['Cache-Control', 'no-store']];
 
-/** A protocol-level refusal: its own status (409, 412, 415, 423, 460 …) outside the shared error table. */
-export class TusError extends Error {
-  constructor(readonly status: number, readonly code: string, message: string, readonly headers: ReadonlyArray<readonly [string, string]> = []) {
-    super(message);
-    this.name = 'TusError';
-  }
-}
-
-/** Ends the request with a tus error in the interface's JSON shape (closing the connection when the body may still flow). */
+/**
+ * Ends the request with an error through the one error writer (closing the connection when the
+ * body may still flow); an unexpected one goes to `onInternal` first.
+ */
 export function replyError(ctx: Ctx, err: unknown, onInternal: (err: unknown) => void, close = false): void {
-  let status: number;
-  let code: string;
-  let message: string;
-  const headers: Array<readonly [string, string]> = [...NO_STORE, ['Content-Type', 'application/json; charset=utf-8']];
-  if (err instanceof TusError) {
-    ({ status, code, message } = err);
-    headers.push(...err.headers);
-  } else {
-    const e = toAppError(err);
-    if (e.status >= 500) onInternal(e.cause ?? err);
-    ({ status, code, message } = e);
-  }
-  send(ctx, status, JSON.stringify({ success: false, error: message, code }), headers, close);
+  const e = toAppError(err);
+  if (e.status >= 500) onInternal(e.cause ?? err);
+  sendError(ctx, e, close);
 }
 
 /** Every request but OPTIONS must speak our version (412 otherwise, naming the versions we speak). */
 export function checkResumable(headers: Readonly<Record<string, string>>): void {
   if (headers['tus-resumable'] !== TUS_VERSION) {
-    throw new TusError(412, 'TUS_VERSION_UNSUPPORTED', `Tus-Resumable ${TUS_VERSION} required`, [['Tus-Version', TUS_VERSION]]);
+    throw new AppError('TUS_VERSION_UNSUPPORTED', `Tus-Resumable ${TUS_VERSION} required`, { headers: [['Tus-Version', TUS_VERSION]] });
   }
 }
 
@@ -63,9 +48,9 @@ export function checkResumable(headers: Readonly<Record<string, string>>): void 
 export function intHeader(headers: Readonly<Record<string, string>>, name: string): number | undefined {
   const v = headers[name];
   if (v === undefined) return undefined;
-  if (!/^\d{1,16}$/.test(v.trim())) throw new TusError(400, 'INVALID_HEADER', `Invalid ${name} header`);
+  if (!/^\d{1,16}$/.test(v.trim())) throw new AppError('INVALID_HEADER', `Invalid ${name} header`);
   const n = Number(v.trim());
-  if (!Number.isSafeInteger(n)) throw new TusError(400, 'INVALID_HEADER', `Invalid ${name} header`);
+  if (!Number.isSafeInteger(n)) throw new AppError('INVALID_HEADER', `Invalid ${name} header`);
   return n;
 }
 
@@ -73,15 +58,15 @@ export function intHeader(headers: Readonly<Record<string, string>>, name: strin
 export function parseMetadata(raw: string | undefined): Record<string, string> {
   const out: Record<string, string> = {};
   if (raw === undefined || raw.trim() === '') return out;
-  if (raw.length > 8192) throw new TusError(400, 'INVALID_METADATA', 'Upload-Metadata too long');
+  if (raw.length > 8192) throw new AppError('INVALID_METADATA', 'Upload-Metadata too long');
   for (const pair of raw.split(',')) {
     const [key, value, extra] = pair.trim().split(' ');
     if (!key || extra !== undefined || !/^[\x21-\x2b\x2d-\x7e]+$/.test(key) || Object.hasOwn(out, key)) {
-      throw new TusError(400, 'INVALID_METADATA', 'Malformed Upload-Metadata');
+      throw new AppError('INVALID_METADATA', 'Malformed Upload-Metadata');
     }
     // Standard Base64, padded (RFC 4648 §4), as tus clients send it: anything else is not a value.
     if (value !== undefined && (value.length % 4 !== 0 || !/^[A-Za-z0-9+/]*={0,2}$/.test(value))) {
-      throw new TusError(400, 'INVALID_METADATA', `Upload-Metadata ${key} is not base64`);
+      throw new AppError('INVALID_METADATA', `Upload-Metadata ${key} is not base64`);
     }
     out[key] = value === undefined ? '' : Buffer.from(value, 'base64').toString('utf8');
   }
@@ -118,9 +103,9 @@ export interface Checksum {
 export function parseChecksum(raw: string | undefined): Checksum | null {
   if (raw === undefined) return null;
   const m = /^([a-z0-9-]+) ([A-Za-z0-9+/]+={0,2})$/.exec(raw.trim());
-  if (!m) throw new TusError(400, 'INVALID_CHECKSUM', 'Malformed Upload-Checksum');
+  if (!m) throw new AppError('INVALID_CHECKSUM', 'Malformed Upload-Checksum');
   const algorithm = CHECKSUM_ALGORITHMS.find((a) => a === m[1]);
-  if (!algorithm) throw new TusError(400, 'CHECKSUM_ALGORITHM_UNSUPPORTED', `Unsupported checksum algorithm ${m[1]}`);
+  if (!algorithm) throw new AppError('CHECKSUM_ALGORITHM_UNSUPPORTED', `Unsupported checksum algorithm ${m[1]}`);
   return { algorithm, digest: Buffer.from(m[2]!, 'base64') };
 }
 

@@ -7,7 +7,8 @@ import { PLANS } from '../auth/plans.ts';
 import { hasBody } from './body.ts';
 import { createUpload } from './create.ts';
 import { admitToUpload, head, logFailure, notFound, patch, serveFinished, terminate } from './session.ts';
-import { CHECKSUM_ALGORITHMS, replyError, TUS_EXTENSIONS, TUS_HEADERS, TUS_VERSION, TusError } from './protocol.ts';
+import { CHECKSUM_ALGORITHMS, replyError, TUS_EXTENSIONS, TUS_HEADERS, TUS_VERSION } from './protocol.ts';
+import { AppError } from '../errors.ts';
 
 /** Where unfinished uploads live: DATA_DIR/tus, beside files/ (same filesystem, so completion is a rename). */
 export const tusDirOf = (filesDir: string): string => path.join(path.dirname(filesDir), 'tus');
@@ -91,7 +92,7 @@ async function notAllowed(ctx: Ctx, deps: Deps, allow: string): Promise<void> {
   const withBody = hasBody(ctx.headers);
   try {
     await deps.access.admit(ctx);
-    throw new TusError(405, 'METHOD_NOT_ALLOWED', 'This endpoint does not take that method: see the Allow header', [['Allow', allow]]);
+    throw new AppError('METHOD_NOT_ALLOWED', undefined, { headers: [['Allow', allow]] });
   } catch (err) {
     replyError(ctx, err, logFailure(deps, ctx), withBody);
   }

@@ -13,7 +13,7 @@ import { sendStoredFile } from '../routes/download.ts';
 import { removeOneFile } from '../routes/bundle.ts';
 import { AppError } from '../errors.ts';
 import { deleteUpload, findUpload, lease, LEASE_MS, releaseLease, renewLease, type TusRow } from './store.ts';
-import { checkResumable, httpDate, intHeader, NO_STORE, OFFSET_TYPE, parseChecksum, replyError, TusError, UPLOAD_ID_RE } from './protocol.ts';
+import { checkResumable, httpDate, intHeader, NO_STORE, OFFSET_TYPE, parseChecksum, replyError, UPLOAD_ID_RE } from './protocol.ts';
 
 // The requests made to one upload's URL: HEAD, PATCH, DELETE and GET (its bytes, once finished).
 
@@ -56,8 +56,8 @@ export async function admitToUpload(ctx: Ctx, deps: Deps): Promise<TusRow | unde
 export const logFailure = (deps: Deps, ctx: Ctx) => (err: unknown): void =>
   deps.log.error({ err, reqId: ctx.id, route: `${ctx.method.toUpperCase()} /api/v1/tus/:id` }, 'tus request failed');
 
-export function notFound(): TusError {
-  return new TusError(404, 'UPLOAD_NOT_FOUND', 'Upload not found or expired');
+export function notFound(): AppError {
+  return new AppError('UPLOAD_NOT_FOUND', 'Upload not found or expired');
 }
 
 export async function head(ctx: Ctx, deps: Deps): Promise<void> {
@@ -88,7 +88,7 @@ async function withLease<T>(deps: Deps, id: string, work: (row: TusRow) => Promi
   const owner = `${process.pid}-${randomHex(8)}`;
   const row = await lease(deps.sql, id, owner);
   if (!row) {
-    if (await findUpload(deps.sql, id)) throw new TusError(423, 'UPLOAD_LOCKED', 'Another request is writing to this upload');
+    if (await findUpload(deps.sql, id)) throw new AppError('UPLOAD_LOCKED', 'Another request is writing to this upload');
     throw notFound();
   }
   const timer = setInterval(() => {
@@ -114,26 +114,26 @@ export async function patch(ctx: Ctx, deps: Deps, dir: string): Promise<void> {
     checkResumable(h);
     if (!live) throw notFound();
     if ((h['content-type'] ?? '').split(';')[0]!.trim().toLowerCase() !== OFFSET_TYPE) {
-      throw new TusError(415, 'WRONG_CONTENT_TYPE', `Content-Type must be ${OFFSET_TYPE}`);
+      throw new AppError('WRONG_CONTENT_TYPE', `Content-Type must be ${OFFSET_TYPE}`);
     }
     const offset = intHeader(h, 'upload-offset');
-    if (offset === undefined) throw new TusError(400, 'INVALID_HEADER', 'Upload-Offset required');
+    if (offset === undefined) throw new AppError('INVALID_HEADER', 'Upload-Offset required');
     const checksum = parseChecksum(h['upload-checksum']);
     const declared = intHeader(h, 'upload-length');
     const contentLength = intHeader(h, 'content-length');
     const headers = await withLease(deps, id, async (row) => {
       if (row.is_expired) throw notFound();
       if (row.concat !== null && row.concat !== 'partial') {
-        throw new TusError(403, 'FINAL_UPLOAD', 'A final upload takes no PATCH: its bytes are its partial uploads\'');
+        throw new AppError('FINAL_UPLOAD', 'A final upload takes no PATCH: its bytes are its partial uploads\'');
       }
       // Started under a key: the key must still be active for every byte and for completion (a
       // revoked key's upload would otherwise still become a bundle on its plan).
       if (row.api_key_id !== null && !(await isKeyActive(deps.sql, row.api_key_id))) throw new AppError('INVALID_API_KEY');
       if (offset !== row.upload_offset) {
-        throw new TusError(409, 'OFFSET_MISMATCH', `Upload-Offset ${offset} does not match the upload's offset ${row.upload_offset}`);
+        throw new AppError('OFFSET_MISMATCH', `Upload-Offset ${offset} does not match the upload's offset ${row.upload_offset}`);
       }
       if (row.completed_at !== null) {
-        if (tap) throw new TusError(400, 'UPLOAD_COMPLETE', 'The upload is already complete');
+        if (tap) throw new AppError('UPLOAD_COMPLETE', 'The upload is already complete');
         return [['Upload-Offset', String(row.upload_offset)], ['Upload-Expires', httpDate(row.expires_at)]] as const;
       }
       let maxBytes = row.max_bytes;
@@ -141,18 +141,18 @@ export async function patch(ctx: Ctx, deps: Deps, dir: string): Promise<void> {
         // An append: refused once its bundle expired, like a multipart append. A deferred length
         // reserved only what arrived, so the room left now bounds it, not the room at creation.
         const target = await bundleRoom(deps.sql, row.bundle_id, row.id);
-        if (target.expired) throw new TusError(403, 'BUNDLE_EXPIRED', 'Bundle has expired');
+        if (target.expired) throw new AppError('BUNDLE_EXPIRED');
         if (row.upload_length === null) maxBytes = Math.min(maxBytes, target.room);
       }
       let length = row.upload_length;
       if (declared !== undefined) {
-        if (length !== null && declared !== length) throw new TusError(400, 'INVALID_LENGTH', 'Upload-Length cannot change');
-        if (declared < offset) throw new TusError(400, 'INVALID_LENGTH', 'Upload-Length is below the offset');
-        if (declared > maxBytes) throw new TusError(413, 'SIZE_EXCEEDED', 'Upload-Length exceeds the size limit');
+        if (length !== null && declared !== length) throw new AppError('INVALID_LENGTH', 'Upload-Length cannot change');
+        if (declared < offset) throw new AppError('INVALID_LENGTH', 'Upload-Length is below the offset');
+        if (declared > maxBytes) throw new AppError('UPLOAD_TOO_LARGE', 'Upload-Length exceeds the size limit');
         length = declared;
       }
       if (contentLength !== undefined && offset + contentLength > (length ?? maxBytes)) {
-        throw new TusError(413, 'SIZE_EXCEEDED', 'Body goes past Upload-Length or the size limit');
+        throw new AppError('UPLOAD_TOO_LARGE', 'Body goes past Upload-Length or the size limit');
       }
       return appendBody(ctx, deps, tap, { ...row, upload_length: length, max_bytes: maxBytes }, partPathOf(dir, id), checksum);
     });
@@ -184,7 +184,7 @@ export async function terminate(ctx: Ctx, deps: Deps, dir: string): Promise<void
       }
       const file = row.file_id === null ? undefined : await findDownloadableFile(deps.sql, row.file_id);
       if (file === undefined && row.bundle_id !== null && (await bundleRoom(deps.sql, row.bundle_id)).expired) {
-        throw new TusError(403, 'BUNDLE_EXPIRED', 'Bundle has expired');
+        throw new AppError('BUNDLE_EXPIRED');
       }
       await deleteUpload(deps.sql, row.id);
       if (file) await removeOneFile(deps, file.id, file.bundle_id);
@@ -204,7 +204,7 @@ export async function serveFinished(ctx: Ctx, deps: Deps): Promise<void> {
   try {
     const row = await admitToUpload(ctx, deps);
     if (!row) throw notFound();
-    if (row.completed_at === null) throw new TusError(404, 'UPLOAD_UNFINISHED', 'The upload is not finished yet');
+    if (row.completed_at === null) throw new AppError('UPLOAD_UNFINISHED', 'The upload is not finished yet');
     // A partial upload joined into a final one has no file of its own.
     if (row.file_id === null) throw notFound();
     const file = await findDownloadableFile(deps.sql, row.file_id);

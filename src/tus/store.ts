@@ -1,6 +1,6 @@
 import type { Sql } from '../db/client.ts';
 import { lockWithReserved } from '../db/bundle-room.ts';
-import { TusError } from './protocol.ts';
+import { AppError } from '../errors.ts';
 
 /** The new bundle's fields, fixed at creation (the password is already hashed). */
 export interface NewBundleFields {
@@ -53,9 +53,9 @@ export async function insertUpload(sql: Sql, u: NewUpload): Promise<void> {
 export async function reserveInBundle(sql: Sql, bundleId: number, length: number | null, u: NewUpload): Promise<void> {
   await sql.begin(async (tx) => {
     const b = await lockWithReserved(tx as unknown as Sql, bundleId);
-    if (!b || b.is_expired) throw new TusError(403, 'BUNDLE_EXPIRED', 'Bundle has expired');
+    if (!b || b.is_expired) throw new AppError('BUNDLE_EXPIRED');
     const room = b.max_size_bytes - b.total_size_bytes - b.reserved;
-    if ((length ?? 0) > room) throw new TusError(413, 'SIZE_EXCEEDED', 'Bundle size limit exceeded');
+    if ((length ?? 0) > room) throw new AppError('UPLOAD_TOO_LARGE', 'Bundle size limit exceeded');
     await insertUpload(tx as unknown as Sql, { ...u, max_bytes: Math.max(0, room) });
   });
 }
