@@ -1,9 +1,7 @@
 import type { Logger } from 'pino';
 import type { Config } from './config.ts';
 import { loadUws } from './http/uws.ts';
-import { createHttpServer, type Route } from './http/server.ts';
-import { sendError } from './http/reply.ts';
-import { AppError } from './errors.ts';
+import { createHttpServer } from './http/server.ts';
 import { connectDb } from './db/client.ts';
 import { migrate } from './db/migrate.ts';
 import { createHasher } from './storage/hasher.ts';
@@ -15,21 +13,12 @@ import { createBudgets } from './state/budget.ts';
 import { createPasswords } from './auth/passwords.ts';
 import { createMemoryRateStore, createRedisRateStore, type RateStore } from './state/rate-store.ts';
 import type { Deps } from './routes/deps.ts';
-import { uploadRoutes } from './routes/upload.ts';
-import { bundleRoutes } from './routes/bundle.ts';
 import { createBundleCache } from './state/bundle-cache.ts';
 import { createBundleWriter } from './db/bundle-writer.ts';
 import { createDownloadCounts, createViewCounts } from './db/download-counts.ts';
 import { findActiveBundleWithFiles } from './db/bundles.ts';
-import { downloadRoutes } from './routes/download.ts';
-import { healthRoutes } from './routes/health.ts';
-import { myRoutes } from './routes/my.ts';
-import { verifyAccessRoutes } from './routes/verify-access.ts';
-import { zipRoutes } from './routes/zip.ts';
-import { contentRoutes } from './routes/content.ts';
-import { pageRoutes } from './routes/pages.ts';
-import { unsubscribeRoutes, unsubscribeUrl } from './routes/unsubscribe.ts';
-import { tusRoutes } from './tus/routes.ts';
+import { unsubscribeUrl } from './routes/unsubscribe.ts';
+import { routeTable } from './routes/table.ts';
 import { createSigner } from './auth/signing.ts';
 import { createMetrics } from './metrics.ts';
 import { loadSecret } from './auth/secret.ts';
@@ -40,7 +29,6 @@ import { createOutbox } from './mail/outbox.ts';
 import { createDownloadNotifier } from './notify/downloads.ts';
 import { createStripeClient } from './billing/stripe-client.ts';
 import { createBilling } from './billing/billing.ts';
-import { billingRoutes } from './routes/billing.ts';
 import { startBackground, type Background } from './util/background.ts';
 import { ensurePortFree } from './http/port-free.ts';
 import { createOriginOf } from './http/origin.ts';
@@ -157,33 +145,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
       downloadCounts,
       viewCounts,
     };
-    const notFound: Route = {
-      method: 'any',
-      pattern: '/*',
-      handler: (ctx) => sendError(ctx, new AppError('ROUTE_NOT_FOUND')),
-    };
-    // Unknown /api paths still count against the budget and carry the rate-limit headers.
-    const apiNotFound: Route = {
-      method: 'any',
-      pattern: '/api/*',
-      handler: (ctx) => sendError(ctx, new AppError('ROUTE_NOT_FOUND')),
-    };
-    const routes = [
-      ...healthRoutes(deps),
-      ...uploadRoutes(deps),
-      ...bundleRoutes(deps),
-      ...downloadRoutes(deps),
-      ...myRoutes(deps),
-      ...verifyAccessRoutes(deps),
-      ...zipRoutes(deps),
-      ...contentRoutes(deps),
-      ...billingRoutes({ ...deps, billing }),
-      ...unsubscribeRoutes(deps),
-      ...pageRoutes(deps),
-      ...tusRoutes(deps),
-      apiNotFound,
-      notFound,
-    ];
+    const routes = routeTable({ ...deps, billing });
     const server = createHttpServer({ binding, routes, log, admit: (ctx) => access.admit(ctx), content, metrics });
     // A worker shares its supervisor's port on purpose; anyone else must have it alone.
     if (config.workerIndex === null && config.port !== 0) await ensurePortFree(config.host, config.port);

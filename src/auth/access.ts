@@ -27,7 +27,6 @@ export function createAccess(deps: { config: Config; sql: Sql; budgets: Budgets;
   const { config, sql, budgets, signer, log } = deps;
   const trusted = createIpMatcher(config.trustProxy);
   const anonymous: Uploader = { apiKeyId: null, maxBundleBytes: config.anonMaxBundleBytes, expiryDays: config.anonExpiryDays };
-  const callers = new WeakMap<Ctx, Caller>();
   const recordUse = createUsageRecorder(sql, (err) => log.warn({ err }, 'last_used_at not recorded'));
 
   // An IPv6 client is its /64 here: for every budget, the password throttle and access tokens.
@@ -64,7 +63,7 @@ export function createAccess(deps: { config: Config; sql: Sql; budgets: Budgets;
   async function resolveFor(ctx: Ctx): Promise<Caller> {
     try {
       const caller = await resolve(ctx);
-      callers.set(ctx, caller);
+      ctx.caller = caller;
       return caller;
     } catch (err) {
       // The database could not say who this is; the reply still states the anonymous budget.
@@ -98,7 +97,7 @@ export function createAccess(deps: { config: Config; sql: Sql; budgets: Budgets;
       return caller;
     },
     async callerOf(ctx) {
-      return callers.get(ctx) ?? (await resolve(ctx));
+      return ctx.caller ?? (await resolve(ctx));
     },
     uploaderFor(caller) {
       if (caller.bearerRejected) throw new AppError('INVALID_API_KEY');

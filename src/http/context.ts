@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { HttpRequest, HttpResponse } from './uws.ts';
+import type { Caller } from '../routes/deps.ts';
 
 /**
  * Everything a handler may use about one request. uWS's `req` is stack-allocated and dies at the
@@ -34,6 +35,8 @@ export interface Ctx {
    * chunk has not reached `onBody`. See `send` for why it matters.
    */
   bodyPending: boolean;
+  /** Who is calling, as the server's admission resolved it before the handler ran (/api/* only). */
+  caller: Caller | undefined;
 }
 
 const REQUEST_ID_RE = /^[A-Za-z0-9._-]{1,64}$/;
@@ -72,6 +75,7 @@ class RequestCtx implements Ctx {
   status = 0;
   bytesOut = 0;
   bodyPending: boolean;
+  caller: Caller | undefined = undefined;
   // The query string is parsed and the AbortController made only when a handler asks: most
   // requests need neither, and both cost more than the rest of the context together.
   #rawQuery: string;
@@ -139,11 +143,49 @@ export function createCtx(res: HttpResponse, req: HttpRequest, paramCount: numbe
   return new RequestCtx(res, req, paramCount);
 }
 
+type BodyReader = (chunk: ArrayBuffer, isLast: boolean) => void;
+
+/** The body of a request whose handler has not run yet: chunks that arrived, and its reader once one registers. */
+interface HeldBody {
+  readonly chunks: Array<{ readonly buf: ArrayBuffer; readonly last: boolean }>;
+  reader: BodyReader | null;
+}
+const held = new WeakMap<Ctx, HeldBody>();
+
+/**
+ * Takes the request's body before its handler runs (the server admits the caller first, which
+ * waits on the database or Redis; uWS drops body bytes, and the empty last chunk of a request
+ * without a body, that arrive with no reader registered). A body is paused at once, so what is
+ * kept is bounded by what uWS already read: one chunk, at most a few hundred KiB. The handler's
+ * `onBody` gets these chunks first, then the rest.
+ */
+export function holdBody(ctx: Ctx): void {
+  const hold: HeldBody = { chunks: [], reader: null };
+  held.set(ctx, hold);
+  const paused = ctx.bodyPending;
+  if (paused) ctx.res.pause();
+  ctx.res.onData((ab, isLast) => {
+    if (isLast) ctx.bodyPending = false;
+    if (hold.reader) return hold.reader(ab, isLast);
+    hold.chunks.push({ buf: ab.slice(0), last: isLast }); // uWS reuses `ab` once this returns
+    // The whole body is in: a handler that never reads it must not leave the kept-alive connection paused.
+    if (isLast && paused && !ctx.done) ctx.res.resume();
+  });
+}
+
 /**
  * Registers the request's body handler (uWS onData) and keeps `ctx.bodyPending` true until the
- * last chunk. Every body reader goes through here, so none can forget the bookkeeping.
+ * last chunk. Every body reader goes through here, so none can forget the bookkeeping. A body the
+ * server held (holdBody) is handed over here, still paused: a reader that does not pause and
+ * resume the socket itself calls `ctx.res.resume()`.
  */
-export function onBody(ctx: Ctx, handler: (chunk: ArrayBuffer, isLast: boolean) => void): void {
+export function onBody(ctx: Ctx, handler: BodyReader): void {
+  const hold = held.get(ctx);
+  if (hold) {
+    hold.reader = handler;
+    for (const c of hold.chunks.splice(0)) handler(c.buf, c.last);
+    return;
+  }
   ctx.res.onData((ab, isLast) => {
     if (isLast) ctx.bodyPending = false;
     handler(ab, isLast);

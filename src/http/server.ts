@@ -1,9 +1,10 @@
 import type { Logger } from 'pino';
-import { ambiguousFraming, createCtx, type Ctx } from './context.ts';
+import { ambiguousFraming, createCtx, holdBody, type Ctx } from './context.ts';
 import { sendError } from './reply.ts';
 import type { ListenSocket, TemplatedApp, UwsBinding } from './uws.ts';
-import { AppError, toAppError } from '../errors.ts';
+import { AppError, toAppError, type Headers } from '../errors.ts';
 import type { Metrics } from '../metrics.ts';
+import type { Caller } from '../routes/deps.ts';
 
 export type Handler = (ctx: Ctx) => void | Promise<void>;
 export type Method = 'get' | 'post' | 'del' | 'head' | 'options' | 'patch' | 'put' | 'any';
@@ -11,8 +12,13 @@ export interface Route {
   readonly method: Method;
   readonly pattern: string;
   readonly handler: Handler;
-  /** The handler reads the request body: it runs at once and admits the caller itself. */
-  readonly streamsBody?: boolean;
+  /**
+   * How an /api/* request to this route is admitted before its handler runs, if not by spending one
+   * request of the caller's hourly budget (the requests to a tus upload's URL are bounded per upload).
+   */
+  readonly admit?: Admit;
+  /** Headers every reply of this route carries, admission refusals (429) included. */
+  readonly replyHeaders?: Headers;
   /** Counted in the active transfers gauge while the handler runs. */
   readonly transfer?: 'upload' | 'download';
   /** A GET whose handler does something once (a one-time reveal): no implied HEAD may spend it. */
@@ -24,6 +30,9 @@ export interface Route {
   /** Writes this route's error replies (an HTML page) instead of the JSON error shape. */
   readonly renderError?: (ctx: Ctx, err: AppError) => void;
 }
+
+/** Resolves the caller and spends its budget (throws RATE_LIMITED), stating it in the X-RateLimit headers. */
+export type Admit = (ctx: Ctx) => Promise<Caller>;
 
 /** Admission of web content paths (see auth/content-budget.ts). */
 export interface ContentAdmission {
@@ -64,6 +73,23 @@ function methodNotAllowed(routes: readonly Route[]): Route[] {
 }
 
 /**
+ * The routes as mounted: the table, a HEAD wherever there is a GET (RFC 9110 §9.3.2: same status
+ * and headers, no body; `send` leaves the body out) unless the route treats HEAD itself, and a 405
+ * for every other method of a known path.
+ */
+export function mountedRoutes(routes: readonly Route[]): Route[] {
+  const heads = new Set(routes.filter((r) => r.method === 'head').map((r) => r.pattern));
+  const all = routes.flatMap((r): Route[] =>
+    r.method === 'get' && !r.getOnly && !heads.has(r.pattern) ? [r, { ...r, method: 'head' }] : [r],
+  );
+  all.push(...methodNotAllowed(all));
+  return all;
+}
+
+/** An /api/* request is admitted before its handler runs; only these paths spend the API budget. */
+export const isApi = (route: Route): boolean => route.pattern.startsWith('/api/');
+
+/**
  * Mounts the route table on a uWS app. Handlers run synchronously until their first await, so
  * body readers registered at the top of a handler see every byte. Errors become the interface's
  * JSON error shape; unexpected ones are logged with their stack.
@@ -72,8 +98,8 @@ export function createHttpServer(deps: {
   binding: UwsBinding;
   routes: readonly Route[];
   log: Logger;
-  /** Runs before every /api/* handler that does not stream a body (rate limit, caller). */
-  admit: (ctx: Ctx) => Promise<unknown>;
+  /** Runs before every /api/* handler whose route has no admission of its own (rate limit, caller). */
+  admit: Admit;
   /** Runs before every content route's handler; absent: content paths are not budgeted. */
   content?: ContentAdmission;
   metrics?: Metrics;
@@ -102,11 +128,11 @@ export function createHttpServer(deps: {
    * every /api/ request does (429 once over its budget); it is in flight meanwhile, so the database
    * and Redis stay open for it. Should the caller not be resolved, it is 503 all the same.
    */
-  const refuseDraining = (ctx: Ctx, api: boolean): void => {
+  const refuseDraining = (ctx: Ctx, admission: Admit | undefined): void => {
     const unavailable = new AppError('UNAVAILABLE');
-    if (!api) return sendError(ctx, unavailable, true);
+    if (!admission) return sendError(ctx, unavailable, true);
     inflight++;
-    admit(ctx)
+    admission(ctx)
       .then(
         () => unavailable,
         (err: unknown) => (err instanceof AppError && err.code === 'RATE_LIMITED' ? err : unavailable),
@@ -115,20 +141,20 @@ export function createHttpServer(deps: {
       .finally(() => inflight--);
   };
 
-  // HEAD is answered wherever GET is (RFC 9110 §9.3.2: same status and headers, no body; `send`
-  // leaves the body out). Routes that treat HEAD themselves (downloads: no file read) declare it.
-  const heads = new Set(routes.filter((r) => r.method === 'head').map((r) => r.pattern));
-  const all = routes.flatMap((r): Route[] =>
-    r.method === 'get' && !r.getOnly && !heads.has(r.pattern) ? [r, { ...r, method: 'head' }] : [r],
-  );
-  all.push(...methodNotAllowed(all));
-
-  for (const route of all) {
+  for (const route of mountedRoutes(routes)) {
     const paramCount = route.pattern.split('/').filter((s) => s.startsWith(':')).length;
-    const admitFirst = route.pattern.startsWith('/api/') && !route.streamsBody ? admit : route.content ? content?.admit : undefined;
+    const admission = isApi(route) ? (route.admit ?? admit) : undefined;
+    const admitFirst: ((ctx: Ctx) => Promise<unknown>) | undefined = admission ?? (route.content ? content?.admit : undefined);
+    // Every /api/* request is admitted here, whatever its handler does, so no route can forget it.
+    // The body waits meanwhile (holdBody: paused, at most one chunk kept) for the handler's reader.
     const handler: Handler = admitFirst
       ? async (ctx) => {
-          await admitFirst(ctx);
+          // A GET or HEAD without a body has nothing to hold (the common case: no onData for it).
+          if (ctx.bodyPending || (ctx.method !== 'get' && ctx.method !== 'head')) holdBody(ctx);
+          const caller = await admitFirst(ctx);
+          if (admission) ctx.caller = caller as Caller;
+          // Gone meanwhile: nobody to answer, and a body reader must not touch the aborted response.
+          if (ctx.done) return;
           await route.handler(ctx);
         }
       : route.handler;
@@ -147,7 +173,8 @@ export function createHttpServer(deps: {
       }
       // Draining: a new request on a kept-alive connection is refused and the connection closed, so
       // the client retries elsewhere (or after the restart) instead of starting what will be cut.
-      if (draining) return refuseDraining(ctx, route.pattern.startsWith('/api/'));
+      for (const [k, v] of route.replyHeaders ?? []) ctx.replyHeaders.push([k, v]);
+      if (draining) return refuseDraining(ctx, admission);
       const started = record ? performance.now() : 0;
       inflight++;
       live.add(ctx);

@@ -164,13 +164,13 @@ export function billingRoutes(deps: Deps & { billing: Billing }): Route[] {
   return [
     { method: 'get', pattern: '/api-keys', handler: (ctx) => plans(ctx) },
     { method: 'head', pattern: '/api-keys', handler: (ctx) => plans(ctx) },
-    { method: 'post', pattern: '/api-keys', handler: buy, streamsBody: true },
-    { method: 'post', pattern: '/api-keys/webhook', handler: webhook, streamsBody: true },
+    { method: 'post', pattern: '/api-keys', handler: buy },
+    { method: 'post', pattern: '/api-keys/webhook', handler: webhook },
     // The key is shown once: a HEAD (a link checker, a prefetch) must not spend it.
     { method: 'get', pattern: '/api-keys/success', getOnly: true, handler: success },
     { method: 'get', pattern: '/api-keys/portal', handler: (ctx) => sendHtml(ctx, 200, portalPage(view, { configured: billing.configured, sent: false })) },
-    { method: 'post', pattern: '/api-keys/portal', handler: portalAsk, streamsBody: true },
+    { method: 'post', pattern: '/api-keys/portal', handler: portalAsk },
     { method: 'get', pattern: '/api-keys/portal/open', handler: portalOpen },
-    { method: 'post', pattern: '/api-keys/portal/open', handler: portalGo, streamsBody: true },
+    { method: 'post', pattern: '/api-keys/portal/open', handler: portalGo },
   ];
 }

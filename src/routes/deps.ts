@@ -47,7 +47,7 @@ export interface Access {
    * `windowMs`; RATE_LIMITED past it) instead of the hourly budget, which the reply still states.
    */
   admitWithin(ctx: Ctx, scope: string, bound: number, windowMs: number): Promise<Caller>;
-  /** The caller admitted for this request (content paths resolve one without spending budget). */
+  /** The caller admitted for this request (`ctx.caller`); content paths resolve one without spending budget. */
   callerOf(ctx: Ctx): Promise<Caller>;
   /** Upload limits of the caller; throws INVALID_API_KEY for a rejected Bearer value. */
   uploaderFor(caller: Caller): Uploader;

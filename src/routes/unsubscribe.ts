@@ -43,7 +43,6 @@ export function unsubscribeRoutes(deps: Deps): Route[] {
     {
       method: 'post',
       pattern: '/unsubscribe',
-      streamsBody: true,
       handler: async (ctx) => {
         const key = signed(ctx);
         // The body (List-Unsubscribe=One-Click, or the form's nothing) says nothing the link does not.

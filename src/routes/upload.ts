@@ -21,9 +21,8 @@ export function uploadRoutes(deps: Deps): Route[] {
    */
   const inflightByBundle = new Map<number, AppendState>();
   return [
-    // Body routes admit the caller themselves, after registering the body reader.
-    { method: 'post', pattern: '/api/v1/upload', streamsBody: true, transfer: 'upload', handler: (ctx) => createBundle(ctx, deps) },
-    { method: 'post', pattern: '/api/v1/upload/:token', streamsBody: true, transfer: 'upload', handler: (ctx) => appendToBundle(ctx, deps, inflightByBundle) },
+    { method: 'post', pattern: '/api/v1/upload', transfer: 'upload', handler: (ctx) => createBundle(ctx, deps) },
+    { method: 'post', pattern: '/api/v1/upload/:token', transfer: 'upload', handler: (ctx) => appendToBundle(ctx, deps, inflightByBundle) },
   ];
 }
 
@@ -39,7 +38,7 @@ async function createBundle(ctx: Ctx, deps: Deps): Promise<void> {
   let result: IngestResult;
   let uploader;
   try {
-    uploader = deps.access.uploaderFor(await deps.access.admit(ctx));
+    uploader = deps.access.uploaderFor(await deps.access.callerOf(ctx));
     refuseOtherSite(ctx, deps.origin(ctx));
   } catch (err) {
     ingest.cancel();
@@ -108,7 +107,7 @@ async function appendToBundle(ctx: Ctx, deps: Deps, inflightByBundle: Map<number
   let bundle;
   try {
     // Any Bearer that is not an active key is refused on uploads, appends included (CONTRACT).
-    deps.access.uploaderFor(await deps.access.admit(ctx));
+    deps.access.uploaderFor(await deps.access.callerOf(ctx));
     refuseOtherSite(ctx, deps.origin(ctx));
     if (!UPLOAD_TOKEN_RE.test(token)) throw new AppError('INVALID_UPLOAD_TOKEN');
     bundle = await findBundleByTokenHash(deps.sql, hashSecret(token));

@@ -14,13 +14,13 @@ const MAX_WRONG = 10;
 const WINDOW_MS = 15 * 60_000;
 
 export function verifyAccessRoutes(deps: Deps): Route[] {
-  return [{ method: 'post', pattern: '/api/verify-access', streamsBody: true, handler: (ctx) => verify(ctx, deps) }];
+  return [{ method: 'post', pattern: '/api/verify-access', handler: (ctx) => verify(ctx, deps) }];
 }
 
 async function verify(ctx: Ctx, deps: Deps): Promise<void> {
   const body = readSmallBody(ctx, 16 * 1024);
-  body.catch(() => {}); // awaited below; if admit throws first, its rejection is moot
-  const caller = await deps.access.admit(ctx);
+  body.catch(() => {}); // awaited below; if the origin check throws first, its rejection is moot
+  const caller = await deps.access.callerOf(ctx);
   refuseOtherSite(ctx, deps.origin(ctx));
   const fields = await parseFields(ctx.headers['content-type'] ?? '', await body);
   const code = fields.short_code ?? fields.code;

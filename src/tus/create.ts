@@ -37,8 +37,8 @@ export async function createUpload(ctx: Ctx, deps: Deps, dir: string): Promise<v
   };
   let uploader: Uploader;
   try {
-    // Admitted first: a refused creation (412) counts and carries the X-RateLimit headers too.
-    const caller = await deps.access.admit(ctx);
+    // Admitted by the server first: a refused creation (412) counts and carries the X-RateLimit headers too.
+    const caller = await deps.access.callerOf(ctx);
     refuseOtherSite(ctx, deps.origin(ctx));
     checkResumable(h);
     uploader = deps.access.uploaderFor(caller);

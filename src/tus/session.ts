@@ -2,7 +2,7 @@ import fsp from 'node:fs/promises';
 import { randomHex } from '../util/random.ts';
 import type { Ctx } from '../http/context.ts';
 import { send } from '../http/reply.ts';
-import type { Deps } from '../routes/deps.ts';
+import type { Caller, Deps } from '../routes/deps.ts';
 import { tapBody, type BodyTap } from './patch.ts';
 import { appendBody, hasBody } from './body.ts';
 import { partPathOf } from './create.ts';
@@ -28,12 +28,19 @@ const MiB = 1 << 20;
 export const requestBound = (row: Pick<TusRow, 'upload_length' | 'upload_offset'>): number =>
   100 + 2 * Math.ceil((row.upload_length ?? row.upload_offset) / MiB);
 
+/** The live upload each admitted request to an upload's URL names (see admitToUpload). */
+const admitted = new WeakMap<Ctx, TusRow>();
+
+/** The live upload this request was admitted to, or undefined when it names none. */
+export const uploadOf = (ctx: Ctx): TusRow | undefined => admitted.get(ctx);
+
 /**
- * Admits a request to an upload's URL. A live upload's requests are counted against its own bound
- * (requestBound, for as long as the upload lives) and leave the hourly budget unspent; a request
- * naming no live upload spends the hourly budget like any other API request, so probing ids costs.
+ * Admits a request to an upload's URL (the server runs it before the handler). A live upload's
+ * requests are counted against its own bound (requestBound, for as long as the upload lives) and
+ * leave the hourly budget unspent; a request naming no live upload spends the hourly budget like
+ * any other API request, so probing ids costs. The upload is then `uploadOf(ctx)`.
  */
-export async function admitToUpload(ctx: Ctx, deps: Deps): Promise<TusRow | undefined> {
+export async function admitToUpload(ctx: Ctx, deps: Deps): Promise<Caller> {
   const id = ctx.params[0] ?? '';
   let row: TusRow | undefined;
   try {
@@ -43,13 +50,11 @@ export async function admitToUpload(ctx: Ctx, deps: Deps): Promise<TusRow | unde
     await deps.access.admit(ctx).catch(() => {});
     throw err;
   }
-  if (!row || row.is_expired) {
-    await deps.access.admit(ctx);
-    return undefined;
-  }
+  if (!row || row.is_expired) return deps.access.admit(ctx);
   const life = Math.max(1000, row.expires_at.getTime() - Date.now());
-  await deps.access.admitWithin(ctx, `tus:${row.id}`, requestBound(row), life);
-  return row;
+  const caller = await deps.access.admitWithin(ctx, `tus:${row.id}`, requestBound(row), life);
+  admitted.set(ctx, row);
+  return caller;
 }
 
 /** Logged with the route, never the path: an upload's id is all it takes to write to it or delete it. */
@@ -62,7 +67,7 @@ export function notFound(): AppError {
 
 export async function head(ctx: Ctx, deps: Deps): Promise<void> {
   try {
-    const row = await admitToUpload(ctx, deps);
+    const row = uploadOf(ctx);
     checkResumable(ctx.headers);
     if (!row) throw notFound();
     const headers: Array<readonly [string, string]> = [
@@ -108,7 +113,7 @@ export async function patch(ctx: Ctx, deps: Deps, dir: string): Promise<void> {
   const tap: BodyTap | null = hasBody(h) ? tapBody(ctx) : null;
   const id = ctx.params[0] ?? '';
   try {
-    const live = await admitToUpload(ctx, deps);
+    const live = uploadOf(ctx);
     // A PATCH is an upload: a Bearer that is not an active key is refused (401), as on any upload.
     deps.access.uploaderFor(await deps.access.callerOf(ctx));
     checkResumable(h);
@@ -172,7 +177,6 @@ export async function patch(ctx: Ctx, deps: Deps, dir: string): Promise<void> {
 export async function terminate(ctx: Ctx, deps: Deps, dir: string): Promise<void> {
   const id = ctx.params[0] ?? '';
   try {
-    await deps.access.admit(ctx);
     checkResumable(ctx.headers);
     await withLease(deps, id, async (row) => {
       if (row.is_expired) throw notFound();
@@ -202,7 +206,7 @@ export async function terminate(ctx: Ctx, deps: Deps, dir: string): Promise<void
  */
 export async function serveFinished(ctx: Ctx, deps: Deps): Promise<void> {
   try {
-    const row = await admitToUpload(ctx, deps);
+    const row = uploadOf(ctx);
     if (!row) throw notFound();
     if (row.completed_at === null) throw new AppError('UPLOAD_UNFINISHED', 'The upload is not finished yet');
     // A partial upload joined into a final one has no file of its own.

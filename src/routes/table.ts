@@ -1,0 +1,38 @@
+import type { Route } from '../http/server.ts';
+import { sendError } from '../http/reply.ts';
+import { AppError } from '../errors.ts';
+import type { Billing } from '../billing/billing.ts';
+import type { Deps } from './deps.ts';
+import { uploadRoutes } from './upload.ts';
+import { bundleRoutes } from './bundle.ts';
+import { downloadRoutes } from './download.ts';
+import { healthRoutes } from './health.ts';
+import { myRoutes } from './my.ts';
+import { verifyAccessRoutes } from './verify-access.ts';
+import { zipRoutes } from './zip.ts';
+import { contentRoutes } from './content.ts';
+import { pageRoutes } from './pages.ts';
+import { unsubscribeRoutes } from './unsubscribe.ts';
+import { billingRoutes } from './billing.ts';
+import { tusRoutes } from '../tus/routes.ts';
+
+/** Every route the server mounts, in the order uWS tries them (the catch-alls last). */
+export function routeTable(deps: Deps & { billing: Billing }): Route[] {
+  return [
+    ...healthRoutes(deps),
+    ...uploadRoutes(deps),
+    ...bundleRoutes(deps),
+    ...downloadRoutes(deps),
+    ...myRoutes(deps),
+    ...verifyAccessRoutes(deps),
+    ...zipRoutes(deps),
+    ...contentRoutes(deps),
+    ...billingRoutes(deps),
+    ...unsubscribeRoutes(deps),
+    ...pageRoutes(deps),
+    ...tusRoutes(deps),
+    // Unknown /api paths still count against the budget and carry the rate-limit headers.
+    { method: 'any', pattern: '/api/*', handler: (ctx) => sendError(ctx, new AppError('ROUTE_NOT_FOUND')) },
+    { method: 'any', pattern: '/*', handler: (ctx) => sendError(ctx, new AppError('ROUTE_NOT_FOUND')) },
+  ];
+}
