@@ -7,6 +7,7 @@ import { request } from 'undici';
 import { backends, ROOT, startServer, type TestServer } from './helpers/server.ts';
 import type { Route } from '../src/http/server.ts';
 import type { Deps } from '../src/routes/deps.ts';
+import { stubDeps } from './helpers/stub-deps.ts';
 import { ERRORS } from '../src/errors.ts';
 
 type Doc = {
@@ -19,23 +20,6 @@ type Param = { name?: string; in?: string; required?: boolean; $ref?: string };
 type ErrorCodeDoc = { enum?: string[]; 'x-status'?: Record<string, number> };
 
 const METHODS: Record<string, string> = { get: 'get', post: 'post', del: 'delete', head: 'head', put: 'put', patch: 'patch', options: 'options' };
-
-/**
- * A Deps stand-in for building route tables: route factories only close over deps (handlers are
- * never invoked here), but some read fields at build time, e.g. healthRoutes reads the binding.
- * Anything not given explicitly is a harmless callable proxy, so a new route module needs no edit here.
- */
-function stubDeps(): Deps {
-  const anything: unknown = new Proxy(() => anything, { get: (_t, k) => (k === Symbol.toPrimitive ? () => '' : anything) });
-  const given: Record<string, unknown> = {
-    binding: { name: 'stub-uws', version: '0', limits: [] },
-    dbKind: 'embedded',
-    // Route modules may build paths at construction; they are never written to.
-    disk: { cacheDir: '/nonexistent/sluice-stub-cache', filesDir: '/nonexistent', tmpDir: '/nonexistent' },
-    config: { dataDir: '/nonexistent', baseUrl: 'http://localhost' },
-  };
-  return new Proxy(given, { get: (t, k) => (typeof k === 'string' && k in t ? t[k] : anything) }) as unknown as Deps;
-}
 
 /** Every route of every src/routes module: each exported `…Routes(deps)` function is called. */
 async function implementedRoutes(): Promise<Array<{ method: string; pattern: string; module: string }>> {
