@@ -1,5 +1,3 @@
-import { createRequire } from 'node:module';
-
 /**
  * busboy finds multipart boundaries with streamsearch, a streaming Boyer-Moore-Horspool search in
  * JavaScript. During large uploads its scan loop took 18% of the server's CPU samples here (a 1 GiB
@@ -26,10 +24,7 @@ interface Sbmh {
   /** Our bad-character shifts for findNeedle, made at the first search. */
   _skip?: Uint8Array;
 }
-type Push = (this: Sbmh, chunk: Buffer | string, pos?: number) => number;
-type SbmhClass = { prototype: { push: Push } };
-
-const PATCHED_VERSION = '1.1.0';
+export type Push = (this: Sbmh, chunk: Buffer | string, pos?: number) => number;
 
 /**
  * Below this many bytes to scan, Buffer#indexOf; above it, see findNeedle. Also the length of the
@@ -262,21 +257,3 @@ export const fastPush: Push = function push(chunk, pos) {
   while (result !== chunkLen && this.matches < this.maxMatches) result = feed(this, data);
   return result!;
 };
-
-// The streamsearch that busboy itself loads: resolved from busboy's own location.
-const require = createRequire(createRequire(import.meta.url).resolve('busboy'));
-
-/** streamsearch's own push, for comparison in tests; null when not patched. */
-export let originalPush: Push | null = null;
-
-/** Installs fastPush into the streamsearch busboy loads; false (untouched) for another version. */
-export function installFastSearch(): boolean {
-  const version = (require('streamsearch/package.json') as { version: string }).version;
-  if (version !== PATCHED_VERSION) return false;
-  const proto = (require('streamsearch') as SbmhClass).prototype;
-  if (proto.push !== fastPush) {
-    originalPush = proto.push;
-    proto.push = fastPush;
-  }
-  return true;
-}
