@@ -4,7 +4,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import pino from 'pino';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
 import { startMailSink, type MailSink } from './helpers/smtp.ts';
-import { call, uploaded } from './access-util.ts';
+import { call, uploaded } from './helpers/http.ts';
 import type { Sql } from '../src/db/client.ts';
 import { database } from './helpers/database.ts';
 import { createSealer } from '../src/auth/sealer.ts';
