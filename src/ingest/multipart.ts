@@ -236,7 +236,7 @@ export function ingestMultipart(ctx: Ctx, disk: Disk, opts: { fast: FastPaths; m
           // Not a file we keep (e.g. an empty file input): consume and drop, its bytes still counted
           // against the cap (a body is refused once it holds more than the cap, whatever its parts).
           // busboy destroys the stream with an error when the body ends inside it; unheard, that
-          // error killed the process.
+          // error would kill the process.
           stream.on('error', () => {});
           stream.on('data', (chunk: Buffer) => {
             if (!finished && !reserve(chunk.length)) fail(new AppError('SIZE_EXCEEDED'));
