@@ -6,7 +6,8 @@
 import { createRequire } from 'node:module';
 import { randomBytes } from 'node:crypto';
 import busboy from 'busboy';
-import { fastPush, installFastSearch, originalPush } from '../src/ingest/fast-search.ts';
+import { fastPush } from '../src/ingest/fast-search.ts';
+import { installFastSearch, originalPush } from '../src/ingest/fast-paths.ts';
 import { envInt } from './lib/report.ts';
 
 if (!installFastSearch()) throw new Error('streamsearch is not the version fast-search.ts patches');

@@ -35,6 +35,7 @@ import { createOriginOf } from './http/origin.ts';
 import { createIpMatcher } from './http/client-ip.ts';
 import { configureSlowReaders } from './http/body-pump.ts';
 import { OWNER_ONLY_UMASK, usableDataDir } from './util/data-dir.ts';
+import { enableFastPaths } from './ingest/fast-paths.ts';
 
 export interface RunningApp {
   readonly port: number;
@@ -65,6 +66,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
   const binding = loadUws();
   log.info({ binding: binding.name, version: binding.version, limits: binding.limits }, 'uWebSockets.js binding loaded');
   for (const limit of binding.limits) log.warn(`uWS ${binding.version}: ${limit}`);
+  const fastPaths = enableFastPaths(log);
 
   // A start-up failure names the setting behind it (a bare ECONNREFUSED said nothing of which).
   const db = await connectDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, log, max: 8 }).catch((err: Error) => {
@@ -137,6 +139,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
       store: rateStore,
       passwords: createPasswords(),
       binding,
+      fastPaths,
       dbKind: db.kind,
       bundles,
       newBundles: createBundleWriter({ sql: db.sql }),

@@ -22,6 +22,8 @@ export interface Metrics {
   /** A response was closed because its client took no bytes for the stall timeout. */
   stalledClosed(): void;
   capRejected(): void;
+  /** File bytes of a multipart upload written from the socket's chunk without busboy (see ingest/multipart.ts). */
+  straightToFile(bytes: number): void;
   dbError(): void;
   /** A Redis command failed or timed out (the request itself failed open). */
   redisError(): void;
@@ -104,6 +106,11 @@ export function createMetrics(opts: { gather?: () => Promise<unknown[]> } = {}):
     help: 'Uploads refused for exceeding the bundle size cap (SIZE_EXCEEDED)',
     registers,
   });
+  const straight = new Counter({
+    name: 'sluice_multipart_straight_bytes_total',
+    help: 'Multipart file bytes written straight from the socket to the file, past the multipart parser',
+    registers,
+  });
   const dbErrors = new Counter({ name: 'sluice_db_errors_total', help: 'Requests answered DATABASE_ERROR', registers });
   const sweepRuns = new Counter({
     name: 'sluice_sweep_runs_total',
@@ -164,6 +171,7 @@ export function createMetrics(opts: { gather?: () => Promise<unknown[]> } = {}):
     uploadAborted: () => aborts.inc(),
     stalledClosed: () => stalled.inc(),
     capRejected: () => capRejections.inc(),
+    straightToFile: (bytes) => straight.inc(bytes),
     dbError: () => dbErrors.inc(),
     redisError: () => redisErrors.inc(),
     contentMiss: () => contentMisses.inc(),

@@ -1,11 +1,10 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
-import {
-  assertError, bearer, call, DAY_MS, from, fromSqlUtc, isolateIds, mintKey, randomLoopback, SQL_TS, uploaded, verifyAccess,
-  waitFor, type Json, type NewFile, type Opts, type Res,
-} from './access-util.ts';
+import { assertError, DAY_MS, from, fromSqlUtc, isolateIds, mintKey, randomLoopback, SQL_TS, verifyAccess } from './access-util.ts';
+import { bearer, call, uploaded, type Json, type NewFile, type Opts, type Res } from './helpers/http.ts';
 import { multipart } from './helpers/multipart.ts';
+import { waitFor } from './helpers/wait.ts';
 
 const PW_KEYED = 'correct horse battery';
 const PW_ANON = 'open sesame 42';

@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
 import { startStripeDouble, signedEvent, type StripeDouble } from './helpers/stripe-double.ts';
 import { startMailSink, type MailSink } from './helpers/smtp.ts';
-import { bearer, call, DAY_MS, KEY_RE, type Res } from './access-util.ts';
+import { DAY_MS, KEY_RE } from './access-util.ts';
+import { bearer, call, type Res } from './helpers/http.ts';
 import { logOf } from './upload-util.ts';
 
 const WHSEC = 'whsec_testsecret123';

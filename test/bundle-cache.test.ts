@@ -1,10 +1,10 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { request } from 'undici';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
-import { multipart } from './helpers/multipart.ts';
 import { createBundleCache, type BundleInfo } from '../src/state/bundle-cache.ts';
+import { waitFor } from './helpers/wait.ts';
+import { call, uploaded, type Json } from './helpers/http.ts';
 
 const bundle = (id: number, files = 1, expiresAt: Date | null = null): BundleInfo =>
   ({
@@ -107,33 +107,14 @@ describe('bundle cache (unit)', () => {
   });
 });
 
-interface Json {
-  [k: string]: unknown;
-}
-
-async function call(srv: TestServer, method: string, url: string, headers: Record<string, string> = {}, body?: Buffer) {
-  const res = await request(`${srv.url}${url}`, { method: method as 'GET', headers, body });
-  return { status: res.statusCode, json: (await res.body.json()) as Json };
-}
-
-async function upload(srv: TestServer, names: string[], token?: string) {
-  const { body, contentType } = multipart(names.map((n) => ({ name: 'files[]', filename: n, data: randomBytes(100) })));
-  const r = await call(srv, 'POST', token ? `/api/v1/upload/${token}` : '/api/v1/upload', { 'content-type': contentType }, body);
-  assert.ok(r.status === 200 || r.status === 201, JSON.stringify(r.json));
-  return r.json as { short_code: string; upload_token: string; files: Array<{ id: number }> };
-}
+/** A bundle of small random files, or files added to one with its upload token. */
+const bundleOf = (srv: TestServer, names: string[], token?: string): Promise<Json> =>
+  uploaded(srv, names.map((name) => ({ name, data: randomBytes(100) })), { path: token ? `/api/v1/upload/${token}` : undefined });
 
 const info = (srv: TestServer, code: string) => call(srv, 'GET', `/api/v1/bundle/${code}`);
 
-/** Polls for up to `ms` (well under the 2 s TTL: a pass proves the announcement, not the TTL). */
-async function soon(what: string, check: () => Promise<boolean>, ms = 1_000): Promise<void> {
-  const until = Date.now() + ms;
-  for (;;) {
-    if (await check()) return;
-    if (Date.now() > until) assert.fail(`${what} within ${ms} ms`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
+/** Well under the 2 s TTL: a change seen within it proves the announcement, not the TTL. */
+const SOON_MS = 1_000;
 
 for (const backend of backends()) {
   describe(`bundle info cache (${backend})`, () => {
@@ -146,40 +127,40 @@ for (const backend of backends()) {
     });
 
     test('changes through the API show at once: append, file delete, bundle delete', async () => {
-      const up = await upload(srv, ['a.txt']);
+      const up = await bundleOf(srv, ['a.txt']);
       for (let i = 0; i < 3; i++) assert.equal(((await info(srv, up.short_code)).json.files as unknown[]).length, 1);
-      await upload(srv, ['b.txt'], up.upload_token);
+      await bundleOf(srv, ['b.txt'], up.upload_token);
       assert.equal(((await info(srv, up.short_code)).json.files as unknown[]).length, 2);
       const st = await call(srv, 'GET', `/api/v1/bundle/${up.short_code}/status`);
       assert.equal(st.json.total_size_bytes, 200);
-      const del = await call(srv, 'DELETE', `/api/v1/file/${up.files[0]!.id}`, { authorization: `Bearer ${up.upload_token}` });
+      const del = await call(srv, 'DELETE', `/api/v1/file/${up.files[0]!.id}`, { headers: { authorization: `Bearer ${up.upload_token}` } });
       assert.equal(del.status, 200, JSON.stringify(del.json));
       const after = await info(srv, up.short_code);
       assert.equal(after.json.file_count, 1);
       assert.equal((await call(srv, 'GET', `/api/v1/bundle/${up.short_code}/status`)).json.total_size_bytes, 100);
-      const gone = await call(srv, 'DELETE', `/api/v1/bundle/${up.short_code}`, { 'x-upload-token': up.upload_token });
+      const gone = await call(srv, 'DELETE', `/api/v1/bundle/${up.short_code}`, { headers: { 'x-upload-token': up.upload_token } });
       assert.equal(gone.status, 200);
       assert.equal((await info(srv, up.short_code)).status, 404);
       assert.equal((await call(srv, 'GET', `/api/v1/bundle/${up.short_code}/status`)).status, 404);
     });
 
     test('a change made by another process (the CLI) drops the cached info', async () => {
-      const up = await upload(srv, ['a.txt']);
+      const up = await bundleOf(srv, ['a.txt']);
       for (let i = 0; i < 3; i++) assert.equal((await info(srv, up.short_code)).status, 200);
       const r = await srv.cli(['bundles', 'expire', up.short_code]);
       assert.equal(r.code, 0, r.stderr);
-      await soon('bundle info 404 after the CLI expired the bundle', async () => (await info(srv, up.short_code)).status === 404);
+      await waitFor('bundle info 404 after the CLI expired the bundle', async () => (await info(srv, up.short_code)).status === 404, SOON_MS);
       const st = await call(srv, 'GET', `/api/v1/bundle/${up.short_code}/status`);
       assert.equal(st.json.is_expired, true);
     });
 
     test('a change made in SQL by hand drops the cached info', async () => {
-      const up = await upload(srv, ['a.txt']);
+      const up = await bundleOf(srv, ['a.txt']);
       for (let i = 0; i < 3; i++) assert.equal((await info(srv, up.short_code)).status, 200);
       await srv.sql`update bundles set max_size_bytes = 12345 where short_code = ${up.short_code}`;
-      await soon('the new max_size_bytes', async () => (await info(srv, up.short_code)).json.max_size_bytes === 12345);
+      await waitFor('the new max_size_bytes', async () => (await info(srv, up.short_code)).json.max_size_bytes === 12345, SOON_MS);
       await srv.sql`delete from bundles where short_code = ${up.short_code}`;
-      await soon('bundle info 404 after the row was deleted', async () => (await info(srv, up.short_code)).status === 404);
+      await waitFor('bundle info 404 after the row was deleted', async () => (await info(srv, up.short_code)).status === 404, SOON_MS);
     });
   });
 }

@@ -7,8 +7,8 @@ import { randomBytes } from 'node:crypto';
 import { request } from 'undici';
 import { spawn } from 'node:child_process';
 import { ROOT, backends, runCli, scratchDataDir, startServer, storedPaths, type TestServer } from './helpers/server.ts';
-import { multipart } from './helpers/multipart.ts';
 import { startTag } from '../src/util/process-tag.ts';
+import { uploaded } from './helpers/http.ts';
 
 interface Upload {
   short_code: string;
@@ -19,15 +19,9 @@ interface Upload {
 /** The non-empty lines a command wrote to stderr. */
 const lines = (s: string): string[] => s.split('\n').filter((l) => l.trim() !== '');
 
-async function upload(srv: TestServer, count = 2): Promise<Upload> {
-  const { body, contentType } = multipart(
-    Array.from({ length: count }, (_, i) => ({ name: 'files[]', filename: `f${i}.bin`, data: randomBytes(100 + i) })),
-  );
-  const res = await request(`${srv.url}/api/v1/upload`, { method: 'POST', body, headers: { 'content-type': contentType } });
-  const json = (await res.body.json()) as Upload;
-  assert.ok(res.statusCode === 201 || res.statusCode === 200, JSON.stringify(json));
-  return json;
-}
+/** A new bundle of `count` small random files. */
+const bundleOf = (srv: TestServer, count = 2): Promise<Upload> =>
+  uploaded(srv, Array.from({ length: count }, (_, i) => ({ name: `f${i}.bin`, data: randomBytes(100 + i) })));
 
 async function status(srv: TestServer, url: string): Promise<{ status: number; json: Record<string, unknown> }> {
   const res = await request(`${srv.url}${url}`);
@@ -63,7 +57,7 @@ for (const backend of backends()) {
     });
 
     test('bundles expire CODE takes the bundle down while the server runs', async () => {
-      const up = await upload(srv);
+      const up = await bundleOf(srv);
       const r = await srv.cli(['bundles', 'expire', up.short_code]);
       assert.equal(r.code, 0, r.stderr);
       assert.equal(lines(r.stderr).length, 0, r.stderr);
@@ -74,7 +68,7 @@ for (const backend of backends()) {
     });
 
     test('bundles delete CODE removes the rows and the stored files', async () => {
-      const up = await upload(srv, 3);
+      const up = await bundleOf(srv, 3);
       const keys = await storageKeys(srv, up.short_code);
       assert.equal(keys.length, 3);
       const r = await srv.cli(['bundles', 'delete', up.short_code]);
@@ -134,8 +128,8 @@ for (const backend of backends()) {
     });
 
     test('sweep removes expired bundles, their files and dead writers\' parts, and prints counts', async (t) => {
-      const expired = await upload(srv, 2);
-      const live = await upload(srv, 1);
+      const expired = await bundleOf(srv, 2);
+      const live = await bundleOf(srv, 1);
       const expiredKeys = await storageKeys(srv, expired.short_code);
       const liveKeys = await storageKeys(srv, live.short_code);
       assert.equal((await srv.cli(['bundles', 'expire', expired.short_code])).code, 0);
@@ -175,8 +169,8 @@ for (const backend of backends()) {
     });
 
     test('the CLI works while the server is stopped, and the server sees its changes', async () => {
-      const gone = await upload(srv, 1);
-      const kept = await upload(srv, 1);
+      const gone = await bundleOf(srv, 1);
+      const kept = await bundleOf(srv, 1);
       const keys = await storageKeys(srv, gone.short_code);
       const exited = new Promise((r) => srv.proc.once('exit', r));
       srv.proc.kill('SIGTERM');

@@ -6,7 +6,8 @@ import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes, randomInt } from 'node:crypto';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
-import { assertError, call, from, isolateIds, randomLoopback, uploaded, type Res } from './access-util.ts';
+import { assertError, from, isolateIds, randomLoopback } from './access-util.ts';
+import { call, uploaded, type Res } from './helpers/http.ts';
 
 const metric = (text: string, name: string): number =>
   text.split('\n').filter((l) => l.startsWith(name)).reduce((n, l) => n + Number(l.split(' ').pop()), 0);

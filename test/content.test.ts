@@ -5,7 +5,9 @@ import path from 'node:path';
 import { request } from 'undici';
 import sharp from 'sharp';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
-import { bearer, call, isolateIds, mintKey, uploaded, verifyAccess, waitFor, type Json } from './access-util.ts';
+import { isolateIds, mintKey, verifyAccess } from './access-util.ts';
+import { bearer, call, uploaded, type Json } from './helpers/http.ts';
+import { waitFor } from './helpers/wait.ts';
 
 const PW = 'hunter2 but longer';
 

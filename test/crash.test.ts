@@ -6,23 +6,12 @@ import path from 'node:path';
 import { createHash, randomBytes } from 'node:crypto';
 import { request } from 'undici';
 import { backends, startServer, storedPaths, type TestServer } from './helpers/server.ts';
-import { multipart } from './helpers/multipart.ts';
-
-interface Upload {
-  short_code: string;
-  files: Array<{ id: number; name: string; size: number; download_url: string }>;
-}
+import { waitFor } from './helpers/wait.ts';
+import { uploaded } from './helpers/http.ts';
 
 const MiB = 1024 * 1024;
 const sha256 = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
 
-async function upload(srv: TestServer, files: Array<{ name: string; data: Buffer }>): Promise<Upload> {
-  const { body, contentType } = multipart(files.map((f) => ({ name: 'files[]', filename: f.name, data: f.data })));
-  const res = await request(`${srv.url}/api/v1/upload`, { method: 'POST', body, headers: { 'content-type': contentType } });
-  const json = (await res.body.json()) as Upload;
-  assert.ok(res.statusCode === 201 || res.statusCode === 200, JSON.stringify(json));
-  return json;
-}
 
 async function download(srv: TestServer, url: string): Promise<{ status: number; body: Buffer }> {
   const res = await request(`${srv.url}${url}`);
@@ -76,14 +65,6 @@ function rawUpload(port: number, fileBytes: number, holdAt: number, release: Pro
   return { sent: () => sent, done };
 }
 
-/** Polls `check` every 20 ms until it returns true or `ms` pass. */
-async function until(check: () => boolean | Promise<boolean>, ms: number, what: string): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 const partSizes = (dataDir: string): number[] =>
   storedPaths(dataDir).parts.map((p) => fs.statSync(path.join(dataDir, 'tmp', p), { throwIfNoEntry: false })?.size ?? 0);
@@ -105,7 +86,7 @@ for (const backend of backends()) {
         { name: 'b.bin', data: randomBytes(2 * MiB + 17) },
         { name: 'c.bin', data: randomBytes(1000) },
       ];
-      const ups = [await upload(srv, originals.slice(0, 2)), await upload(srv, originals.slice(2))];
+      const ups = [await uploaded(srv, originals.slice(0, 2)), await uploaded(srv, originals.slice(2))];
       const committed = ups.flatMap((u) => u.files).map((f, i) => ({ ...f, sha: sha256(originals[i]!.data) }));
       assert.equal(committed.length, 3);
       const [before] = await srv.sql<{ n: string }[]>`select count(*) as n from bundles`;
@@ -115,10 +96,10 @@ for (const backend of backends()) {
       const released = new Promise<void>((r) => (release = r));
       const streams = [0, 1, 2].map(() => rawUpload(srv.port, 32 * MiB, 8 * MiB, released));
       try {
-        await until(() => {
+        await waitFor('three parts with bytes in DATA_DIR/tmp', () => {
           const sizes = partSizes(srv.dataDir);
           return sizes.length >= 3 && sizes.every((s) => s > 0);
-        }, 30_000, 'three parts with bytes in DATA_DIR/tmp');
+        }, 30_000);
         await srv.kill();
       } finally {
         release();
@@ -148,7 +129,7 @@ for (const backend of backends()) {
       }
 
       const fresh = randomBytes(3 * MiB);
-      const up = await upload(srv, [{ name: 'after.bin', data: fresh }]);
+      const up = await uploaded(srv, [{ name: 'after.bin', data: fresh }]);
       const r = await download(srv, up.files[0]!.download_url);
       assert.equal(r.status, 200);
       assert.equal(sha256(r.body), sha256(fresh));

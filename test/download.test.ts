@@ -4,10 +4,10 @@ import { createHash, randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { request } from 'undici';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
-import { multipart, type Part } from './helpers/multipart.ts';
+import { waitFor } from './helpers/wait.ts';
+import { uploaded } from './helpers/http.ts';
 
 type UploadedFile = { id: number; name: string; size: number; mime_type: string; download_url: string };
-type Upload = { short_code: string; upload_token: string; files: UploadedFile[] };
 
 const sha256 = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
 const header = (h: Record<string, string | string[] | undefined>, name: string): string | undefined => {
@@ -15,16 +15,6 @@ const header = (h: Record<string, string | string[] | undefined>, name: string):
   return Array.isArray(v) ? v.join(', ') : v;
 };
 
-async function upload(srv: TestServer, files: Array<{ name: string; data: Buffer; type?: string }>, fields: Part[] = []): Promise<Upload> {
-  const { body, contentType } = multipart([
-    ...fields,
-    ...files.map((f) => ({ name: 'files[]', filename: f.name, contentType: f.type, data: f.data })),
-  ]);
-  const res = await request(`${srv.url}/api/v1/upload`, { method: 'POST', body, headers: { 'content-type': contentType } });
-  const json = (await res.body.json()) as Upload;
-  assert.ok(res.statusCode === 201 || res.statusCode === 200, `upload: ${res.statusCode} ${JSON.stringify(json)}`);
-  return json;
-}
 
 async function get(srv: TestServer, path: string, headers: Record<string, string> = {}, method: 'GET' | 'HEAD' = 'GET') {
   const res = await request(`${srv.url}${path}`, { method, headers });
@@ -47,9 +37,8 @@ async function downloadCount(srv: TestServer, id: number): Promise<number> {
 
 /** Polls until the file's download_count reaches `want` (counting happens after the body is sent). */
 async function waitForCount(srv: TestServer, id: number, want: number): Promise<number> {
-  const deadline = Date.now() + 5000;
-  let n: number;
-  while ((n = await downloadCount(srv, id)) < want && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
+  let n = 0;
+  await waitFor(`download_count ${want}`, async () => (n = await downloadCount(srv, id)) >= want);
   return n;
 }
 
@@ -96,7 +85,7 @@ for (const backend of backends()) {
 
     before(async () => {
       srv = await startServer(backend, { RATE_LIMIT_ANON_PER_HOUR: '100000' });
-      const up = await upload(srv, [{ name: 'data.bin', data: content, type: 'application/x-test' }]);
+      const up = await uploaded(srv, [{ name: 'data.bin', data: content, type: 'application/x-test' }]);
       file = up.files[0]!;
       path = file.download_url;
     });
@@ -121,7 +110,7 @@ for (const backend of backends()) {
 
     test('a non-ASCII name gets an ASCII filename and an RFC 5987 filename*', async () => {
       const name = 'résumé ✓ 日本.txt';
-      const up = await upload(srv, [{ name, data: Buffer.from('hi'), type: 'text/plain' }]);
+      const up = await uploaded(srv, [{ name, data: Buffer.from('hi'), type: 'text/plain' }]);
       assert.equal(up.files[0]!.name, name);
       const r = await get(srv, up.files[0]!.download_url);
       assert.equal(r.status, 200);
@@ -191,7 +180,7 @@ for (const backend of backends()) {
 
     test('the ETag names the stored file: the same bytes uploaded again get their own, and neither validates the other', async () => {
       const etag = header((await get(srv, path)).headers, 'etag')!;
-      const again = (await upload(srv, [{ name: 'data.bin', data: content, type: 'application/x-test' }])).files[0]!;
+      const again = (await uploaded(srv, [{ name: 'data.bin', data: content, type: 'application/x-test' }])).files[0]!;
       const other = header((await get(srv, again.download_url)).headers, 'etag')!;
       assert.notEqual(other, etag);
       assert.equal(header((await get(srv, path)).headers, 'etag'), etag, 'stable across requests');
@@ -261,7 +250,7 @@ for (const backend of backends()) {
     });
 
     test('a 0-byte file downloads as an empty 200', async () => {
-      const up = await upload(srv, [{ name: 'empty.txt', data: Buffer.alloc(0), type: 'text/plain' }]);
+      const up = await uploaded(srv, [{ name: 'empty.txt', data: Buffer.alloc(0), type: 'text/plain' }]);
       assert.equal(up.files[0]!.size, 0);
       const r = await get(srv, up.files[0]!.download_url);
       assert.equal(r.status, 200);
@@ -274,7 +263,7 @@ for (const backend of backends()) {
     });
 
     test('HEAD error responses carry no body on a keep-alive connection', async () => {
-      const secret = await upload(srv, [{ name: 's.txt', data: Buffer.from('s') }], [{ name: 'access_password', value: 'pw' }]);
+      const secret = await uploaded(srv, [{ name: 's.txt', data: Buffer.from('s') }], { fields: { access_password: 'pw' } });
       const withBody: string[] = [];
       for (const [head, status] of [
         ['HEAD /api/v1/download/999999999 HTTP/1.1', '404'],
@@ -298,7 +287,7 @@ for (const backend of backends()) {
 
     test('a 6 MiB file downloads byte-identical', async () => {
       const big = randomBytes(6 * 1024 * 1024 + 123);
-      const up = await upload(srv, [{ name: 'big.bin', data: big }]);
+      const up = await uploaded(srv, [{ name: 'big.bin', data: big }]);
       const r = await get(srv, up.files[0]!.download_url);
       assert.equal(r.status, 200);
       assert.equal(header(r.headers, 'content-length'), String(big.length));
@@ -323,7 +312,7 @@ for (const backend of backends()) {
 
     test('a download the client abandons is not counted and leaves the server serving', async () => {
       const big = randomBytes(16 * 1024 * 1024);
-      const f = (await upload(srv, [{ name: 'abandoned.bin', data: big }])).files[0]!;
+      const f = (await uploaded(srv, [{ name: 'abandoned.bin', data: big }])).files[0]!;
       const socket = net.connect(srv.port, '127.0.0.1');
       socket.on('error', () => {});
       socket.write(`GET ${f.download_url} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`);
@@ -338,7 +327,7 @@ for (const backend of backends()) {
     });
 
     test('download_count grows with each complete download, not with HEAD or 304', async () => {
-      const up = await upload(srv, [{ name: 'count.txt', data: Buffer.from('count me') }]);
+      const up = await uploaded(srv, [{ name: 'count.txt', data: Buffer.from('count me') }]);
       const f = up.files[0]!;
       assert.equal(await downloadCount(srv, f.id), 0);
       const first = await get(srv, f.download_url);
@@ -352,7 +341,7 @@ for (const backend of backends()) {
     });
 
     test('concurrent downloads are all counted, and a clean shutdown writes the counts still pending', async () => {
-      const up = await upload(srv, [{ name: 'many.txt', data: Buffer.from('counted in batches') }]);
+      const up = await uploaded(srv, [{ name: 'many.txt', data: Buffer.from('counted in batches') }]);
       const f = up.files[0]!;
       const all = await Promise.all(Array.from({ length: 20 }, () => get(srv, f.download_url)));
       assert.ok(all.every((r) => r.status === 200));
@@ -364,9 +353,7 @@ for (const backend of backends()) {
     });
 
     test('a password-protected bundle hides its files', async () => {
-      const up = await upload(srv, [{ name: 'secret.txt', data: Buffer.from('top secret') }], [
-        { name: 'access_password', value: 'hunter2' },
-      ]);
+      const up = await uploaded(srv, [{ name: 'secret.txt', data: Buffer.from('top secret') }], { fields: { access_password: 'hunter2' } });
       const f = up.files[0]!;
       assertJsonError(await get(srv, `/api/v1/download/${f.id}`), 404);
       assertJsonError(await get(srv, `/api/v1/download/${f.id}`, { range: 'bytes=0-0' }), 404);

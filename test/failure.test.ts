@@ -15,6 +15,7 @@ import { mountTmpfs, pgUnavailable, privateRedis, redisUnavailable, startPrivate
 import { file, rawConnect, rawHead, partHead, newBoundary, write, sha, MiB, stored, createTus } from './upload-util.ts';
 import { multipart } from './helpers/multipart.ts';
 import { from, randomLoopback } from './access-util.ts';
+import { waitFor } from './helpers/wait.ts';
 
 interface Timed { status: number; ms: number; json: Record<string, unknown>; text: string }
 
@@ -41,20 +42,6 @@ function assertJsonError(r: Timed, status: number, code?: string): void {
   if (code) assert.equal(r.json.code, code, r.text);
 }
 
-async function until<T>(what: string, ms: number, fn: () => Promise<T | undefined | false>): Promise<T> {
-  const deadline = Date.now() + ms;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v) return v;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline) assert.fail(`timed out after ${ms} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 /** One sample's value from the exposition text (0 when absent); the format itself is checked in metrics-format.test.ts. */
 async function metric(base: string, sample: string): Promise<number> {
@@ -136,16 +123,16 @@ describe('PostgreSQL restarted under traffic', { skip: pgSkip ?? false }, () => 
     assert.equal((await timed(`${srv.url}/healthz`)).status, 200, 'liveness does not depend on the database');
     // The failed uploads kept nothing on disk. (The background traffic keeps uploading meanwhile: one of
     // its uploads may hold a part for the few milliseconds it streams, so wait for a moment without.)
-    await until('no parts of the failed uploads left', 3000, async () => stored(srv.dataDir).parts.length === 0);
+    await waitFor('no parts of the failed uploads left', async () => stored(srv.dataDir).parts.length === 0, 3000);
     assert.ok((await metric(srv.url, 'sluice_db_errors_total')) >= 6);
 
     await pg.start();
     // Bundle info alone can answer from the cache before the database does: wait for an upload too
     // (never cached), or the traffic could stop on an upload that still met the outage.
     const restarted = seen.length;
-    await until('bundle info to succeed again', 15_000, async () => (await timed(info)).status === 200);
-    await until('an upload in the traffic to succeed again', 15_000, async () =>
-      seen.slice(restarted).some((r) => r.kind === 'upload' && r.status === 201));
+    await waitFor('bundle info to succeed again', async () => (await timed(info)).status === 200, 15_000);
+    await waitFor('an upload in the traffic to succeed again', async () =>
+      seen.slice(restarted).some((r) => r.kind === 'upload' && r.status === 201), 15_000);
     running = false;
     await traffic;
 
@@ -164,7 +151,7 @@ describe('PostgreSQL restarted under traffic', { skip: pgSkip ?? false }, () => 
     assert.equal(after.status, 201, after.text);
     assert.equal((await timed(`${srv.url}/readyz`)).status, 200);
     // Every stored file has its row and no failed upload left a part or a file behind.
-    await until('parts removed', 3000, async () => stored(srv.dataDir).parts.length === 0);
+    await waitFor('parts removed', async () => stored(srv.dataDir).parts.length === 0, 3000);
     const rows = await srv.sql<{ storage_key: string }[]>`select storage_key from files`;
     assert.deepEqual(stored(srv.dataDir).files.map((p) => path.basename(p)).sort(), rows.map((r) => r.storage_key).sort());
     const dl = await timed(`${srv.url}${(after.json.files as Array<{ download_url: string }>)[0]!.download_url}`);
@@ -193,8 +180,8 @@ describe('PostgreSQL restarted under traffic', { skip: pgSkip ?? false }, () => 
       await sleep(700);
       await pg.start();
       const back = Date.now();
-      await until(`an upload to succeed after outage ${round}`, 5000, async () =>
-        (await timed(`${srv.url}/api/v1/upload`, { method: 'POST', ...uploadBody('b.txt', 'back') })).status === 201);
+      await waitFor(`an upload to succeed after outage ${round}`, async () =>
+        (await timed(`${srv.url}/api/v1/upload`, { method: 'POST', ...uploadBody('b.txt', 'back') })).status === 201, 5000);
       assert.ok(Date.now() - back < 2500, `outage ${round}: uploads succeeded again only after ${Date.now() - back} ms`);
     }
     await sleep(300);
@@ -267,7 +254,7 @@ describe('Redis down', { skip: pgSkip ?? redisSkip ?? false }, () => {
     await failsOpen(base);
 
     await redis.start();
-    await until('readyz 200 after Redis restarted', 10_000, async () => (await timed(`${base}/readyz`)).status === 200);
+    await waitFor('readyz 200 after Redis restarted', async () => (await timed(`${base}/readyz`)).status === 200, 10_000);
     await limitsApply(base);
 
     // Frozen (connections open, no answers): the 250 ms command timeout bounds every request.
@@ -277,7 +264,7 @@ describe('Redis down', { skip: pgSkip ?? redisSkip ?? false }, () => {
     } finally {
       redis.thaw();
     }
-    await until('readyz 200 after Redis thawed', 10_000, async () => (await timed(`${base}/readyz`)).status === 200);
+    await waitFor('readyz 200 after Redis thawed', async () => (await timed(`${base}/readyz`)).status === 200, 10_000);
     await limitsApply(base);
     await srv.close();
   });
@@ -295,7 +282,7 @@ describe('Redis down', { skip: pgSkip ?? redisSkip ?? false }, () => {
     assert.equal((await timed(`${base}/readyz`)).status, 503);
     await failsOpen(base);
     await redis.start();
-    await until('readyz 200 once Redis is up', 10_000, async () => (await timed(`${base}/readyz`)).status === 200);
+    await waitFor('readyz 200 once Redis is up', async () => (await timed(`${base}/readyz`)).status === 200, 10_000);
     await limitsApply(base);
   });
 });
@@ -329,7 +316,7 @@ describe('disk full (ENOSPC)', { skip: pgSkip ?? false }, () => {
     const big = await timed(`${srv.url}/api/v1/upload`, { method: 'POST', ...uploadBody('big.bin', randomBytes(40 * MiB)) });
     assertJsonError(big, 500, 'INSUFFICIENT_STORAGE');
     assert.ok(big.ms < 10_000);
-    await until('the part removed', 3000, async () => stored(mount!.dir).parts.length === 0);
+    await waitFor('the part removed', async () => stored(mount!.dir).parts.length === 0, 3000);
     assert.equal(await countFiles(), rowsBefore, 'no row for the failed upload');
     assert.equal(stored(mount.dir).files.length, 1);
 
@@ -338,7 +325,7 @@ describe('disk full (ENOSPC)', { skip: pgSkip ?? false }, () => {
       const st = fs.statfsSync(mount!.dir);
       return st.bavail * st.bsize;
     };
-    await until('the space of the failed upload freed', 5000, async () => freeBytes() > 24 * MiB);
+    await waitFor('the space of the failed upload freed', async () => freeBytes() > 24 * MiB, 5000);
     // Completely full (a filler takes every byte left): a small upload fails the same way, downloads still work.
     const filler = path.join(mount.dir, 'filler');
     const fd = fs.openSync(filler, 'w');
@@ -416,23 +403,22 @@ describe('graceful shutdown', { skip: pgSkip ?? false }, () => {
       idle.on('data', (d: Buffer) => (idleText += d.toString('latin1'))).on('error', () => {});
       const idleClosed = new Promise<void>((r) => idle.once('close', () => r()));
       idle.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
-      await until('the first answer on the kept-alive connection', 3000, async () => idleText.includes('HTTP/1.1 200'));
+      await waitFor('the first answer on the kept-alive connection', async () => idleText.includes('HTTP/1.1 200'), 3000);
       const slow = await open('slow.bin', slowData);
       const stuck = await open('stuck.bin', stuckData);
-      await until('both parts on disk', 5000, async () => stored(srv.dataDir).parts.length === 2);
+      await waitFor('both parts on disk', async () => stored(srv.dataDir).parts.length === 2, 5000);
       assert.equal(await metric(srv.url, 'sluice_active_transfers{kind="upload"}'), 2);
 
       const exit = exitOf(srv);
       const t0 = Date.now();
       srv.proc.kill('SIGTERM');
       // No new connections once draining.
-      await until('the listener closed', 3000, () =>
+      await waitFor('the listener closed', () =>
         new Promise<boolean>((resolve) => {
           const s = net.connect(srv.port, '127.0.0.1');
           s.once('connect', () => (s.destroy(), resolve(false)));
           s.once('error', () => resolve(true));
-        }),
-      );
+        }), 3000);
       // A new request on an old connection is refused with 503 and the connection closed.
       idle.write('GET /api/v1/bundle/abcde HTTP/1.1\r\nHost: x\r\n\r\n');
       await idleClosed;
@@ -489,7 +475,7 @@ describe('graceful shutdown', { skip: pgSkip ?? false }, () => {
         sock.on('data', (d: Buffer) => chunks.push(d)).on('error', () => {});
         const closed = new Promise<void>((r) => sock.once('close', () => r()));
         sock.write(`GET ${urlPath} HTTP/1.1\r\nHost: x\r\n\r\n`);
-        await until('the first bytes', 3000, async () => chunks.length > 0);
+        await waitFor('the first bytes', async () => chunks.length > 0, 3000);
         return { sock, got: () => Buffer.concat(chunks), closed };
       };
       const patient = await start();
@@ -501,7 +487,7 @@ describe('graceful shutdown', { skip: pgSkip ?? false }, () => {
       await sleep(1000);
       patient.sock.resume();
       const body = (b: Buffer): Buffer => b.subarray(b.indexOf('\r\n\r\n') + 4);
-      await until('the patient download complete', 5000, async () => body(patient.got()).length >= data.length);
+      await waitFor('the patient download complete', async () => body(patient.got()).length >= data.length, 5000);
       assert.equal(sha(body(patient.got())), sha(data));
       // The stalled one is cut at the deadline; the process still exits 0.
       assert.deepEqual(await exit, { code: 0, signal: null });

@@ -2,10 +2,8 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { backends, startServer, storedPaths, type TestServer } from './helpers/server.ts';
-import {
-  assertError, bearer, call, DAY_MS, from, fromSqlUtc, GIB, ISO_TS, isolateIds, KEY_RE, mintKey, randomLoopback, SQL_TS, upload,
-  uploaded, type Json, type Opts,
-} from './access-util.ts';
+import { assertError, DAY_MS, from, fromSqlUtc, GIB, ISO_TS, isolateIds, KEY_RE, mintKey, randomLoopback, SQL_TS } from './access-util.ts';
+import { bearer, call, upload, uploaded, type Json, type Opts } from './helpers/http.ts';
 
 /** This server's anonymous cap, small so that a keyed upload can go past it. */
 const ANON_MAX = 1000;

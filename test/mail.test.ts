@@ -4,12 +4,13 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { simpleParser } from 'mailparser';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
-import { freePort, startMailSink, type MailSink } from './helpers/smtp.ts';
-import { call, uploaded } from './access-util.ts';
-import { waitFor } from './upload-util.ts';
+import { startMailSink, type MailSink } from './helpers/smtp.ts';
+import { freePort } from './helpers/services.ts';
+import { call, uploaded } from './helpers/http.ts';
 import { createSealer } from '../src/auth/sealer.ts';
 import { retryDelaySeconds } from '../src/mail/outbox.ts';
 import { loadConfig, ConfigError } from '../src/config.ts';
+import { waitFor } from './helpers/wait.ts';
 
 describe('mail and billing units', () => {
   test('sealed values open only with the same secret, purpose and context, and detect tampering', () => {

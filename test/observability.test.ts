@@ -151,7 +151,8 @@ for (const backend of backends()) {
     test('/readyz answers 200 with the database and Redis state and what runs; /healthz is the bare {"success":true}', async () => {
       const r = await get(`${base}/readyz`);
       assert.equal(r.status, 200, r.text);
-      const { uws, ...rest } = JSON.parse(r.text) as { uws: { package: string; version: string; limits: unknown[] } };
+      const { uws, fast_paths, ...rest } = JSON.parse(r.text) as { uws: { package: string; version: string; limits: unknown[] }; fast_paths: unknown };
+      assert.deepEqual(fast_paths, { multipart_search: true, straight_to_file: true });
       assert.deepEqual(rest, { success: true, db: 'ok', redis: srv.env.REDIS_URL ? 'ok' : 'absent', database: srv.env.DATABASE_URL ? 'postgres' : 'embedded' });
       assert.match(uws.package, /uws|uwebsockets/i);
       assert.match(uws.version, /^\d+\.\d+\.\d+/, 'the package version as installed');

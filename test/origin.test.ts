@@ -6,7 +6,8 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
-import { call, from, randomLoopback, uploaded } from './access-util.ts';
+import { from, randomLoopback } from './access-util.ts';
+import { call, uploaded } from './helpers/http.ts';
 import { createOriginOf, validHost } from '../src/http/origin.ts';
 import { createIpMatcher } from '../src/http/client-ip.ts';
 

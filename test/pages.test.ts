@@ -1,7 +1,9 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
-import { call, uploaded, verifyAccess, waitFor, type Res } from './access-util.ts';
+import { verifyAccess } from './access-util.ts';
+import { call, uploaded, type Res } from './helpers/http.ts';
+import { waitFor } from './helpers/wait.ts';
 
 const EVIL_NAME = '<img src=x onerror=alert(1)>.txt';
 const EVIL_DESC = '<script>alert(1)</script>';

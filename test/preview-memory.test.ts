@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import { request } from 'undici';
 import sharp from 'sharp';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
-import { uploaded } from './access-util.ts';
+import { uploaded } from './helpers/http.ts';
 import { decodedBytes, MAX_DECODED_BYTES } from '../src/thumbs/preview.ts';
 
 const rssMiB = (pid: number): number => Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;

@@ -26,6 +26,7 @@ while True:
                 os.close(fd)
     print(json.dumps(data.decode()), flush=True)
 `;
+import { waitFor } from './helpers/wait.ts';
 const skip = spawnSync('systemd-notify', ['--version']).error ? 'no systemd-notify' : spawnSync(PY, ['--version']).error ? 'no python3' : false;
 
 test('NOTIFY_SOCKET set: READY=1 once listening, STOPPING=1 on SIGTERM, exit 0', { skip }, async () => {
@@ -41,24 +42,16 @@ test('NOTIFY_SOCKET set: READY=1 once listening, STOPPING=1 on SIGTERM, exit 0',
       buf = buf.slice(i + 1);
     }
   });
-  const waitFor = async (what: RegExp): Promise<string> => {
-    const deadline = Date.now() + 10_000;
-    for (;;) {
-      const m = messages.find((x) => what.test(x));
-      if (m) return m;
-      assert.ok(Date.now() < deadline, `no ${what} in ${JSON.stringify(messages)}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  };
+  const nextNotice = (what: RegExp): Promise<string> => waitFor(`${what} among the notifications`, () => messages.find((x) => what.test(x)), 10_000);
   try {
-    await waitFor(/^listening$/);
+    await nextNotice(/^listening$/);
     const srv = await startServer('embedded', { NOTIFY_SOCKET: sock });
     try {
-      const ready = await waitFor(/^READY=1/m);
+      const ready = await nextNotice(/^READY=1/m);
       assert.match(ready, new RegExp(`^STATUS=serving on port ${srv.port}$`, 'm'));
       const exit = new Promise<number | null>((r) => srv.proc.once('exit', (code) => r(code)));
       srv.proc.kill('SIGTERM');
-      await waitFor(/^STOPPING=1$/m);
+      await nextNotice(/^STOPPING=1$/m);
       assert.equal(await exit, 0);
       // The barrier systemd-notify waits on was answered: it did not time out (no warning logged).
       assert.ok(messages.includes('BARRIER=1'));

@@ -9,6 +9,7 @@ import net from 'node:net';
 import { request } from 'undici';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
 import { created, file, MiB, sha } from './upload-util.ts';
+import { waitFor } from './helpers/wait.ts';
 
 async function stalledCount(srv: TestServer): Promise<number> {
   const text = await (await request(`${srv.url}/metrics`)).body.text();
@@ -40,13 +41,6 @@ function neverRead(port: number, path: string): { drain(): Promise<number> } {
   };
 }
 
-async function waitFor(what: string, cond: () => Promise<boolean>, ms: number): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > deadline) assert.fail(`${what}: not within ${ms} ms`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
 
 for (const backend of backends()) {
   describe(`slow readers (${backend})`, () => {

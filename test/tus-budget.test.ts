@@ -11,7 +11,8 @@ import { request } from 'undici';
 import { Upload, type UploadOptions } from 'tus-js-client';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
 import { OCTETS, tusCall, tusCreate, tusMeta, tusPatch, uploadPath, type TusRes } from './helpers/tus.ts';
-import { assertNoServerErrors, MiB, rawConnect, waitFor, write } from './upload-util.ts';
+import { assertNoServerErrors, MiB, rawConnect, write } from './upload-util.ts';
+import { waitFor } from './helpers/wait.ts';
 
 const RATE = 60;
 let seq = 0;

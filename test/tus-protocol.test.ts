@@ -12,7 +12,8 @@ import { createHash, randomBytes } from 'node:crypto';
 import { request } from 'undici';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
 import { OCTETS, tusCall, tusCreate, tusMeta, tusPatch, uploadPath, type TusRes } from './helpers/tus.ts';
-import { assertNoServerErrors, MiB, rawConnect, waitFor, write } from './upload-util.ts';
+import { assertNoServerErrors, MiB, rawConnect, write } from './upload-util.ts';
+import { waitFor } from './helpers/wait.ts';
 
 const CAP = 8 * MiB;
 const IMF_FIXDATE = /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} GMT$/;

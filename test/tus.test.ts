@@ -6,7 +6,8 @@ import { createHash, randomBytes } from 'node:crypto';
 import zlib from 'node:zlib';
 import { request } from 'undici';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
-import { assertNoServerErrors, ensureRunning, MiB, rawConnect, sha, waitFor, write } from './upload-util.ts';
+import { assertNoServerErrors, ensureRunning, MiB, rawConnect, sha, write } from './upload-util.ts';
+import { waitFor } from './helpers/wait.ts';
 
 const CAP = 8 * MiB;
 const RATE = 5;

@@ -5,10 +5,8 @@ import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import { Readable } from 'node:stream';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
-import {
-  MiB, file, created, upload, getJson, ensureRunning, assertServes, assertNoServerErrors, snapshot, assertNothingKept, waitFor,
-  rawConnect, rawHead, partHead, closing, newBoundary, write, assertJsonError, survives, exited, stored, sendUntilAnswered, repeated,
-} from './upload-util.ts';
+import { MiB, file, created, upload, getJson, ensureRunning, assertServes, assertNoServerErrors, snapshot, assertNothingKept, rawConnect, rawHead, partHead, closing, newBoundary, write, assertJsonError, survives, exited, stored, sendUntilAnswered, repeated } from './upload-util.ts';
+import { waitFor } from './helpers/wait.ts';
 
 /** Anonymous cap of this file's server: the aborted 8 MiB uploads below stay within it. */
 const CAP = 8 * MiB;
@@ -24,8 +22,9 @@ function tcpBufferMax(name: 'tcp_rmem' | 'tcp_wmem'): number {
 const PIECE = 256 * 1024;
 
 /** Waits for the temp parts of an aborted request to go (or for the server to die: assertServes says so). */
-const partsGone = (srv: TestServer): Promise<void> =>
-  waitFor('the temp parts to be removed', () => stored(srv.dataDir).parts.length === 0 || exited(srv));
+async function partsGone(srv: TestServer): Promise<void> {
+  await waitFor('the temp parts to be removed', () => stored(srv.dataDir).parts.length === 0 || exited(srv));
+}
 
 /** Sends `head` and exactly `body`, then returns the server's answer. */
 async function exchange(srv: TestServer, head: string, body: Buffer) {

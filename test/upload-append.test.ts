@@ -2,11 +2,8 @@ import { describe, it, before, after, beforeEach, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
-import {
-  MiB, sha, file, upload, created, getJson, download, assertError, ensureRunning, assertServes, assertNoServerErrors, snapshot,
-  assertNothingKept, assertDiskMatchesRows, survives, waitFor, stored, rawConnect, rawHead, partHead, closing, newBoundary, write,
-  assertJsonError, type Sent,
-} from './upload-util.ts';
+import { MiB, sha, file, upload, created, getJson, download, assertError, ensureRunning, assertServes, assertNoServerErrors, snapshot, assertNothingKept, assertDiskMatchesRows, survives, stored, rawConnect, rawHead, partHead, closing, newBoundary, write, assertJsonError, type Sent } from './upload-util.ts';
+import { waitFor } from './helpers/wait.ts';
 
 const CAP = 8 * MiB;
 

@@ -7,6 +7,7 @@ import { request } from 'undici';
 import fs from 'node:fs';
 import type { TestServer } from './helpers/server.ts';
 import { multipart, type Part } from './helpers/multipart.ts';
+import { waitFor } from './helpers/wait.ts';
 
 export const MiB = 1 << 20;
 export const DAY_MS = 86_400_000;
@@ -164,14 +165,6 @@ export async function assertNothingKept(srv: TestServer, before: Snapshot): Prom
   }
 }
 
-/** Polls (deadline 5 s) until `cond` holds. */
-export async function waitFor(what: string, cond: () => boolean | Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + 5000;
-  while (!(await cond())) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 /** Every stored file is a server-made key with a row, and every row has its file. */
 export async function assertDiskMatchesRows(srv: TestServer): Promise<void> {

@@ -7,10 +7,8 @@ import zlib from 'node:zlib';
 import path from 'node:path';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
 import { multipart } from './helpers/multipart.ts';
-import {
-  MiB, DAY_MS, sha, file, send, upload, created, getJson, download, assertError, ensureRunning, assertServes, assertNoServerErrors,
-  snapshot, assertNothingKept, assertDiskMatchesRows, dispositionName, survives, rawConnect, write, waitFor, type Reply,
-} from './upload-util.ts';
+import { MiB, DAY_MS, sha, file, send, upload, created, getJson, download, assertError, ensureRunning, assertServes, assertNoServerErrors, snapshot, assertNothingKept, assertDiskMatchesRows, dispositionName, survives, rawConnect, write, type Reply } from './upload-util.ts';
+import { waitFor } from './helpers/wait.ts';
 
 /** Per-server anonymous cap: small enough to cross cheaply, large enough for the 5 MiB round trip. */
 const CAP = 8 * MiB;

@@ -8,12 +8,12 @@ import assert from 'node:assert/strict';
 import { request } from 'undici';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
 import { created, file, upload } from './upload-util.ts';
-import { waitFor } from './access-util.ts';
 import { createZipPlans } from '../src/zip/plan.ts';
 import { LAYOUT_SLICE } from '../src/zip/layout.ts';
 import { zipEtag } from '../src/routes/zip.ts';
 import pino from 'pino';
 import { connectDb, type Db } from '../src/db/client.ts';
+import { waitFor } from './helpers/wait.ts';
 
 const COUNT = 2 * LAYOUT_SLICE + 200;
 

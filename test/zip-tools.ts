@@ -8,7 +8,6 @@ import { createRequire } from 'node:module';
 import type { ZipFile } from 'yazl';
 import { request } from 'undici';
 import type { TestServer } from './helpers/server.ts';
-import { multipart, type Part } from './helpers/multipart.ts';
 
 // yazl writes DOS dates in the process time zone; Sluice writes them in UTC. Compare like with like.
 process.env.TZ = 'UTC';
@@ -69,13 +68,6 @@ export const hdr = (h: Headers, name: string): string | undefined => {
   return Array.isArray(v) ? v.join(', ') : v;
 };
 
-export async function upload(srv: TestServer, files: Array<{ name: string; data: Buffer }>, fields: Part[] = []): Promise<Upload> {
-  const { body, contentType } = multipart([...fields, ...files.map((f) => ({ name: 'files[]', filename: f.name, data: f.data }))]);
-  const res = await request(`${srv.url}/api/v1/upload`, { method: 'POST', body, headers: { 'content-type': contentType } });
-  const text = await res.body.text();
-  assert.ok(res.statusCode === 201 || res.statusCode === 200, text);
-  return JSON.parse(text) as Upload;
-}
 
 export async function get(srv: TestServer, urlPath: string, headers: Record<string, string> = {}, method: 'GET' | 'HEAD' = 'GET') {
   const res = await request(`${srv.url}${urlPath}`, { method, headers });
@@ -109,10 +101,3 @@ export function openStoredFds(srv: TestServer): number {
   }).length;
 }
 
-export async function until(what: string, cond: () => boolean, ms = 10_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}

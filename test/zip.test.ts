@@ -9,9 +9,9 @@ import { crc32 } from 'node:zlib';
 import { request } from 'undici';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
 import { bufferReader, parseZip } from './zip-util.ts';
-import {
-  assertNotFound, get, hdr, openStoredFds, pythonZip, sha, storedFiles, until, unzipTest, upload, yazlZip, type Upload,
-} from './zip-tools.ts';
+import { assertNotFound, get, hdr, openStoredFds, pythonZip, sha, storedFiles, unzipTest, yazlZip, type Upload } from './zip-tools.ts';
+import { uploaded } from './helpers/http.ts';
+import { waitFor } from './helpers/wait.ts';
 
 for (const backend of backends()) {
   describe(`GET /zip/<code> (${backend})`, () => {
@@ -35,7 +35,7 @@ for (const backend of backends()) {
     before(async () => {
       srv = await startServer(backend);
       tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'sl-zipt-'));
-      up = await upload(srv, files);
+      up = await uploaded(srv, files);
       zipPath = `/zip/${up.short_code}`;
     });
     after(async () => {
@@ -152,11 +152,11 @@ for (const backend of backends()) {
       const sock = net.connect(srv.port, '127.0.0.1');
       sock.pause(); // never read: the server must stall on backpressure, not buffer the archive
       sock.write(`GET ${zipPath} HTTP/1.1\r\nHost: x\r\n\r\n`);
-      await until('the server to open big.bin', () => openStoredFds(srv) === 1);
+      await waitFor('the server to open big.bin', () => openStoredFds(srv) === 1);
       await new Promise((r) => setTimeout(r, 500));
       assert.equal(openStoredFds(srv), 1, 'still stalled on the unread socket');
       sock.destroy();
-      await until('the file to be closed after the abort', () => openStoredFds(srv) === 0);
+      await waitFor('the file to be closed after the abort', () => openStoredFds(srv) === 0);
       assert.equal((await get(srv, '/healthz')).status, 200);
     });
 
@@ -169,14 +169,14 @@ for (const backend of backends()) {
       const afterZip = Number(hdr((await get(srv, `/api/v1/bundle/${up.short_code}`)).headers, 'x-ratelimit-remaining'));
       assert.equal(afterZip, before - 1, 'only the API call counted');
 
-      const other = await upload(srv, [{ name: 'soon.txt', data: Buffer.from('gone') }]);
+      const other = await uploaded(srv, [{ name: 'soon.txt', data: Buffer.from('gone') }]);
       assert.equal((await get(srv, `/zip/${other.short_code}`)).status, 200);
       await srv.sql`update bundles set expires_at = now() - interval '1 second' where short_code = ${other.short_code}`;
       assertNotFound(await get(srv, `/zip/${other.short_code}`), 'expired');
     });
 
     test('hostile stored names still become safe, unique entries', async () => {
-      const hostile = await upload(srv, ['h1', 'h2', 'h3', 'h4', 'h5', 'h6'].map((n) => ({ name: n, data: Buffer.from(n) })));
+      const hostile = await uploaded(srv, ['h1', 'h2', 'h3', 'h4', 'h5', 'h6'].map((n) => ({ name: n, data: Buffer.from(n) })));
       const raw = ['../../etc/passwd', '..', '.hidden', 'a\\b', 'ctl\u0001\u202e.txt', '/abs/a\\b'];
       for (const [i, f] of hostile.files.entries()) await srv.sql`update files set name = ${raw[i]!} where id = ${f.id}`;
       const r = await get(srv, `/zip/${hostile.short_code}`);
@@ -186,7 +186,7 @@ for (const backend of backends()) {
     });
 
     test('a file gone from the disk before the first byte: 404 JSON, not a 500; the server goes on', async () => {
-      const b = await upload(srv, [{ name: 'keep', data: Buffer.from('kept') }, { name: 'lost', data: randomBytes(4096) }]);
+      const b = await uploaded(srv, [{ name: 'keep', data: Buffer.from('kept') }, { name: 'lost', data: randomBytes(4096) }]);
       const [row] = await srv.sql<Array<{ storage_key: string }>>`select storage_key from files where id = ${b.files[1]!.id}`;
       const stored = fs.readdirSync(path.join(srv.dataDir, 'files'), { recursive: true, encoding: 'utf8' });
       const rel = stored.find((p) => p.endsWith(row!.storage_key));
@@ -201,7 +201,7 @@ for (const backend of backends()) {
     });
 
     test('a bundle whose files were all deleted is a valid empty zip with a new ETag', async (t) => {
-      const b = await upload(srv, [{ name: 'one', data: Buffer.from('1') }, { name: 'two', data: Buffer.from('22') }]);
+      const b = await uploaded(srv, [{ name: 'one', data: Buffer.from('1') }, { name: 'two', data: Buffer.from('22') }]);
       const full = await get(srv, `/zip/${b.short_code}`);
       for (const f of b.files) {
         const res = await request(`${srv.url}/api/v1/file/${f.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${b.upload_token}` } });
@@ -223,7 +223,7 @@ for (const backend of backends()) {
     });
 
     test('password bundle: 404 without a token, 200 with one from /api/verify-access', async () => {
-      const b = await upload(srv, [{ name: 'secret.txt', data: Buffer.from('s3cret') }], [{ name: 'access_password', value: 'hunter2' }]);
+      const b = await uploaded(srv, [{ name: 'secret.txt', data: Buffer.from('s3cret') }], { fields: { access_password: 'hunter2' } });
       const p = `/zip/${b.short_code}`;
       assertNotFound(await get(srv, p), 'locked');
       assert.equal((await get(srv, p, {}, 'HEAD')).status, 404, 'HEAD is gated too');

@@ -127,8 +127,8 @@ async function serve(config: Config): Promise<void> {
   // A supervisor that dies while this worker starts must not leave it serving on its own.
   let orphaned = false;
   link?.onSupervisorGone(() => (orphaned = true));
-  // Stop signals are caught from the start: before, their default action killed a server that was
-  // still starting (or had just logged that it listens) with no cleanup. One that arrives while
+  // Stop signals are caught from the start: otherwise their default action would kill a server that is
+  // still starting (or has just logged that it listens) with no cleanup. One that arrives while
   // starting is acted on as soon as the app is up.
   let app: RunningApp | null = null;
   let pendingStop: string | null = null;

@@ -31,7 +31,7 @@ interface Waiting {
 
 export function createBundleWriter(deps: {
   sql: Sql;
-  /** Statements written at once; one measured best (more in flight made the groups smaller). */
+  /** Statements written at once: one, since more in flight make the groups smaller (bench/RESULTS.md). */
   maxInFlight?: number;
   maxFilesPerStatement?: number;
   /** Short codes (tests pass a taken one). */

@@ -148,7 +148,7 @@ async function hostEmbedded(
   const { PGlite } = await import('@electric-sql/pglite');
   // PGlite's PostgreSQL keeps its shared buffers inside the server process's memory, and the
   // default 128 MB of them ends up resident. The embedded database is small and its files sit in
-  // the OS page cache anyway: 16 MB keeps the idle server ~120 MiB smaller at no measurable cost.
+  // the OS page cache anyway, so 16 MB serves as well and keeps the idle server much smaller.
   const pgDir = path.join(opts.dataDir, 'pg');
   // Owner-only before PGlite opens it (a tree an older version left open) and after (what it created).
   restrictTree(pgDir);

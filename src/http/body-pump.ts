@@ -2,14 +2,14 @@ import type { Ctx } from './context.ts';
 import { writeHead } from './reply.ts';
 import { pageAligned, spareBuffers } from '../storage/spare-buffers.ts';
 
-/** Reads of this size move ~2.5× more than 64 KiB reads on uWS (PERFORMANCE.md). */
+/** Reads of this size move much more per second through uWS than 64 KiB reads (see bench/RESULTS.md). */
 const CHUNK_BYTES = 1 << 20;
 /**
- * Bodies larger than this read through reused 1 MiB buffers. Each response used to allocate its
- * own pair, and a finished response's 2 MiB stayed resident until the next GC: eight downloads
- * started right after eight others peaked at 32 MiB of buffers instead of 16. Spares for eight
- * concurrent responses are kept. They are page-aligned (see pageAligned): reads from the page cache
- * into them move ~3× faster than into malloc's. Smaller bodies get one buffer of their own size.
+ * Bodies larger than this read through reused 1 MiB buffers: a pair allocated per response would stay
+ * resident until the next GC after the response ends, so back-to-back downloads would hold twice the
+ * buffers. Spares for eight concurrent responses are kept. They are page-aligned (see pageAligned):
+ * reads from the page cache into them are much faster than into malloc's. Smaller bodies get one
+ * buffer of their own size. Figures: bench/RESULTS.md, "Design notes moved from the code".
  */
 const POOLED_OVER_BYTES = 64 * 1024;
 const spares = spareBuffers('download', CHUNK_BYTES, 16, pageAligned);

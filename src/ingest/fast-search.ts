@@ -1,17 +1,14 @@
-import { createRequire } from 'node:module';
-
 /**
  * busboy finds multipart boundaries with streamsearch, a streaming Boyer-Moore-Horspool search in
- * JavaScript. During large uploads its scan loop took 18% of the server's CPU samples here (a 1 GiB
- * curl upload, `perf record`), more than any other user-space code but the CRC-32. This replaces
- * that one loop, the scan of a chunk once nothing of the previous chunk is held back, with
- * findNeedle (Node's native search, or four interleaved Horspool lanes on random-like data; below).
- * Everything else is streamsearch 1.1.0's own logic, kept
- * line for line: the held-back tail that may begin a boundary across chunks, the callbacks and
- * their arguments, and the order in which they come. test/fast-search.test.ts feeds both versions
- * the same bytes in random pieces and compares every callback.
+ * JavaScript whose scan loop is the costliest user-space code of a large upload but the CRC-32
+ * (figures: bench/RESULTS.md, "Design notes moved from the code"). This replaces that one loop, the
+ * scan of a chunk once nothing of the previous chunk is held back, with findNeedle (Node's native
+ * search, or four interleaved Horspool lanes on random-like data; below). Everything else is
+ * streamsearch 1.1.0's own logic, kept line for line: the held-back tail that may begin a boundary across chunks, the
+ * callbacks and their arguments, and the order in which they come. test/fast-search.test.ts feeds
+ * both versions the same bytes in random pieces and compares every callback.
  *
- * A different streamsearch version is left as it is (its internals may have changed).
+ * fast-paths.ts installs it, and only into streamsearch 1.1.0 (another version's internals may differ).
  */
 
 interface Sbmh {
@@ -26,10 +23,7 @@ interface Sbmh {
   /** Our bad-character shifts for findNeedle, made at the first search. */
   _skip?: Uint8Array;
 }
-type Push = (this: Sbmh, chunk: Buffer | string, pos?: number) => number;
-type SbmhClass = { prototype: { push: Push } };
-
-const PATCHED_VERSION = '1.1.0';
+export type Push = (this: Sbmh, chunk: Buffer | string, pos?: number) => number;
 
 /**
  * Below this many bytes to scan, Buffer#indexOf; above it, see findNeedle. Also the length of the
@@ -52,13 +46,13 @@ export function skipTable(needle: Uint8Array): Uint8Array {
  *
  * Node's search walks to each occurrence of the needle's first byte (memchr) and turns to
  * Boyer-Moore-Horspool once those come often. Text and most uncompressed data rarely hold a CR
- * (a multipart needle begins "\r\n--"), and there memchr runs at 0.01 s per GiB. Compressed media,
- * archives and random bytes, which make most large uploads, hold one every 256 bytes, and there it
- * took 0.10–0.12 s per GiB here (a 44-byte curl needle over 512 KiB chunks): each Horspool step waits
- * on the load the previous one computed. For such data, probed by counting first bytes, the chunk
- * is cut into four lanes searched in one loop, so four of those loads are in flight at once: 0.045 s
- * per GiB on the same bytes. Should a lane meet many near misses (crafted input costs Horspool up to
- * a needle's length per byte), the search starts over natively, whose Boyer-Moore stays linear.
+ * (a multipart needle begins "\r\n--"), and there memchr is nearly free. Compressed media, archives
+ * and random bytes, which make most large uploads, hold one every 256 bytes, and there each Horspool
+ * step waits on the load the previous one computed. For such data, probed by counting first bytes,
+ * the chunk is cut into four lanes searched in one loop, so four of those loads are in flight at
+ * once (figures: bench/RESULTS.md, "Design notes moved from the code"). Should a lane meet many near misses
+ * (crafted input costs Horspool up to a needle's length per byte), the search starts over natively,
+ * whose Boyer-Moore stays linear.
  */
 export function findNeedle(hay: Buffer, needle: Buffer, skip: Uint8Array, from: number): number {
   const n = needle.length;
@@ -262,21 +256,3 @@ export const fastPush: Push = function push(chunk, pos) {
   while (result !== chunkLen && this.matches < this.maxMatches) result = feed(this, data);
   return result!;
 };
-
-// The streamsearch that busboy itself loads: resolved from busboy's own location.
-const require = createRequire(createRequire(import.meta.url).resolve('busboy'));
-
-/** streamsearch's own push, for comparison in tests; null when not patched. */
-export let originalPush: Push | null = null;
-
-/** Installs fastPush into the streamsearch busboy loads; false (untouched) for another version. */
-export function installFastSearch(): boolean {
-  const version = (require('streamsearch/package.json') as { version: string }).version;
-  if (version !== PATCHED_VERSION) return false;
-  const proto = (require('streamsearch') as SbmhClass).prototype;
-  if (proto.push !== fastPush) {
-    originalPush = proto.push;
-    proto.push = fastPush;
-  }
-  return true;
-}

@@ -6,9 +6,10 @@ import type { Disk } from '../storage/disk.ts';
 import type { PartResult, PartWriter } from '../storage/part-writer.ts';
 import { AppError, storageError } from '../errors.ts';
 import { cleanFileName, cleanMimeType } from '../util/names.ts';
-import { installFastSearch, plainData } from './fast-search.ts';
-
-installFastSearch();
+import type { Metrics } from '../metrics.ts';
+import { plainData } from './fast-search.ts';
+import { watchBusboyEnd } from './end-watch.ts';
+import { busboyInner, type BusboyInner, type FastPaths } from './fast-paths.ts';
 
 export interface IngestedFile extends PartResult {
   readonly partPath: string;
@@ -36,47 +37,39 @@ export interface Ingest {
 const FILE_FIELDS = new Set(['files[]', 'files', 'file']);
 /**
  * The form's text fields. One sent as a file part (`curl -F access_password=@pw.txt`) is refused:
- * dropped, it left the bundle public while its uploader believed it locked.
+ * dropped, it would leave the bundle public while its uploader believed it locked.
  */
 const TEXT_FIELDS = new Set(['access_password', 'description', 'notify_email', 'encrypted']);
 
 /**
  * onData chunks that busboy parses (those that do not go straight to a file, see straightToFile)
  * are copied (uWS reuses its memory) into buffers from this pool, shared by all uploads, and a
- * buffer goes back once nothing kept a slice of it (`lent`, `unreferenced`). Fresh copies cost ~0.75 s/GB in page faults
- * plus ~0.6 s/GB of GC here; a warm buffer costs a memcpy. uWS hands out at most 512 KiB at a time;
- * a larger chunk gets a one-off copy.
+ * buffer goes back once nothing kept a slice of it (`lent`, `unreferenced`): a warm buffer costs a
+ * memcpy, a fresh one page faults and GC (bench/RESULTS.md, "Design notes moved from the code").
+ * uWS hands out at most 512 KiB at a time; a larger chunk gets a one-off copy.
  */
 const POOL_BYTES = 512 * 1024;
 const pool = spareBuffers('chunk', POOL_BYTES, 16);
 /**
  * A chunk below this is copied into a buffer of its own size (Node's shared slab under 4 KiB). A
  * small upload's body is usually one chunk that busboy reads to the end at once, so it cannot go
- * back at once: from the pool, every 1 KiB upload cost a fresh 512 KiB buffer, and the external
- * memory it reported made V8 collect every few milliseconds (user CPU per upload 2.3×).
+ * back at once; from the pool, each would hold a whole 512 KiB buffer, and the external memory that
+ * reports makes V8 collect far too often.
  */
 const SMALL_CHUNK = 16 * 1024;
 /** No `fileSize`: busboy would count each file's bytes, and straightToFile passes them by busboy. */
 const LIMITS = { fieldSize: 4096, fields: 32, files: 1000, parts: 1100, headerPairs: 64 };
-/**
- * busboy 1.6.0's own fields that ingestion reads: the file stream of the part being parsed (null
- * outside a file part) and its boundary search. Were they renamed, both read undefined, and the
- * readers (unreferenced, straightToFile) fall back to the safe path.
- */
-const busboyInner = (bb: busboy.Busboy): { _fileStream?: Readable | null; _bparser?: unknown } =>
-  bb as unknown as { _fileStream?: Readable | null; _bparser?: unknown };
-/** See watchEnd: a body busboy has not closed 1–2 s after its last byte was parsed is malformed. */
-const END_CHECK_MS = 1000;
-const END_GRACE_TICKS = 2;
 
 /**
  * Streams a multipart body from uWS through busboy into temp parts. Must be called before the
  * handler's first await: it registers onData and pauses the socket until start(). Backpressure
  * runs disk → res.pause(), and busboy → res.pause(). On any failure every part is removed.
  */
-export function ingestMultipart(ctx: Ctx, disk: Disk): Ingest {
+export function ingestMultipart(ctx: Ctx, disk: Disk, opts: { fast: FastPaths; metrics?: Metrics }): Ingest {
   const res = ctx.res;
   let bb: busboy.Busboy | null = null;
+  // Without busboy's internals (unknown versions): no chunk skips busboy and none is pooled.
+  let inner: BusboyInner | null = null;
   let setupError: AppError | null = null;
   try {
     bb = busboy({
@@ -86,6 +79,7 @@ export function ingestMultipart(ctx: Ctx, disk: Disk): Ingest {
       // Names like ".." must reach cleanFileName (which keeps only a safe last segment), not vanish.
       preservePath: true,
     });
+    inner = busboyInner(bb, opts.fast);
   } catch {
     setupError = new AppError('NOT_MULTIPART');
   }
@@ -98,10 +92,9 @@ export function ingestMultipart(ctx: Ctx, disk: Disk): Ingest {
   let rejectFn: (e: unknown) => void = () => {};
 
   /**
-   * Pooled chunks fed so far that something may still reference. They go back at the next chunk
-   * after which nothing references any of them (backpressure keeps them few), or once busboy closed
-   * and every file was written (fields are strings, file bytes were copied into the part writers);
-   * after a failure they are left to the GC.
+   * Pooled chunks fed so far that something may still reference. They go back at the next chunk after
+   * which nothing references any (backpressure keeps them few), or once busboy closed and every file
+   * was written; after a failure they are left to the GC.
    */
   const lent: Buffer[] = [];
 
@@ -119,7 +112,7 @@ export function ingestMultipart(ctx: Ctx, disk: Disk): Ingest {
     }
     if (isLast || !straightToFile(ab)) {
       const len = ab.byteLength;
-      const pooled = len >= SMALL_CHUNK && len <= POOL_BYTES ? pool.take() : null;
+      const pooled = inner && len >= SMALL_CHUNK && len <= POOL_BYTES ? pool.take() : null;
       const chunk = pooled ? pooled.subarray(0, len) : Buffer.allocUnsafe(len);
       chunk.set(new Uint8Array(ab));
       feed(chunk, isLast);
@@ -130,16 +123,15 @@ export function ingestMultipart(ctx: Ctx, disk: Disk): Ingest {
   });
 
   /**
-   * Whether the chunks fed so far can be overwritten. busboy passes file bytes on as slices of them and
-   * keeps slices of a text field until the field ends; they are safe only if every slice was
-   * copied out before feed() returned: busboy took the write at once (nothing queued), the parser
-   * stands inside a file part (so no field is half read), no file stream buffered a slice, and no
-   * part writer holds one. `_fileStream` is busboy's own (1.6.0); were it renamed, this reads
-   * undefined and nothing is recycled.
+   * Whether the chunks fed so far can be overwritten. busboy passes file bytes on as slices of them:
+   * safe only if every slice was copied out before feed() returned: busboy took the write at once
+   * (nothing queued), the parser stands inside a file part, no file stream buffered a slice, and no
+   * part writer holds one. Text fields never hold a slice of a pooled chunk (busboyInner makes busboy
+   * copy theirs), so a wrong answer here cannot reach a field's value.
    */
   function unreferenced(): boolean {
-    if (finished || !bb || bb.writableLength > 0) return false;
-    if (busboyInner(bb)._fileStream == null) return false;
+    if (finished || !bb || !inner || bb.writableLength > 0) return false;
+    if (inner.fileStream() == null) return false;
     for (const s of kept) if (s.readableLength > 0) return false;
     for (const w of writers) if (w.holding()) return false;
     return true;
@@ -155,17 +147,16 @@ export function ingestMultipart(ctx: Ctx, disk: Disk): Ingest {
    * has nothing queued, and its boundary search holds nothing back and finds no delimiter, nor the
    * start of one, in this chunk (plainData). Else false, and the chunk takes the usual path. This
    * saves the copy into a pooled chunk and busboy's work per chunk: most chunks of a large upload.
-   * `_fileStream` and `_bparser` are busboy's own (1.6.0); were they renamed, nothing is skipped.
    */
   function straightToFile(ab: ArrayBuffer): boolean {
-    if (!bb || finished || bb.writableLength > 0 || ab.byteLength === 0) return false;
-    const inner = busboyInner(bb);
-    const stream = inner._fileStream;
+    if (!bb || !inner || finished || bb.writableLength > 0 || ab.byteLength === 0) return false;
+    const stream = inner.fileStream();
     const sink = stream ? sinks.get(stream) : undefined;
     if (!stream || !sink || stream.readableLength > 0 || stream.readableFlowing !== true || stream.destroyed) return false;
     const chunk = Buffer.from(ab);
-    if (!plainData(inner._bparser, chunk)) return false;
+    if (!plainData(inner.search(), chunk)) return false;
     sink(chunk, true);
+    opts.metrics?.straightToFile(chunk.length);
     return true;
   }
 
@@ -183,39 +174,23 @@ export function ingestMultipart(ctx: Ctx, disk: Disk): Ingest {
     if (stalls.size === 0 && started && !finished && !ctx.done) res.resume();
   };
 
+  let stopWatch = (): void => {};
   function feed(chunk: Buffer, isLast: boolean): void {
     if (!bb || finished) return;
     if (chunk.length > 0 && !bb.write(chunk)) stall(bb);
     if (isLast) {
-      watchEnd(); // first: busboy's 'close', which stops the watch, may follow end() at once
+      // First: busboy's 'close', which stops the watch, may follow end() at once.
+      const stuck = (): void => fail(new AppError('MALFORMED_MULTIPART', 'Malformed multipart body: it ends inside a part'));
+      stopWatch = watchBusboyEnd(() => bb?.writableLength ?? 0, stuck);
       bb.end();
-      // An ending stream never emits 'drain': without this the socket stayed paused, and the next
-      // request on a kept-alive connection was never read.
+      // An ending stream never emits 'drain': without this the socket would stay paused, and the next
+      // request on a kept-alive connection would never be read.
       unstall(bb);
     }
   }
 
-  /**
-   * After the body's last byte, busboy closes (or errs) as soon as it has parsed what it holds: it
-   * parses synchronously, and file streams are consumed as they flow. One body keeps it waiting for
-   * good: a closing delimiter, then another part the body ends inside ("--b--", "--b", a part head,
-   * bytes). busboy 1.6 takes the form as complete at the first delimiter and then waits for that
-   * part's end, which never comes; the request hung until the idle timeout dropped it with no
-   * answer. So once busboy has held no unparsed input for END_GRACE_TICKS checks in a row without
-   * closing, the body is refused.
-   */
-  let endWatch: NodeJS.Timeout | undefined;
-  function watchEnd(): void {
-    let idle = 0;
-    endWatch = setInterval(() => {
-      idle = bb && bb.writableLength > 0 ? 0 : idle + 1;
-      if (idle >= END_GRACE_TICKS) fail(new AppError('MALFORMED_MULTIPART', 'Malformed multipart body: it ends inside a part'));
-    }, END_CHECK_MS);
-    endWatch.unref();
-  }
-
   function fail(err: unknown): void {
-    clearInterval(endWatch);
+    stopWatch();
     if (finished) return;
     finished = true;
     for (const w of writers) w.abort();
@@ -261,7 +236,7 @@ export function ingestMultipart(ctx: Ctx, disk: Disk): Ingest {
           // Not a file we keep (e.g. an empty file input): consume and drop, its bytes still counted
           // against the cap (a body is refused once it holds more than the cap, whatever its parts).
           // busboy destroys the stream with an error when the body ends inside it; unheard, that
-          // error killed the process.
+          // error would kill the process.
           stream.on('error', () => {});
           stream.on('data', (chunk: Buffer) => {
             if (!finished && !reserve(chunk.length)) fail(new AppError('SIZE_EXCEEDED'));
@@ -271,6 +246,7 @@ export function ingestMultipart(ctx: Ctx, disk: Disk): Ingest {
         const name = cleanFileName(info.filename);
         const mimeType = cleanMimeType(info.mimeType, name);
         const writer = disk.createPart((err) => fail(storageError(err)));
+        inner?.fileStarted();
         writers.push(writer);
         kept.add(stream);
         const sink = (chunk: Buffer, transient: boolean): void => {
@@ -304,7 +280,7 @@ export function ingestMultipart(ctx: Ctx, disk: Disk): Ingest {
       bb.on('partsLimit', limitHit);
       bb.on('error', (err: Error) => fail(new AppError('MALFORMED_MULTIPART', `Malformed multipart body: ${err.message}`)));
       bb.on('close', () => {
-        clearInterval(endWatch);
+        stopWatch();
         Promise.all(pending).then(
           (files) => {
             if (finished) return;

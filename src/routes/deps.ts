@@ -14,6 +14,7 @@ import type { BundleCache } from '../state/bundle-cache.ts';
 import type { BundleWriter } from '../db/bundle-writer.ts';
 import type { BatchedCounts, DownloadCounts } from '../db/download-counts.ts';
 import type { OriginOf } from '../http/origin.ts';
+import type { FastPaths } from '../ingest/fast-paths.ts';
 
 /** Limits that apply to one uploader: anonymous, or the plan of a Bearer key. */
 export interface Uploader {
@@ -82,6 +83,8 @@ export interface Deps {
   /** Shared counters (rate limits, password attempts): Redis or in-process. */
   readonly store: RateStore;
   readonly binding: UwsBinding;
+  /** Which multipart shortcuts the installed busboy and streamsearch allow (see ingest/fast-paths.ts). */
+  readonly fastPaths: FastPaths;
   readonly dbKind: 'postgres' | 'embedded';
   /** Active bundles with their files, by short code (bundle info, status, share page). */
   readonly bundles: BundleCache;

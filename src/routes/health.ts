@@ -28,6 +28,8 @@ export function healthRoutes(deps: Deps): Route[] {
   // WORKERS > 1, which worker process answered (0 … N-1). /readyz reports it; /healthz stays the
   // bare {"success":true} that CONTRACT names (a multi-worker server adds X-Sluice-Worker).
   const binding = { package: deps.binding.name, version: deps.binding.version, limits: deps.binding.limits };
+  // Off when the installed busboy or streamsearch is not the version the shortcuts were written for.
+  const fastPaths = { multipart_search: deps.fastPaths.multipartSearch, straight_to_file: deps.fastPaths.straightToFile };
   const index = deps.config.workerIndex;
   const worker = typeof index === 'number' ? { worker: index } : {};
   const healthHeaders: Array<readonly [string, string]> =
@@ -49,7 +51,7 @@ export function healthRoutes(deps: Deps): Route[] {
           deps.store.kind === 'redis' ? probe(() => deps.store.ping()) : Promise.resolve('absent' as const),
         ]);
         const ok = db === 'ok' && redis !== 'failed';
-        const about = { uws: binding, database: deps.dbKind, ...worker };
+        const about = { uws: binding, fast_paths: fastPaths, database: deps.dbKind, ...worker };
         sendJson(ctx, ok ? 200 : 503, ok ? { success: true, db, redis, ...about } : { success: false, error: 'Not ready', db, redis, ...about });
       },
     },

@@ -34,7 +34,7 @@ interface AppendState {
 }
 
 async function createBundle(ctx: Ctx, deps: Deps): Promise<void> {
-  const ingest = ingestMultipart(ctx, deps.disk);
+  const ingest = ingestMultipart(ctx, deps.disk, { fast: deps.fastPaths, metrics: deps.metrics });
   let result: IngestResult;
   let uploader;
   try {
@@ -103,7 +103,7 @@ async function createBundle(ctx: Ctx, deps: Deps): Promise<void> {
 
 async function appendToBundle(ctx: Ctx, deps: Deps, inflightByBundle: Map<number, AppendState>): Promise<void> {
   const token = ctx.params[0] ?? '';
-  const ingest = ingestMultipart(ctx, deps.disk);
+  const ingest = ingestMultipart(ctx, deps.disk, { fast: deps.fastPaths, metrics: deps.metrics });
   let bundle;
   try {
     // Any Bearer that is not an active key is refused on uploads, appends included (CONTRACT).

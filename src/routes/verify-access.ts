@@ -34,8 +34,8 @@ async function verify(ctx: Ctx, deps: Deps): Promise<void> {
   // Keyed by the bundle's token hash, never reused, unlike ids and codes after a delete or a fresh db.
   const attemptsKey = `pw:${Buffer.from(bundle.upload_token_hash).subarray(0, 12).toString('hex')}:${caller.ip}`;
   // The attempt is counted before the password is checked, in one atomic hit, and given back when
-  // it was right: with a read first and a hit after the (slow) check, 30 guesses sent at once all
-  // read a count below the limit and were all tried. If the store cannot answer, verification
+  // it was right: with a read first and a hit after the (slow) check, guesses sent at once would all
+  // read a count below the limit and all be tried. If the store cannot answer, verification
   // fails open like the rest of the rate limiting.
   const attempt = await deps.store.hit(attemptsKey, WINDOW_MS).catch(() => null);
   const giveBack = (): Promise<void> => (attempt ? deps.store.undo(attemptsKey).catch(() => {}) : Promise.resolve());

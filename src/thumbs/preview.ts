@@ -11,7 +11,7 @@ export const MAX_INPUT_PIXELS = 50_000_000;
 /**
  * Decoded size (width × height × channels × bytes per channel, from the file's header) above which an
  * image gets no preview. Pixels alone say little: an interlaced 16-bit RGBA PNG is decoded whole,
- * 8 bytes a pixel, so 50 million pixels took 400 MB. 160 MiB lets a 48-megapixel RGB photo through;
+ * 8 bytes a pixel, so 50 million pixels take 400 MB. 160 MiB lets a 48-megapixel RGB photo through;
  * with one render at a time (see contentRoutes) it bounds what previews hold.
  */
 export const MAX_DECODED_BYTES = 160 * 1024 * 1024;

@@ -61,7 +61,7 @@ export function cleanDescription(d: string | null): string | null {
 
 /**
  * A bundle description as stored: at most 1000 characters and no NUL, which PostgreSQL text cannot
- * hold (it was a 500). Returns the error code for anything else.
+ * hold (it would be a 500). Returns the error code for anything else.
  */
 export function descriptionProblem(d: string | null): 'DESCRIPTION_TOO_LONG' | 'INVALID_DESCRIPTION' | null {
   if (d === null) return null;

@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
 
 /**
- * CSPRNG bytes drawn from a pooled block. Each `crypto.randomBytes` call costs ~5 µs here (the
- * OpenSSL DRBG's locking and checks), and a small upload draws five or six ids and tokens; one
- * 4 KiB draw serves hundreds of them. The bytes are the same CSPRNG output, each handed out once.
+ * CSPRNG bytes drawn from a pooled block. Each `crypto.randomBytes` call pays the OpenSSL DRBG's
+ * locking and checks (bench/RESULTS.md, "Design notes moved from the code"), and a small upload draws five or six ids and
+ * tokens; one 4 KiB draw serves hundreds of them. The bytes are the same CSPRNG output, each handed out once.
  * A refill allocates a new block, so a slice already handed out never changes under its holder.
  */
 const BLOCK = 4096;

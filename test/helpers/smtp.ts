@@ -48,13 +48,3 @@ export async function startMailSink(port = 0): Promise<MailSink> {
     close: () => new Promise((r) => server.close(() => r())),
   };
 }
-
-/** A port on which nothing listens right now (bound and released). */
-export async function freePort(): Promise<number> {
-  const net = await import('node:net');
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const { port } = s.address() as AddressInfo;
-  await new Promise((r) => s.close(r));
-  return port;
-}
