@@ -156,8 +156,8 @@ const held = new WeakMap<Ctx, HeldBody>();
  * Takes the request's body before its handler runs (the server admits the caller first, which
  * waits on the database or Redis; uWS drops body bytes, and the empty last chunk of a request
  * without a body, that arrive with no reader registered). A body is paused at once, so what is
- * kept is bounded by what uWS already read: one chunk, at most a few hundred KiB. The handler's
- * `onBody` gets these chunks first, then the rest.
+ * kept is bounded by what uWS had already read from the socket (one read, at most 512 KiB). The
+ * handler's `onBody` gets these chunks first, then the rest.
  */
 export function holdBody(ctx: Ctx): void {
   const hold: HeldBody = { chunks: [], reader: null };

@@ -146,7 +146,7 @@ export function createHttpServer(deps: {
     const admission = isApi(route) ? (route.admit ?? admit) : undefined;
     const admitFirst: ((ctx: Ctx) => Promise<unknown>) | undefined = admission ?? (route.content ? content?.admit : undefined);
     // Every /api/* request is admitted here, whatever its handler does, so no route can forget it.
-    // The body waits meanwhile (holdBody: paused, at most one chunk kept) for the handler's reader.
+    // The body waits meanwhile (holdBody: paused, at most one socket read kept) for the handler's reader.
     const handler: Handler = admitFirst
       ? async (ctx) => {
           // A GET or HEAD without a body has nothing to hold (the common case: no onData for it).
