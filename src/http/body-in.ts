@@ -20,8 +20,6 @@ export function readSmallBody(ctx: Ctx, limit: number): Promise<Buffer> {
       }
       chunks.push(Buffer.from(new Uint8Array(ab)));
       if (isLast) resolve(Buffer.concat(chunks));
-    });
-    // Read at full speed (the server may have paused the socket while it held the body).
-    if (!ctx.done) ctx.res.resume();
+    }, true);
   });
 }

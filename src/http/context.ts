@@ -156,8 +156,8 @@ const held = new WeakMap<Ctx, HeldBody>();
  * Takes the request's body before its handler runs (the server admits the caller first, which
  * waits on the database or Redis; uWS drops body bytes, and the empty last chunk of a request
  * without a body, that arrive with no reader registered). A body is paused at once, so what is
- * kept is bounded by what uWS already read: one chunk, at most a few hundred KiB. The handler's
- * `onBody` gets these chunks first, then the rest.
+ * kept is bounded by what uWS had already read from the socket (one read, at most 512 KiB). The
+ * handler's `onBody` gets these chunks first, then the rest.
  */
 export function holdBody(ctx: Ctx): void {
   const hold: HeldBody = { chunks: [], reader: null };
@@ -176,14 +176,15 @@ export function holdBody(ctx: Ctx): void {
 /**
  * Registers the request's body handler (uWS onData) and keeps `ctx.bodyPending` true until the
  * last chunk. Every body reader goes through here, so none can forget the bookkeeping. A body the
- * server held (holdBody) is handed over here, still paused: a reader that does not pause and
- * resume the socket itself calls `ctx.res.resume()`.
+ * server held (holdBody) is handed over still paused, for a reader that resumes the socket itself
+ * when it is ready; `flowing` resumes it at once for a reader that never pauses.
  */
-export function onBody(ctx: Ctx, handler: BodyReader): void {
+export function onBody(ctx: Ctx, handler: BodyReader, flowing = false): void {
   const hold = held.get(ctx);
   if (hold) {
     hold.reader = handler;
     for (const c of hold.chunks.splice(0)) handler(c.buf, c.last);
+    if (flowing && ctx.bodyPending && !ctx.done) ctx.res.resume();
     return;
   }
   ctx.res.onData((ab, isLast) => {

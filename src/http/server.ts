@@ -91,7 +91,8 @@ export const isApi = (route: Route): boolean => route.pattern.startsWith('/api/'
 
 /**
  * Mounts the route table on a uWS app. Handlers run synchronously until their first await, so
- * body readers registered at the top of a handler see every byte. Errors become the interface's
+ * body readers registered at the top of a handler see every byte (an admitted request's body is
+ * held for them while admission runs). Errors become the interface's
  * JSON error shape; unexpected ones are logged with their stack.
  */
 export function createHttpServer(deps: {
@@ -146,7 +147,7 @@ export function createHttpServer(deps: {
     const admission = isApi(route) ? (route.admit ?? admit) : undefined;
     const admitFirst: ((ctx: Ctx) => Promise<unknown>) | undefined = admission ?? (route.content ? content?.admit : undefined);
     // Every /api/* request is admitted here, whatever its handler does, so no route can forget it.
-    // The body waits meanwhile (holdBody: paused, at most one chunk kept) for the handler's reader.
+    // The body waits meanwhile (holdBody: paused, at most one socket read kept) for the handler's reader.
     const handler: Handler = admitFirst
       ? async (ctx) => {
           // A GET or HEAD without a body has nothing to hold (the common case: no onData for it).
@@ -171,9 +172,9 @@ export function createHttpServer(deps: {
         setImmediate(() => sendError(ctx, new AppError('AMBIGUOUS_FRAMING'), true));
         return;
       }
+      for (const [k, v] of route.replyHeaders ?? []) ctx.replyHeaders.push([k, v]);
       // Draining: a new request on a kept-alive connection is refused and the connection closed, so
       // the client retries elsewhere (or after the restart) instead of starting what will be cut.
-      for (const [k, v] of route.replyHeaders ?? []) ctx.replyHeaders.push([k, v]);
       if (draining) return refuseDraining(ctx, admission);
       const started = record ? performance.now() : 0;
       inflight++;
