@@ -2,18 +2,17 @@ import type { Readable } from 'node:stream';
 import busboy from 'busboy';
 import { spareBuffers } from '../storage/spare-buffers.ts';
 import { onBody, type Ctx } from '../http/context.ts';
-import type { Disk } from '../storage/disk.ts';
-import type { PartResult, PartWriter } from '../storage/part-writer.ts';
+import type { BlobDigest, BlobStore, BlobWriter } from '../storage/blob-store.ts';
 import { AppError, storageError } from '../errors.ts';
 import { cleanFileName, cleanMimeType } from '../util/names.ts';
 import { installFastSearch, plainData } from './fast-search.ts';
+import { watchEnd } from './end-watch.ts';
 
 installFastSearch();
 
-export interface IngestedFile extends PartResult {
-  readonly partPath: string;
-  /** When the part was fsynced and closed (ms since the epoch). */
-  readonly finishedAt: number;
+export interface IngestedFile extends BlobDigest {
+  /** Finished (durable), not yet published: the caller publishes it, or aborts it. */
+  readonly writer: BlobWriter;
   readonly name: string;
   readonly mimeType: string;
 }
@@ -65,16 +64,13 @@ const LIMITS = { fieldSize: 4096, fields: 32, files: 1000, parts: 1100, headerPa
  */
 const busboyInner = (bb: busboy.Busboy): { _fileStream?: Readable | null; _bparser?: unknown } =>
   bb as unknown as { _fileStream?: Readable | null; _bparser?: unknown };
-/** See watchEnd: a body busboy has not closed 1–2 s after its last byte was parsed is malformed. */
-const END_CHECK_MS = 1000;
-const END_GRACE_TICKS = 2;
 
 /**
  * Streams a multipart body from uWS through busboy into temp parts. Must be called before the
  * handler's first await: it registers onData and pauses the socket until start(). Backpressure
  * runs disk → res.pause(), and busboy → res.pause(). On any failure every part is removed.
  */
-export function ingestMultipart(ctx: Ctx, disk: Disk): Ingest {
+export function ingestMultipart(ctx: Ctx, store: BlobStore): Ingest {
   const res = ctx.res;
   let bb: busboy.Busboy | null = null;
   let setupError: AppError | null = null;
@@ -93,7 +89,7 @@ export function ingestMultipart(ctx: Ctx, disk: Disk): Ingest {
   let bodyDone = false;
   let started = false;
   let finished = false;
-  const writers: PartWriter[] = [];
+  const writers: BlobWriter[] = [];
   let resolveFn: (r: IngestResult) => void = () => {};
   let rejectFn: (e: unknown) => void = () => {};
 
@@ -187,7 +183,11 @@ export function ingestMultipart(ctx: Ctx, disk: Disk): Ingest {
     if (!bb || finished) return;
     if (chunk.length > 0 && !bb.write(chunk)) stall(bb);
     if (isLast) {
-      watchEnd(); // first: busboy's 'close', which stops the watch, may follow end() at once
+      // First: busboy's 'close', which stops the watch, may follow end() at once.
+      endWatch = watchEnd(
+        () => bb !== null && bb.writableLength > 0,
+        () => fail(new AppError('MALFORMED_MULTIPART', 'Malformed multipart body: it ends inside a part')),
+      );
       bb.end();
       // An ending stream never emits 'drain': without this the socket stayed paused, and the next
       // request on a kept-alive connection was never read.
@@ -195,30 +195,13 @@ export function ingestMultipart(ctx: Ctx, disk: Disk): Ingest {
     }
   }
 
-  /**
-   * After the body's last byte, busboy closes (or errs) as soon as it has parsed what it holds: it
-   * parses synchronously, and file streams are consumed as they flow. One body keeps it waiting for
-   * good: a closing delimiter, then another part the body ends inside ("--b--", "--b", a part head,
-   * bytes). busboy 1.6 takes the form as complete at the first delimiter and then waits for that
-   * part's end, which never comes; the request hung until the idle timeout dropped it with no
-   * answer. So once busboy has held no unparsed input for END_GRACE_TICKS checks in a row without
-   * closing, the body is refused.
-   */
   let endWatch: NodeJS.Timeout | undefined;
-  function watchEnd(): void {
-    let idle = 0;
-    endWatch = setInterval(() => {
-      idle = bb && bb.writableLength > 0 ? 0 : idle + 1;
-      if (idle >= END_GRACE_TICKS) fail(new AppError('MALFORMED_MULTIPART', 'Malformed multipart body: it ends inside a part'));
-    }, END_CHECK_MS);
-    endWatch.unref();
-  }
 
   function fail(err: unknown): void {
     clearInterval(endWatch);
     if (finished) return;
     finished = true;
-    for (const w of writers) w.abort();
+    for (const w of writers) w.abort().catch(() => {});
     bb?.removeAllListeners();
     bb?.on('error', () => {});
     bb?.destroy();
@@ -270,7 +253,7 @@ export function ingestMultipart(ctx: Ctx, disk: Disk): Ingest {
         }
         const name = cleanFileName(info.filename);
         const mimeType = cleanMimeType(info.mimeType, name);
-        const writer = disk.createPart((err) => fail(storageError(err)));
+        const writer = store.createWriter({ onError: (err) => fail(storageError(err)) });
         writers.push(writer);
         kept.add(stream);
         const sink = (chunk: Buffer, transient: boolean): void => {
@@ -290,7 +273,7 @@ export function ingestMultipart(ctx: Ctx, disk: Disk): Ingest {
         const done = new Promise<IngestedFile>((resolve, reject) => {
           stream.on('end', () => {
             if (finished) return;
-            writer.finish().then((r) => resolve({ ...r, partPath: writer.path, finishedAt: Date.now(), name, mimeType }), reject);
+            writer.finish().then((r) => resolve({ ...r, writer, name, mimeType }), reject);
           });
           stream.on('error', reject);
         });

@@ -61,6 +61,8 @@ export class BlobError extends Error {
 export interface WriteOptions {
   /** Also compute the SHA-256 (costs CPU on every byte; CRC-32 is always computed). */
   readonly sha256?: boolean;
+  /** Called once with the first write error, as soon as it happens (finish() rejects with it too). */
+  readonly onError?: (err: Error) => void;
 }
 
 /**
@@ -93,8 +95,11 @@ export interface BlobWriter {
    * a row name the key. Rejects if finish() has not resolved.
    */
   publish(): Promise<void>;
-  /** Stops and removes everything written, published or not; safe at any time, more than once. */
-  abort(): void;
+  /**
+   * Stops and removes everything written, published or not; safe at any time, more than once.
+   * Resolves once nothing of the object is left (callers that cannot wait may ignore it).
+   */
+  abort(): Promise<void>;
 }
 
 /**
@@ -108,9 +113,10 @@ export interface BlobAppender {
   write(chunk: Uint8Array, transient?: boolean): boolean;
   onDrain(fn: () => void): void;
   /**
-   * Makes every byte written so far durable and resolves with the new durable offset. On a write
-   * error, resolves with the durable prefix and the error (bytes before a failed write still
-   * count): an append is never all-or-nothing unless `cutTo` says so.
+   * Makes every byte written so far durable and resolves with the new durable offset. A body cut
+   * short (the client went away) or stopped at the limit (TOO_LARGE) keeps what arrived before; a
+   * failed write or sync (ENOSPC, EIO) drops the append's bytes and resolves with the offset it
+   * started at, with the error. `cutTo` drops everything past that offset (a checksum mismatch).
    */
   finish(opts?: { readonly cutTo?: number }): Promise<{ readonly offset: number; readonly error: Error | null }>;
   /** Drops this append's bytes (durable offset stays where it started). Safe at any time. */
@@ -150,7 +156,7 @@ export interface Leftover {
 
 /**
  * A small area for derived files (previews, share cards): regenerable, never part of a bundle.
- * Names are `[a-z0-9._/-]` with no `..`; a name that starts with a storage key belongs to that
+ * Names are `[A-Za-z0-9._/-]` with no `..`; a name that starts with a storage key belongs to that
  * object and goes with it on delete(key).
  */
 export interface BlobCache {
@@ -201,6 +207,12 @@ export interface BlobStore {
   read(key: BlobKey, range?: { readonly start?: number; readonly end?: number }): Promise<Readable>;
   /** Removes a published object and the cache entries it owns; missing is fine. */
   delete(key: BlobKey): Promise<void>;
+  /**
+   * Runs `fn` with a local file holding the object's bytes, for a decoder that needs random access
+   * by path (libvips): disk passes the stored file itself, an object store a temporary download that
+   * goes once `fn` settles. Rejects with NOT_FOUND.
+   */
+  withLocalFile<T>(key: BlobKey, fn: (path: string) => Promise<T>): Promise<T>;
 
   /** Leftovers idle for at least `idleMs`; a live writer's temp objects are never listed. */
   listLeftovers(idleMs: number): Promise<Leftover[]>;
@@ -218,3 +230,6 @@ export interface BlobStore {
   readonly fastPath: () => boolean;
   close(): Promise<void>;
 }
+
+/** True for a BlobError of the given code. */
+export const isBlobError = (err: unknown, code: BlobErrorCode): boolean => err instanceof BlobError && err.code === code;
