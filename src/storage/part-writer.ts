@@ -2,8 +2,7 @@ import { crc32 } from 'node:zlib';
 import { createHash, type Hash } from 'node:crypto';
 import type { Digest, Hasher, HashStream } from './hasher.ts';
 import { createPartFile } from './part-file.ts';
-import type { DirectIo } from './direct-io.ts';
-import { DIRECT_ALIGN } from './direct-io.ts';
+import { DIRECT_ALIGN, type DirectIo } from './direct-io.ts';
 import { firstSlots, fullSlots, giveBack, INLINE_HASH_BYTES, ringLimit, ROOM_BYTES, SLOT_BYTES, type WriterCount } from './slots.ts';
 
 export interface PartResult {
@@ -29,15 +28,11 @@ export interface PartWriterOptions {
 export interface PartWriter {
   readonly path: string;
   /**
-   * Copies bytes into the write ring; what does not fit is referenced until copied, never modified.
-   * False: the ring has less than ROOM_BYTES left (or holds a chunk); send no more until onDrain. The
+   * As BlobWriter.write: false once the ring has less than ROOM_BYTES left (or holds a chunk). The
    * headroom lets the rest of a socket chunk and one more after a pause land without being held.
-   * `transient`: the caller reuses the chunk's memory once this returns, so what does not fit is
-   * copied (rarely: only when the writer was already short of room).
    */
   write(chunk: Uint8Array, transient?: boolean): boolean;
   onDrain(fn: () => void): void;
-  /** True while the writer still references a chunk given to write() (not yet copied). */
   holding(): boolean;
   /** Flushes, fsyncs and closes; resolves with size and CRC-32 (bytes written, for an append). */
   finish(): Promise<PartResult>;
@@ -154,11 +149,7 @@ export function createPartWriter(path: string, opts: PartWriterOptions): PartWri
       free.push(slot);
     }
     pump();
-    if (drainFn && roomy()) {
-      const fn = drainFn;
-      drainFn = null;
-      fn();
-    }
+    if (roomy()) releaseProducer();
     idleFn?.();
   }
 
@@ -166,11 +157,19 @@ export function createPartWriter(path: string, opts: PartWriterOptions): PartWri
   let finishing = false;
   const file = createPartFile(path, { io, append: append !== undefined }, (err) => fail(err), () => idleFn?.());
 
+  /** Runs the producer's drain callback: room again, or a stopped writer (whose write() takes anything). */
+  function releaseProducer(): void {
+    const fn = drainFn;
+    drainFn = null;
+    fn?.();
+  }
+
   function fail(err: Error): void {
     if (failed || aborted) return;
     failed = err;
     onError(err);
     idleFn?.();
+    releaseProducer();
   }
 
   /** Hands written slots to the hasher strictly in file order. */
@@ -213,6 +212,13 @@ export function createPartWriter(path: string, opts: PartWriterOptions): PartWri
     file.write(s.view!, len, at, released, finishing);
   }
 
+  /** Submits the slot being filled; `cur` is cleared first, as a slot handed back during submit re-enters pump. */
+  function sealCur(): void {
+    const slot = cur;
+    cur = -1;
+    submit(slot, fill);
+  }
+
   function pump(): void {
     while (overflow.length > 0 && !aborted && !failed) {
       if (cur < 0) {
@@ -227,10 +233,7 @@ export function createPartWriter(path: string, opts: PartWriterOptions): PartWri
       fill += n;
       if (n === chunk.length) overflow.shift();
       else overflow[0] = chunk.subarray(n);
-      if (fill === room(cur)) {
-        submit(cur, fill);
-        cur = -1;
-      }
+      if (fill === room(cur)) sealCur();
     }
   }
 
@@ -263,8 +266,7 @@ export function createPartWriter(path: string, opts: PartWriterOptions): PartWri
           // here. Once a slot went out, every slot goes to the worker, in order.
           if (!append && stream === null && position === 0 && bytes <= INLINE_HASH_BYTES) inline = true;
           if (cur >= 0) {
-            submit(cur, fill);
-            cur = -1;
+            sealCur();
             return;
           }
           if (!idle() || file.busy()) return;
@@ -290,6 +292,7 @@ export function createPartWriter(path: string, opts: PartWriterOptions): PartWri
       release(false); // writes in flight still read their buffers
       file.abort();
       idleFn?.(); // a pending finish() rejects
+      releaseProducer();
     },
   };
 }
