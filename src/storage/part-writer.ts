@@ -3,6 +3,7 @@ import { createHash, type Hash } from 'node:crypto';
 import type { Digest, Hasher, HashStream } from './hasher.ts';
 import { createPartFile } from './part-file.ts';
 import { DIRECT_ALIGN, type DirectIo } from './direct-io.ts';
+import type { BlobWriter } from './blob-store.ts';
 import { firstSlots, fullSlots, giveBack, INLINE_HASH_BYTES, ringLimit, ROOM_BYTES, SLOT_BYTES, type WriterCount } from './slots.ts';
 
 export interface PartResult {
@@ -25,15 +26,9 @@ export interface PartWriterOptions {
   readonly append?: { readonly at: number; readonly feedKey: string | null };
 }
 
-export interface PartWriter {
+/** One part file's writer; write/onDrain/holding behave as BlobWriter's (ROOM_BYTES of headroom: see slots.ts). */
+export interface PartWriter extends Pick<BlobWriter, 'write' | 'onDrain' | 'holding'> {
   readonly path: string;
-  /**
-   * As BlobWriter.write: false once the ring has less than ROOM_BYTES left (or holds a chunk). The
-   * headroom lets the rest of a socket chunk and one more after a pause land without being held.
-   */
-  write(chunk: Uint8Array, transient?: boolean): boolean;
-  onDrain(fn: () => void): void;
-  holding(): boolean;
   /** Flushes, fsyncs and closes; resolves with size and CRC-32 (bytes written, for an append). */
   finish(): Promise<PartResult>;
   /** Stops writing and removes the part; safe to call at any time, more than once. */

@@ -29,7 +29,10 @@ export interface WriterCount {
   active: number;
 }
 export const ringLimit = (count: WriterCount): number => (count.active > BUSY_WRITERS ? BUSY_SLOTS : SLOTS);
-/** Two of uWS's largest chunks (512 KiB): see PartWriter.write. */
+/**
+ * Room a writer keeps before write() says stop: two of uWS's largest chunks (512 KiB), so the rest of
+ * a socket chunk and one more after a pause land without being held.
+ */
 export const ROOM_BYTES = 1 << 20;
 /**
  * Every file starts in a slot this small, swapped for a full one once the file outgrows it: most
