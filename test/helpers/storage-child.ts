@@ -16,7 +16,8 @@ const bytes = Buffer.alloc(3 * MiB, 0x5a);
 
 if (mode === 'midwrite') {
   const w = store.createWriter();
-  w.write(bytes);
+  // Ready once the ring drained: slots went out to the temp part, so it exists.
+  if (!w.write(bytes)) await new Promise<void>((resolve) => w.onDrain(resolve));
   process.stdout.write(`ready ${w.key}\n`);
 } else if (mode === 'published') {
   const w = store.createWriter();
