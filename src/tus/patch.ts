@@ -66,10 +66,10 @@ export function tapBody(ctx: Ctx): BodyTap {
           finished = true;
           resolve({ complete: sawLast && !failure, digest: hash ? hash.digest() : null, error: failure });
         };
-        appender.onDrain(() => {
+        const drained = (): void => {
           full = false;
           if (!finished && !ctx.aborted && !ctx.done && !sawLast) res.resume();
-        });
+        };
         sink = (chunk, last) => {
           if (finished) return;
           if (appender.offset + received + chunk.length > limit) {
@@ -88,6 +88,8 @@ export function tapBody(ctx: Ctx): BodyTap {
           }
           if (!more) {
             full = true;
+            // Each stop gets its own callback: the writer runs one once, then forgets it.
+            appender.onDrain(drained);
             if (!ctx.aborted) res.pause();
           }
         };
