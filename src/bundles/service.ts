@@ -48,23 +48,27 @@ export interface BundleDeps {
 const optional = (v: string | undefined): string | null => (v === undefined || v === '' ? null : v);
 
 /**
- * The text fields a new bundle takes, checked in this order. A new field (max_downloads, vanity)
- * is one entry here and a column in NewBundleFields; both upload paths pick it up.
+ * The text fields a new bundle takes, by their form (and tus metadata) name, checked in this order.
+ * A new field (max_downloads, vanity) is one entry here and a column in NewBundleFields; both
+ * upload paths pick it up, and multipart refuses a file part sent under its name.
  */
-const FIELD_CHECKS: ReadonlyArray<(raw: RawBundleFields, out: NewBundleFields) => void> = [
-  (raw, out) => {
+const FIELD_CHECKS: Readonly<Record<string, (raw: RawBundleFields, out: NewBundleFields) => void>> = {
+  description(raw, out) {
     out.description = cleanDescription(optional(raw.description));
     const problem = descriptionProblem(out.description);
     if (problem) throw new AppError(problem);
   },
-  (raw, out) => {
+  notify_email(raw, out) {
     out.notifyEmail = optional(raw.notify_email);
     if (out.notifyEmail !== null && !isEmail(out.notifyEmail)) throw new AppError('INVALID_EMAIL');
   },
-  (raw, out) => {
+  encrypted(raw, out) {
     out.isEncrypted = raw.encrypted === '1' || raw.encrypted === 'true';
   },
-];
+};
+
+/** Every text field name of a new bundle, the password's included. */
+export const BUNDLE_FIELD_NAMES: ReadonlySet<string> = new Set([...Object.keys(FIELD_CHECKS), 'access_password']);
 
 /** Checks a new bundle's fields and hashes its password (last: the costly step runs only for valid input). */
 export async function validateFields(deps: Pick<BundleDeps, 'passwords'>, raw: RawBundleFields, limits: BundleLimits): Promise<NewBundleFields> {
@@ -76,7 +80,7 @@ export async function validateFields(deps: Pick<BundleDeps, 'passwords'>, raw: R
     maxSizeBytes: limits.maxBundleBytes,
     expiryDays: limits.expiryDays,
   };
-  for (const check of FIELD_CHECKS) check(raw, out);
+  for (const check of Object.values(FIELD_CHECKS)) check(raw, out);
   const password = optional(raw.access_password);
   out.accessPasswordHash = password === null ? null : await deps.passwords.hash(password);
   return out;

@@ -2,42 +2,19 @@ import type { Readable } from 'node:stream';
 import busboy from 'busboy';
 import { spareBuffers } from '../storage/spare-buffers.ts';
 import { onBody, type Ctx } from '../http/context.ts';
-import type { BlobDigest, BlobStore, BlobWriter } from '../storage/blob-store.ts';
+import type { BlobStore, BlobWriter } from '../storage/blob-store.ts';
+import type { Ingest, IngestedFile, IngestResult } from './ingest-types.ts';
 import { AppError, storageError } from '../errors.ts';
 import { cleanFileName, cleanMimeType } from '../util/names.ts';
 import { installFastSearch, plainData } from './fast-search.ts';
 import { watchEnd } from './end-watch.ts';
+import { BUNDLE_FIELD_NAMES } from '../bundles/service.ts';
 
 installFastSearch();
 
-export interface IngestedFile extends BlobDigest {
-  /** Finished (durable), not yet published: the caller publishes it, or aborts it. */
-  readonly writer: BlobWriter;
-  readonly name: string;
-  readonly mimeType: string;
-}
-
-export interface IngestResult {
-  readonly fields: Readonly<Record<string, string>>;
-  readonly files: readonly IngestedFile[];
-}
-
-export interface Ingest {
-  /**
-   * Starts consuming the body. `reserve(n)` is asked before n more file bytes are accepted; false
-   * means the cap is crossed and the request is answered 400 at once.
-   */
-  start(reserve: (n: number) => boolean): Promise<IngestResult>;
-  /** Abandons the body (e.g. auth failed): parts removed; the caller sends the error reply. */
-  cancel(): void;
-}
+export type { Ingest, IngestedFile, IngestResult } from './ingest-types.ts';
 
 const FILE_FIELDS = new Set(['files[]', 'files', 'file']);
-/**
- * The form's text fields. One sent as a file part (`curl -F access_password=@pw.txt`) is refused:
- * dropped, it left the bundle public while its uploader believed it locked.
- */
-const TEXT_FIELDS = new Set(['access_password', 'description', 'notify_email', 'encrypted']);
 
 /**
  * onData chunks that busboy parses (those that do not go straight to a file, see straightToFile)
@@ -235,7 +212,9 @@ export function ingestMultipart(ctx: Ctx, store: BlobStore): Ingest {
         fields[name] = value;
       });
       bb.on('file', (field, stream, info) => {
-        if (TEXT_FIELDS.has(field)) {
+        // A text field sent as a file part (`curl -F access_password=@pw.txt`) is refused: dropped,
+        // it left the bundle public while its uploader believed it locked.
+        if (BUNDLE_FIELD_NAMES.has(field)) {
           stream.on('error', () => {});
           stream.resume();
           return fail(new AppError('INVALID_FIELD', `${field} must be a text field, not a file`));
