@@ -5,7 +5,7 @@ import { createHttpServer } from './http/server.ts';
 import { connectDb } from './db/client.ts';
 import { migrate } from './db/migrate.ts';
 import { createHasher } from './storage/hasher.ts';
-import { createDisk } from './storage/disk.ts';
+import { createDiskStore } from './storage/disk.ts';
 import { sweep } from './sweeper/sweep.ts';
 import { createAccess } from './auth/access.ts';
 import { createContentBudget } from './auth/content-budget.ts';
@@ -86,8 +86,8 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
       const [instance] = await db.sql<{ id: string }[]>`select id from instance`;
       rateStore = createRedisRateStore(config.redisUrl, log, `sluice:${instance!.id.slice(0, 12)}:`, () => metrics.redisError());
     }
-    const disk = await createDisk(config.dataDir, hasher);
-    if (sweeper) log.info(await sweep(db.sql, disk), 'start-up sweep done');
+    const blobs = await createDiskStore(config.dataDir, hasher);
+    if (sweeper) log.info(await sweep(db.sql, blobs), 'start-up sweep done');
 
     const secret = loadSecret(config.secret, config.dataDir);
     const signer = createSigner(secret);
@@ -128,7 +128,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
       config,
       log,
       sql: db.sql,
-      disk,
+      blobs,
       access,
       origin: createOriginOf({
         baseUrl: config.baseUrlFollowsPort ? undefined : config.baseUrl,
@@ -160,7 +160,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
     const timer = setInterval(() => {
       if (sweeping || !sweeper) return;
       sweeping = true;
-      sweep(db.sql, disk)
+      sweep(db.sql, blobs)
         .then((r) => {
           metrics.sweepDone(r);
           log.info(r, 'sweep done');
@@ -200,7 +200,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
           await idle(5000);
         }
         // Abort handlers unlink without waiting; make sure no part of ours outlives the process.
-        await phase(log, 'temp parts', () => disk.removeOwnParts());
+        await phase(log, 'temp parts', () => blobs.removeOwnTemps());
         await phase(log, 'download counts', () => downloadCounts.flush());
         await phase(log, 'view counts', () => viewCounts.flush());
         await phase(log, 'background work', async () => background?.close());

@@ -1,3 +1,5 @@
+import { STORAGE_SYSCALLS } from './storage/syscalls.ts';
+
 /** The one table of error codes: HTTP status and the human message sent as `error`. */
 export const ERRORS = {
   NOT_FOUND: [404, 'Not found'],
@@ -79,10 +81,6 @@ export class AppError extends Error {
 }
 
 /** Maps anything thrown to an AppError; unexpected errors become INTERNAL (the caller logs the original). */
-const FS_SYSCALLS = new Set([
-  'open', 'read', 'write', 'fsync', 'fdatasync', 'close', 'rename', 'unlink', 'mkdir', 'rmdir', 'stat', 'fstat',
-  'lstat', 'readdir', 'rm', 'scandir', 'copyfile', 'ftruncate', 'utime', 'futime',
-]);
 
 /** A failed disk operation: a full disk or exhausted quota is INSUFFICIENT_STORAGE, anything else STORAGE_ERROR (both 500). */
 export function storageError(err: unknown): AppError {
@@ -101,7 +99,7 @@ export function toAppError(err: unknown): AppError {
       return new AppError('DATABASE_ERROR', undefined, { cause: err });
     }
     // Only the database and Redis talk over sockets; every file operation is a filesystem call.
-    if (e.syscall !== undefined && FS_SYSCALLS.has(e.syscall)) return new AppError('STORAGE_ERROR', undefined, { cause: err });
+    if (e.syscall !== undefined && STORAGE_SYSCALLS.has(e.syscall)) return new AppError('STORAGE_ERROR', undefined, { cause: err });
     if (/^E[A-Z]+$/.test(e.code)) return new AppError('DATABASE_ERROR', undefined, { cause: err });
   }
   return new AppError('INTERNAL', undefined, { cause: err });

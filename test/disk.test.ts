@@ -3,12 +3,14 @@ import assert from 'node:assert/strict';
 import fsp from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { coalesced, createDisk, newFileKey, type Disk } from '../src/storage/disk.ts';
+import { createDiskStore, type DiskStore } from '../src/storage/disk.ts';
+import { coalesced, shardedKeys } from '../src/storage/disk-dirs.ts';
 import { createHasher, type Hasher } from '../src/storage/hasher.ts';
 
 describe('storage keys', () => {
   test('file keys are unique 32-hex keys that share a shard for runs, then move on', () => {
-    const keys = Array.from({ length: 2048 }, () => newFileKey());
+    const newKey = shardedKeys();
+    const keys = Array.from({ length: 2048 }, () => newKey());
     for (const k of keys) assert.match(k, /^[0-9a-f]{32}$/);
     assert.equal(new Set(keys).size, keys.length);
     const shards = new Set(keys.map((k) => k.slice(0, 4)));
@@ -57,49 +59,49 @@ describe('coalesced task', () => {
   });
 });
 
-describe('disk commit', () => {
+describe('disk publish', () => {
   let dir: string;
   let hasher: Hasher;
-  let disk: Disk;
+  let disk: DiskStore;
   before(async () => {
     dir = await fsp.mkdtemp(path.join(os.tmpdir(), 'sluice-disk-'));
     hasher = createHasher(1);
-    disk = await createDisk(dir, hasher);
+    disk = await createDiskStore(dir, hasher);
   });
   after(async () => {
     await hasher.close();
     await fsp.rm(dir, { recursive: true, force: true });
   });
 
-  test('concurrent commits into new and shared shard directories all land', async () => {
-    const keys = [...Array.from({ length: 40 }, () => newFileKey()), 'ffff' + '0'.repeat(28), 'ffee' + '1'.repeat(28)];
-    await Promise.all(
-      keys.map(async (key, i) => {
-        const part = path.join(disk.tmpDir, `${process.pid}-test${i}.part`);
-        await fsp.writeFile(part, `file ${i}`);
-        await disk.commit(part, key);
-      }),
-    );
-    for (const [i, key] of keys.entries()) assert.equal(await fsp.readFile(disk.filePath(key), 'utf8'), `file ${i}`);
-    assert.deepEqual(await fsp.readdir(disk.tmpDir), []);
+  /** Writes `text` as a new object and publishes it; returns its key. */
+  const store = async (text: string): Promise<string> => {
+    const w = disk.createWriter();
+    w.write(Buffer.from(text));
+    await w.finish();
+    await w.publish();
+    return w.key;
+  };
+  const text = async (key: string): Promise<string> => fsp.readFile(disk.layout.filePath(key), 'utf8');
+
+  test('concurrent publishes into new and shared shard directories all land', async () => {
+    const keys = await Promise.all(Array.from({ length: 40 }, (_, i) => store(`file ${i}`)));
+    for (const [i, key] of keys.entries()) assert.equal(await text(key), `file ${i}`);
+    assert.deepEqual(await fsp.readdir(disk.layout.tmpDir), []);
   });
 
-  test('a shard directory removed by hand after its first use is made again by the next commit', async () => {
-    const key = (n: number): string => 'abcd' + String(n).repeat(28);
-    const commit = async (n: number): Promise<void> => {
-      const part = path.join(disk.tmpDir, `${process.pid}-gone${n}.part`);
-      await fsp.writeFile(part, `file ${n}`);
-      await disk.commit(part, key(n));
-    };
-    await commit(1);
-    await fsp.rm(path.join(disk.filesDir, 'ab'), { recursive: true });
-    await commit(2);
-    assert.equal(await fsp.readFile(disk.filePath(key(2)), 'utf8'), 'file 2');
-    // Several commits into the gone directory at once: each one retries, not only the first to notice.
-    await fsp.rm(path.join(disk.filesDir, 'ab'), { recursive: true });
-    await Promise.all([4, 5, 6, 7].map(commit));
-    for (const n of [4, 5, 6, 7]) assert.equal(await fsp.readFile(disk.filePath(key(n)), 'utf8'), `file ${n}`);
-    // A missing part is still an error, not a retry loop.
-    await assert.rejects(disk.commit(path.join(disk.tmpDir, `${process.pid}-missing.part`), key(3)), { code: 'ENOENT' });
+  test('a shard directory removed by hand after its first use is made again by the next publish', async () => {
+    const first = await store('file 1');
+    const shard = path.join(disk.layout.filesDir, first.slice(0, 2));
+    await fsp.rm(shard, { recursive: true });
+    // Keys come in shard runs: the next ones land in the directory just removed.
+    const second = await store('file 2');
+    assert.equal(second.slice(0, 4), first.slice(0, 4));
+    assert.equal(await text(second), 'file 2');
+    // Several publishes into the gone directory at once: each one retries, not only the first to notice.
+    await fsp.rm(shard, { recursive: true });
+    const more = await Promise.all([4, 5, 6, 7].map((n) => store(`file ${n}`)));
+    for (const [i, key] of more.entries()) assert.equal(await text(key), `file ${i + 4}`);
+    // Publishing what was never finished is an error, not a retry loop.
+    await assert.rejects(disk.createWriter().publish());
   });
 });

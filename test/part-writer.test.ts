@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { crc32 } from 'node:zlib';
 import { createHasher, type Hasher } from '../src/storage/hasher.ts';
 import { createPartWriter, type PartWriter } from '../src/storage/part-writer.ts';
-import { direct, probeDirect } from '../src/storage/direct-io.ts';
+import { probeDirect, type DirectIo } from '../src/storage/direct-io.ts';
 import { freshAllocations } from '../src/storage/spare-buffers.ts';
 
 /** Feeds `data` in pieces of the sizes busboy and uWS hand out, honouring the writer's backpressure. */
@@ -32,16 +32,15 @@ for (const mode of ['direct', 'page cache'] as const) {
   describe(`part writer (${mode})`, () => {
     let dir: string;
     let hasher: Hasher;
-    let before_: boolean;
+    const direct: DirectIo = { supported: mode === 'direct' };
+    const count = { active: 0 };
+    const create = (file: string): PartWriter => createPartWriter(file, { hasher, io: direct, count, onError: (err) => assert.fail(err) });
     before(async () => {
       dir = await fsp.mkdtemp(path.join(os.tmpdir(), 'sluice-part-'));
       hasher = createHasher(1);
-      before_ = direct.supported;
-      if (mode === 'direct') await probeDirect(dir);
-      else direct.supported = false;
+      if (mode === 'direct') await probeDirect(direct, dir);
     });
     after(async () => {
-      direct.supported = before_;
       await hasher.close();
       await fsp.rm(dir, { recursive: true, force: true });
     });
@@ -51,7 +50,7 @@ for (const mode of ['direct', 'page cache'] as const) {
       for (const size of SIZES) {
         const data = randomBytes(size);
         const file = path.join(dir, `f${size}`);
-        const w = createPartWriter(file, hasher, (err) => assert.fail(err));
+        const w = create(file);
         await feed(w, data);
         const r = await w.finish();
         assert.equal(r.size, size);
@@ -70,7 +69,7 @@ for (const mode of ['direct', 'page cache'] as const) {
       const results = await Promise.all(
         datas.map(async (data, i) => {
           const file = path.join(dir, `busy${i}`);
-          const w = createPartWriter(file, hasher, (err) => assert.fail(err));
+          const w = create(file);
           await feed(w, data);
           return { file, data, r: await w.finish() };
         }),
@@ -89,7 +88,7 @@ for (const mode of ['direct', 'page cache'] as const) {
       const burst = async (round: number): Promise<void> => {
         const data = randomBytes(12 << 20);
         const open = (i: number): PartWriter =>
-          createPartWriter(path.join(dir, `burst${round}-${i}`), hasher, (err) => assert.fail(err));
+          create(path.join(dir, `burst${round}-${i}`));
         // Two files alone grow rings of four slots. Six more join (a byte each: the small first slot),
         // the limit drops to two, and the first two go on: their rings shrink as slots come back.
         // Only then do the six need full slots: they find the ones given back.
@@ -114,7 +113,7 @@ for (const mode of ['direct', 'page cache'] as const) {
 
     test('an abort mid-file leaves nothing behind', async () => {
       const file = path.join(dir, 'aborted');
-      const w = createPartWriter(file, hasher, (err) => assert.fail(err));
+      const w = create(file);
       await feed(w, randomBytes(5 << 20));
       w.abort();
       w.abort();
@@ -155,8 +154,7 @@ describe('part file syncs', () => {
     const flagsOf = new Map<string, number>();
     let fsyncs = 0;
     const { open, fsync } = fs;
-    const wasDirect = direct.supported;
-    direct.supported = false; // the page-cache path, where the two differ
+    const io: DirectIo = { supported: false }; // the page-cache path, where the two differ
     (fs as { open: unknown }).open = (p: string, flags: number, mode: number, cb: unknown) => {
       if (p.startsWith(dir)) flagsOf.set(p, flags);
       return (open as (...a: unknown[]) => void)(p, flags, mode, cb);
@@ -169,7 +167,7 @@ describe('part file syncs', () => {
       const store = async (name: string, pieces: Buffer[]): Promise<number> => {
         const before = fsyncs;
         const p = path.join(dir, name);
-        const f = createPartFile(p, (err) => assert.fail(err), () => {});
+        const f = createPartFile(p, { io, append: false }, (err) => assert.fail(err), () => {});
         let at = 0;
         await Promise.all(pieces.map((b) => {
           const written = new Promise<void>((resolve) => f.write(b, b.length, at, resolve, pieces.length === 1));
@@ -188,7 +186,6 @@ describe('part file syncs', () => {
     } finally {
       (fs as { open: unknown }).open = open;
       (fs as { fsync: unknown }).fsync = fsync;
-      direct.supported = wasDirect;
       await fsp.rm(dir, { recursive: true, force: true });
     }
   });

@@ -15,16 +15,27 @@ import { fileSource } from '../src/http/body-out.ts';
 import { zipLayout, findSegment } from '../src/zip/layout.ts';
 import { zipSource } from '../src/zip/stream.ts';
 import type { BodySource } from '../src/http/body-pump.ts';
+import { createDiskStore } from '../src/storage/disk.ts';
+import { createHasher } from '../src/storage/hasher.ts';
+import type { BlobStore } from '../src/storage/blob-store.ts';
 
 const MiB = 1 << 20;
 const pendingFsReads = (): number => process.getActiveResourcesInfo().filter((r) => r === 'FSReqCallback').length;
 
-function tempFile(t: { after(fn: () => void): void }, data: Buffer): string {
+/** `data` stored as an object of a fresh disk store (removed after the test). */
+async function stored(t: { after(fn: () => Promise<void>): void }, data: Buffer): Promise<{ store: BlobStore; key: string }> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sl-readat-'));
-  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
-  const file = path.join(dir, 'f');
-  fs.writeFileSync(file, data);
-  return file;
+  const hasher = createHasher(1);
+  t.after(async () => {
+    await hasher.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+  const store = await createDiskStore(dir, hasher);
+  const w = store.createWriter();
+  w.write(data);
+  await w.finish();
+  await w.publish();
+  return { store, key: w.key };
 }
 
 /** Reads [pos, pos + n) once the source is open and checks the read was submitted synchronously. */
@@ -39,7 +50,8 @@ async function readSubmittedAtOnce(source: BodySource, pos: number, n: number): 
 
 test('fileSource submits the read of an open file before read() returns', async (t) => {
   const data = randomBytes(3 * MiB);
-  const source = fileSource(tempFile(t, data), 100);
+  const { store, key } = await stored(t, data);
+  const source = fileSource(store, key, 100);
   t.after(() => source.close());
   const first = Buffer.alloc(MiB);
   await source.read(first, 0); // opens the file
@@ -50,12 +62,12 @@ test('fileSource submits the read of an open file before read() returns', async 
 
 test('zipSource submits the read of its open entry before read() returns', async (t) => {
   const data = randomBytes(3 * MiB);
-  const file = tempFile(t, data);
+  const { store, key } = await stored(t, data);
   const layout = zipLayout([{ name: 'f', size: data.length, crc32: crc32(data), mtime: new Date() }]);
   const seg = layout.segments.find((s) => s.kind !== 'bytes');
   assert.ok(seg && seg.kind === 'file');
   assert.equal(layout.segments[findSegment(layout, seg.start)], seg);
-  const source = zipSource(layout, [file], seg.start);
+  const source = zipSource(store, layout, [key], seg.start);
   t.after(() => source.close());
   const first = Buffer.alloc(MiB);
   await source.read(first, 0); // opens the entry's file

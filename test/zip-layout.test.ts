@@ -9,6 +9,8 @@ import { crc32 } from 'node:zlib';
 import { findSegment, segmentLength, zipLayout, zipLayoutSliced, type ZipEntry, type ZipLayout } from '../src/zip/layout.ts';
 import { sanitizeEntryName, uniqueEntryNames } from '../src/zip/names.ts';
 import { zipSource } from '../src/zip/stream.ts';
+import { createDiskStore } from '../src/storage/disk.ts';
+import { createHasher } from '../src/storage/hasher.ts';
 import { bufferReader, layoutReader, parseZip } from './zip-util.ts';
 import { pythonZip, yazlZip } from './zip-tools.ts';
 
@@ -220,13 +222,21 @@ describe('zip entry names', () => {
 describe('zip source', () => {
   test('any byte range reads the same bytes as the whole archive', async (t) => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sl-zipsrc-'));
-    t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
-    const files: Source[] = [50, 0, 3 << 20, 7, 1 << 20].map((n, i) => ({ name: `f${i}`, data: randomBytes(n), mtime: new Date() }));
-    const paths = files.map((f, i) => {
-      const p = path.join(dir, `f${i}`);
-      fs.writeFileSync(p, f.data);
-      return p;
+    const hasher = createHasher(1);
+    t.after(async () => {
+      await hasher.close();
+      fs.rmSync(dir, { recursive: true, force: true });
     });
+    const store = await createDiskStore(dir, hasher);
+    const files: Source[] = [50, 0, 3 << 20, 7, 1 << 20].map((n, i) => ({ name: `f${i}`, data: randomBytes(n), mtime: new Date() }));
+    const keys: string[] = [];
+    for (const f of files) {
+      const w = store.createWriter();
+      w.write(f.data);
+      await w.finish();
+      await w.publish();
+      keys.push(w.key);
+    }
     const layout = zipLayout(entriesOf(files));
     const whole = render(layout, files);
     const ranges: Array<[number, number]> = [[0, whole.length], [0, 1], [whole.length - 1, 1], [10, 100]];
@@ -235,13 +245,13 @@ describe('zip source', () => {
       ranges.push([start, randomInt(1, Math.min(whole.length - start, 2 << 20) + 1)]);
     }
     for (const [start, length] of ranges) {
-      const src = zipSource(layout, paths, start);
+      const src = zipSource(store, layout, keys, start);
       const out = Buffer.alloc(length);
       await src.read(out, 0);
       src.close();
       assert.ok(out.equals(whole.subarray(start, start + length)), `range ${start}+${length}`);
     }
-    const src = zipSource(layout, paths, 0);
+    const src = zipSource(store, layout, keys, 0);
     src.close();
     await assert.rejects(src.read(Buffer.alloc(10), 0), /closed/);
   });

@@ -45,7 +45,7 @@ for (const backend of backends()) {
       const plans = createZipPlans({
         sql: db.sql,
         etag: () => (builds++, zipEtag()),
-        pathOf: (f) => (sinceTurn++, `/nowhere/${f.storage_key}`),
+        keyOf: (f) => (sinceTurn++, `/nowhere/${f.storage_key}`),
       });
       let ticking = true;
       const tick = (): void => {
@@ -58,7 +58,7 @@ for (const backend of backends()) {
       ticking = false;
       assert.equal(builds, 1);
       for (const p of all) assert.equal(p, all[0]);
-      assert.equal(all[0]!.paths.length, COUNT);
+      assert.equal(all[0]!.keys.length, COUNT);
       assert.ok(worst > 0 && worst <= LAYOUT_SLICE, `at most ${LAYOUT_SLICE} files between turns, saw ${worst}`);
       assert.equal(await plans.plan(bundleId), all[0], 'kept while the files are unchanged');
     });

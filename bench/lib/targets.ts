@@ -2,7 +2,7 @@
 import path from 'node:path';
 import os from 'node:os';
 import { existsSync, readFileSync } from 'node:fs';
-import { mkdir, mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { spawnSync } from 'node:child_process';
 import postgres from 'postgres';
 import { BENCH_DIR, MiB, REPO_DIR } from './report.ts';
@@ -58,10 +58,16 @@ export function describeFailure(target: Target, error: string): string {
  * and `sluice-alt` joins every scenario that runs `sluice`.
  */
 export const ALT_UWS_DIR = process.env.BENCH_UWS_ALT;
+/**
+ * Another checkout of Sluice (with its own node_modules), for a same-run comparison of two trees:
+ * `sluice-base` runs that tree's server beside `sluice` in every scenario that runs `sluice`.
+ */
+export const ALT_TREE_DIR = process.env.BENCH_TREE_ALT;
 
 /** Which servers to run: BENCH_SERVERS=sluice,node-busboy filters the scenario's list. */
 export function selectServers(given: readonly string[]): string[] {
-  const all = ALT_UWS_DIR && given.includes('sluice') ? given.flatMap((s) => (s === 'sluice' ? ['sluice', 'sluice-alt'] : [s])) : given;
+  const twins = ['sluice', ...(ALT_UWS_DIR ? ['sluice-alt'] : []), ...(ALT_TREE_DIR ? ['sluice-base'] : [])];
+  const all = given.flatMap((s) => (s === 'sluice' ? twins : [s]));
   const wanted = process.env.BENCH_SERVERS?.split(',').map((s) => s.trim()).filter(Boolean);
   const picked = wanted ? all.filter((s) => wanted.includes(s)) : [...all];
   if (picked.includes('nginx') && nginxBinary() === undefined) {
@@ -70,12 +76,13 @@ export function selectServers(given: readonly string[]): string[] {
   }
   if (picked.includes('sluice') && !existsSync(SLUICE_BIN)) {
     console.log(`(Sluice skipped: ${path.relative(REPO_DIR, SLUICE_BIN)} does not exist yet)`);
-    return picked.filter((s) => s !== 'sluice' && s !== 'sluice-alt');
+    return picked.filter((s) => !twins.includes(s));
   }
   if (picked.includes('sluice-alt')) {
     const pkg = JSON.parse(readFileSync(path.join(ALT_UWS_DIR!, 'package.json'), 'utf8')) as { name: string; version: string };
     console.log(`sluice-alt = Sluice on ${pkg.name} ${pkg.version} (BENCH_UWS_ALT); sluice = on its own binding`);
   }
+  if (picked.includes('sluice-base')) console.log(`sluice-base = Sluice of ${ALT_TREE_DIR} (BENCH_TREE_ALT); sluice = this tree`);
   return picked;
 }
 
@@ -85,6 +92,7 @@ async function launch(
   makeEnv: (port: number) => NodeJS.ProcessEnv,
   dir: string,
   command?: string,
+  cwd = REPO_DIR,
 ): Promise<Target> {
   hookSignals();
   let proc: ServerProc | undefined;
@@ -92,7 +100,7 @@ async function launch(
     try {
       const port = await freePort();
       const argv = typeof args === 'function' ? await args(port) : args;
-      proc = await startServer({ name, command, args: argv, cwd: REPO_DIR, env: makeEnv(port), port, timeoutMs: 90_000 });
+      proc = await startServer({ name, command, args: argv, cwd, env: makeEnv(port), port, timeoutMs: 90_000 });
     } catch (err) {
       // one retry: on a shared machine a stray signal or a port race can kill a start that is otherwise fine
       if (attempt < 2) {
@@ -137,11 +145,15 @@ export interface SluiceOptions {
   name?: string;
   /** Directory of another uWebSockets.js package to load instead of the installed one (see ALT_UWS_DIR). */
   uwsDir?: string;
+  /** Another checkout to run instead of this one (see ALT_TREE_DIR). */
+  treeDir?: string;
 }
 
 /** `node bin/sluice.js serve` (the compiled start path, with `npm start`'s environment) with anonymous caps raised out of the way. */
 export async function startSluice(opts: SluiceOptions = {}): Promise<Target> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'sluice-bench-sluice-'));
+  const tree = opts.treeDir === undefined ? REPO_DIR : path.resolve(opts.treeDir);
+  const bin = path.join(tree, 'bin/sluice.js');
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     HOST: '127.0.0.1',
@@ -163,10 +175,10 @@ export async function startSluice(opts: SluiceOptions = {}): Promise<Target> {
   else delete env.REDIS_URL;
   if (env.DATABASE_URL !== undefined) {
     // serve may migrate by itself; an explicit, idempotent migrate first makes a fresh database work either way
-    const r = spawnSync(process.execPath, [SLUICE_BIN, 'migrate'], { cwd: REPO_DIR, env, encoding: 'utf8' });
+    const r = spawnSync(process.execPath, [bin, 'migrate'], { cwd: tree, env, encoding: 'utf8' });
     if (r.status !== 0) console.warn(`sluice migrate exited ${r.status}: ${(r.stderr || r.stdout).trim().slice(-500)}`);
   }
-  return launch(opts.name ?? 'sluice', [SLUICE_BIN, 'serve'], (port) => ({ ...env, PORT: String(port) }), dir);
+  return launch(opts.name ?? 'sluice', [bin, 'serve'], (port) => ({ ...env, PORT: String(port) }), dir, undefined, tree);
 }
 
 /** A script from bench/baselines/, given PORT and DIR (plus extra env); `label` names it in tables. */
@@ -241,6 +253,7 @@ http {
 export function startTarget(name: string, sluice: SluiceOptions = {}): Promise<Target> {
   if (name === 'sluice') return startSluice(sluice);
   if (name === 'sluice-alt') return startSluice({ ...sluice, name, uwsDir: ALT_UWS_DIR });
+  if (name === 'sluice-base') return startSluice({ ...sluice, name, treeDir: ALT_TREE_DIR });
   if (name === 'nginx') return startNginx();
   // express + multer, then fsync of each stored file and its directory before the reply: the same
   // durability Sluice gives (multer itself answers with the bytes in the page cache only).
@@ -248,20 +261,7 @@ export function startTarget(name: string, sluice: SluiceOptions = {}): Promise<T
   return startBaseline(name);
 }
 
-/** Deletes regular files of at least minBytes under dir, skipping `skip` subdirectories (e.g. Sluice's pg/). */
-export async function removeLargeFiles(dir: string, minBytes: number, skip: readonly string[] = []): Promise<number> {
-  let removed = 0;
-  for (const entry of await readdir(dir, { withFileTypes: true }).catch(() => [])) {
-    const p = path.join(dir, entry.name);
-    if (entry.isDirectory() && !skip.includes(entry.name)) removed += await removeLargeFiles(p, minBytes);
-    else if (entry.isFile() && ((await stat(p).catch(() => null))?.size ?? -1) >= minBytes) {
-      // (a server may remove its own temp files meanwhile, e.g. nginx's request bodies)
-      await rm(p, { force: true });
-      removed++;
-    }
-  }
-  return removed;
-}
+export { removeLargeFiles } from './files.ts';
 
 /**
  * A new, empty database beside `url`'s (its name plus `_run<pid>`), dropped by closeAll. Every server

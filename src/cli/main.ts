@@ -5,7 +5,7 @@ import { startApp, type RunningApp } from '../app.ts';
 import { connectDb } from '../db/client.ts';
 import { migrate } from '../db/migrate.ts';
 import { createHasher } from '../storage/hasher.ts';
-import { createDisk } from '../storage/disk.ts';
+import { createDiskStore } from '../storage/disk.ts';
 import { sweep } from '../sweeper/sweep.ts';
 import { findBundle, deleteBundle } from '../db/bundles.ts';
 import { SHORT_CODE_RE } from '../auth/tokens.ts';
@@ -64,7 +64,7 @@ async function main(argv: string[]): Promise<void> {
     if (cmd === 'sweep') {
       const hasher = createHasher(1);
       try {
-        const r = await sweep(db.sql, await createDisk(config.dataDir, hasher));
+        const r = await sweep(db.sql, await createDiskStore(config.dataDir, hasher));
         process.stdout.write(
           `expired bundles: ${r.expiredBundles}, their files: ${r.expiredFiles}, stale parts: ${r.staleParts}, orphan files: ${r.orphanFiles}, cache files: ${r.cacheFiles}, expired tus uploads: ${r.tusUploads}\n`,
         );
@@ -94,9 +94,9 @@ async function main(argv: string[]): Promise<void> {
       } else {
         const hasher = createHasher(1);
         try {
-          const disk = await createDisk(config.dataDir, hasher);
+          const blobs = await createDiskStore(config.dataDir, hasher);
           const keys = await deleteBundle(db.sql, bundle.id);
-          await Promise.all(keys.map((k) => disk.remove(k)));
+          await Promise.all(keys.map((k) => blobs.delete(k)));
         } finally {
           await hasher.close();
         }

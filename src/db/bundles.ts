@@ -271,3 +271,9 @@ export async function deleteFile(sql: Sql, fileId: number): Promise<string | und
     return f.storage_key;
   });
 }
+
+/** A bundle by id whether expired or not. */
+export async function findBundleById(sql: Sql, id: number): Promise<BundleRow | undefined> {
+  const [b] = await sql<BundleRow[]>`select ${sql.unsafe(BUNDLE_COLS)} from bundles b where id = ${id}`;
+  return b;
+}

@@ -1,50 +1,45 @@
-import fs from 'node:fs';
 import type { Ctx } from './context.ts';
 import { streamBody, type BodySource } from './body-pump.ts';
-import { readFullyAt } from '../storage/read-at.ts';
+import type { BlobReader, BlobStore } from '../storage/blob-store.ts';
 
-/** A BodySource reading one file from byte `start` on; the file is opened on the first read. */
-export function fileSource(filePath: string, start: number): BodySource {
-  let fd = -1;
+/** A BodySource reading one stored object from byte `start` on; the object is opened on the first read. */
+export function fileSource(store: Pick<BlobStore, 'open'>, key: string, start: number): BodySource {
+  let reader: BlobReader | null = null;
   let closed = false;
-  let opening: Promise<number> | null = null;
-  const open = (): Promise<number> =>
-    (opening ??= new Promise<number>((resolve, reject) =>
-      fs.open(filePath, 'r', (err, opened) => {
-        if (err) return reject(err);
-        if (closed) {
-          fs.close(opened, () => {});
-          return reject(new Error('source closed'));
-        }
-        fd = opened;
-        resolve(opened);
-      }),
-    ));
+  let opening: Promise<BlobReader> | null = null;
+  const open = (): Promise<BlobReader> =>
+    (opening ??= store.open(key).then((r) => {
+      if (closed) {
+        r.close();
+        throw new Error('source closed');
+      }
+      reader = r;
+      return r;
+    }));
   return {
     read(target, pos) {
-      const short = (): Error => new Error(`file shorter than its recorded size: ${filePath}`);
-      const from = (handle: number): Promise<void> => readFullyAt(handle, target, start + pos, () => !closed, short);
-      // Submit at once when the file is open: see readFullyAt.
-      return fd >= 0 ? from(fd) : open().then(from);
+      // Submitted at once when the object is open: the read overlaps the send that follows.
+      return reader ? reader.readInto(target, start + pos) : open().then((r) => r.readInto(target, start + pos));
     },
     close() {
       closed = true;
-      if (fd >= 0) fs.close(fd, () => {});
-      fd = -1;
+      reader?.close();
+      reader = null;
     },
   };
 }
 
 /**
- * Streams bytes [start, start+length) of a file as the response body (tryEnd/onWritable
- * backpressure, 1 MiB reads, one read ahead; see streamBody). A file that cannot be opened
+ * Streams bytes [start, start+length) of a stored object as the response body (tryEnd/onWritable
+ * backpressure, 1 MiB reads, one read ahead; see streamBody). An object that cannot be opened
  * rejects before any byte is sent. Resolves true when the whole body went out.
  */
 export const streamFile = (
   ctx: Ctx,
-  filePath: string,
+  store: Pick<BlobStore, 'open'>,
+  key: string,
   status: number,
   headers: Array<[string, string]>,
   start: number,
   length: number,
-): Promise<boolean> => streamBody(ctx, status, headers, length, fileSource(filePath, start));
+): Promise<boolean> => streamBody(ctx, status, headers, length, fileSource(store, key, start));

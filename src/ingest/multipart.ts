@@ -2,44 +2,19 @@ import type { Readable } from 'node:stream';
 import busboy from 'busboy';
 import { spareBuffers } from '../storage/spare-buffers.ts';
 import { onBody, type Ctx } from '../http/context.ts';
-import type { Disk } from '../storage/disk.ts';
-import type { PartResult, PartWriter } from '../storage/part-writer.ts';
+import type { BlobStore, BlobWriter } from '../storage/blob-store.ts';
+import type { Ingest, IngestedFile, IngestResult } from './ingest-types.ts';
 import { AppError, storageError } from '../errors.ts';
 import { cleanFileName, cleanMimeType } from '../util/names.ts';
 import type { Metrics } from '../metrics.ts';
 import { plainData } from './fast-search.ts';
 import { watchBusboyEnd } from './end-watch.ts';
 import { busboyInner, type BusboyInner, type FastPaths } from './fast-paths.ts';
+import { BUNDLE_FIELD_NAMES } from '../bundles/service.ts';
 
-export interface IngestedFile extends PartResult {
-  readonly partPath: string;
-  /** When the part was fsynced and closed (ms since the epoch). */
-  readonly finishedAt: number;
-  readonly name: string;
-  readonly mimeType: string;
-}
-
-export interface IngestResult {
-  readonly fields: Readonly<Record<string, string>>;
-  readonly files: readonly IngestedFile[];
-}
-
-export interface Ingest {
-  /**
-   * Starts consuming the body. `reserve(n)` is asked before n more file bytes are accepted; false
-   * means the cap is crossed and the request is answered 400 at once.
-   */
-  start(reserve: (n: number) => boolean): Promise<IngestResult>;
-  /** Abandons the body (e.g. auth failed): parts removed; the caller sends the error reply. */
-  cancel(): void;
-}
+export type { Ingest, IngestedFile, IngestResult } from './ingest-types.ts';
 
 const FILE_FIELDS = new Set(['files[]', 'files', 'file']);
-/**
- * The form's text fields. One sent as a file part (`curl -F access_password=@pw.txt`) is refused:
- * dropped, it would leave the bundle public while its uploader believed it locked.
- */
-const TEXT_FIELDS = new Set(['access_password', 'description', 'notify_email', 'encrypted']);
 
 /**
  * onData chunks that busboy parses (those that do not go straight to a file, see straightToFile)
@@ -65,7 +40,7 @@ const LIMITS = { fieldSize: 4096, fields: 32, files: 1000, parts: 1100, headerPa
  * handler's first await: it registers onData and pauses the socket until start(). Backpressure
  * runs disk → res.pause(), and busboy → res.pause(). On any failure every part is removed.
  */
-export function ingestMultipart(ctx: Ctx, disk: Disk, opts: { fast: FastPaths; metrics?: Metrics }): Ingest {
+export function ingestMultipart(ctx: Ctx, store: BlobStore, opts: { fast: FastPaths; metrics?: Metrics }): Ingest {
   const res = ctx.res;
   let bb: busboy.Busboy | null = null;
   // Without busboy's internals (unknown versions): no chunk skips busboy and none is pooled.
@@ -87,7 +62,7 @@ export function ingestMultipart(ctx: Ctx, disk: Disk, opts: { fast: FastPaths; m
   let bodyDone = false;
   let started = false;
   let finished = false;
-  const writers: PartWriter[] = [];
+  const writers: BlobWriter[] = [];
   let resolveFn: (r: IngestResult) => void = () => {};
   let rejectFn: (e: unknown) => void = () => {};
 
@@ -193,7 +168,7 @@ export function ingestMultipart(ctx: Ctx, disk: Disk, opts: { fast: FastPaths; m
     stopWatch();
     if (finished) return;
     finished = true;
-    for (const w of writers) w.abort();
+    for (const w of writers) w.abort().catch(() => {});
     bb?.removeAllListeners();
     bb?.on('error', () => {});
     bb?.destroy();
@@ -227,7 +202,9 @@ export function ingestMultipart(ctx: Ctx, disk: Disk, opts: { fast: FastPaths; m
         fields[name] = value;
       });
       bb.on('file', (field, stream, info) => {
-        if (TEXT_FIELDS.has(field)) {
+        // A text field sent as a file part (`curl -F access_password=@pw.txt`) is refused: dropped,
+        // it left the bundle public while its uploader believed it locked.
+        if (BUNDLE_FIELD_NAMES.has(field)) {
           stream.on('error', () => {});
           stream.resume();
           return fail(new AppError('INVALID_FIELD', `${field} must be a text field, not a file`));
@@ -245,7 +222,7 @@ export function ingestMultipart(ctx: Ctx, disk: Disk, opts: { fast: FastPaths; m
         }
         const name = cleanFileName(info.filename);
         const mimeType = cleanMimeType(info.mimeType, name);
-        const writer = disk.createPart((err) => fail(storageError(err)));
+        const writer = store.createWriter({ onError: (err) => fail(storageError(err)) });
         inner?.fileStarted();
         writers.push(writer);
         kept.add(stream);
@@ -266,7 +243,7 @@ export function ingestMultipart(ctx: Ctx, disk: Disk, opts: { fast: FastPaths; m
         const done = new Promise<IngestedFile>((resolve, reject) => {
           stream.on('end', () => {
             if (finished) return;
-            writer.finish().then((r) => resolve({ ...r, partPath: writer.path, finishedAt: Date.now(), name, mimeType }), reject);
+            writer.finish().then((r) => resolve({ ...r, writer, name, mimeType }), reject);
           });
           stream.on('error', reject);
         });

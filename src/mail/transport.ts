@@ -64,7 +64,7 @@ export function createMailTransport(opts: { smtpUrl: string | undefined; dataDir
       await fsp.mkdir(dir, { recursive: true, mode: 0o700 });
       const name = `${new Date().toISOString().replace(/[:.]/g, '-')}-${randomBytes(4).toString('hex')}`;
       const tmp = path.join(dir, `.${name}.tmp`);
-      // Durable before the outbox row goes: file fsynced, renamed, directory fsynced.
+      // Durable before the outbox row goes: the file synced, renamed, then its directory synced.
       const fh = await fsp.open(tmp, 'wx', 0o600);
       try {
         await fh.writeFile(info.message);

@@ -121,6 +121,6 @@ export async function removeOneFile(deps: Deps, fileId: number, bundleId: number
 /** Rows are gone (committed) before bytes: a crash in between leaves orphans the sweeper reclaims. */
 async function removeStored(deps: Deps, keys: string[]): Promise<void> {
   await Promise.all(
-    keys.map((k) => deps.disk.remove(k).catch((err: unknown) => deps.log.warn({ err, key: k }, 'file not removed'))),
+    keys.map((k) => deps.blobs.delete(k).catch((err: unknown) => deps.log.warn({ err, key: k }, 'file not removed'))),
   );
 }

@@ -1,4 +1,3 @@
-import path from 'node:path';
 import type sharpType from 'sharp';
 import type { Ctx } from '../http/context.ts';
 import { etagMatches, send, sendHeaders } from '../http/reply.ts';
@@ -36,8 +35,8 @@ export function contentRoutes(deps: Deps): Route[] {
     }));
   // One preview render at a time: each may decode up to MAX_DECODED_BYTES. Share cards are small and
   // drawn from our own SVG: they have a slot of their own and do not wait behind a large photo.
-  const previews = createPreviews({ sharp, limiter: createLimiter({ max: 1, queue: 32 }), log: deps.log });
-  const cards = createOgCards({ sharp, limiter: createLimiter({ max: 1, queue: 32 }), cacheDir: path.join(deps.disk.cacheDir, 'og'), log: deps.log });
+  const previews = createPreviews({ sharp, limiter: createLimiter({ max: 1, queue: 32 }), log: deps.log, blobs: deps.blobs });
+  const cards = createOgCards({ sharp, limiter: createLimiter({ max: 1, queue: 32 }), cache: deps.blobs.cache, log: deps.log });
   const file = (ctx: Ctx): Promise<void> => fileOrPreview(ctx, deps, previews);
   const og = (ctx: Ctx): Promise<void> => ogCard(ctx, deps, cards);
   return [
@@ -76,7 +75,7 @@ async function fileOrPreview(ctx: Ctx, deps: Deps, previews: Previews): Promise<
     ['X-Content-Type-Options', 'nosniff'],
   ];
   if (etagMatches(ctx.headers['if-none-match'], etag)) return sendHeaders(ctx, 304, headers, null);
-  const bytes = await previews.thumbnail(deps.disk.filePath(file.storage_key));
+  const bytes = await previews.thumbnail(file.storage_key);
   if (!bytes) throw new AppError('FILE_NOT_FOUND');
   send(ctx, 200, bytes, [['Content-Type', 'image/webp'], ...headers]);
 }

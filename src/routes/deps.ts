@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import type { Sql } from '../db/client.ts';
 import type { FileRow } from '../db/bundles.ts';
-import type { Disk } from '../storage/disk.ts';
+import type { BlobStore } from '../storage/blob-store.ts';
 import type { Ctx } from '../http/context.ts';
 import type { UwsBinding } from '../http/uws.ts';
 import type { ApiKeyRow } from '../auth/api-keys.ts';
@@ -74,7 +74,8 @@ export interface Deps {
   readonly config: Config;
   readonly log: Logger;
   readonly sql: Sql;
-  readonly disk: Disk;
+  /** File bytes at rest: every read, write and delete of them goes through it. */
+  readonly blobs: BlobStore;
   readonly access: Access;
   /** The origin links in an answer name: BASE_URL, else the one the request came to. */
   readonly origin: OriginOf;

@@ -3,6 +3,7 @@ import { etagMatches, preconditionsHold, sendError, sendHeaders } from '../http/
 import type { Route } from '../http/server.ts';
 import { contentDisposition, parseRange } from '../http/range.ts';
 import { streamFile } from '../http/body-out.ts';
+import { isBlobError } from '../storage/blob-store.ts';
 import { AppError } from '../errors.ts';
 import { findDownloadableFile, type DownloadRow, type FileRow } from '../db/bundles.ts';
 import type { Deps } from './deps.ts';
@@ -77,10 +78,10 @@ export async function sendStoredFile(ctx: Ctx, deps: Deps, file: DownloadRow): P
   if (ctx.method === 'head') return sendHeaders(ctx, status, headers, length);
   let complete: boolean;
   try {
-    complete = await streamFile(ctx, deps.disk.filePath(file.storage_key), status, headers, start, length);
+    complete = await streamFile(ctx, deps.blobs, file.storage_key, status, headers, start, length);
   } catch (err) {
     // Deleted between the row lookup and the open: it is simply gone.
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new AppError('FILE_NOT_FOUND');
+    if (isBlobError(err, 'NOT_FOUND')) throw new AppError('FILE_NOT_FOUND');
     throw err;
   }
   if (complete && start + length === file.size) {

@@ -81,6 +81,6 @@ async function deleteMine(ctx: Ctx, deps: Deps): Promise<void> {
   if (id === undefined) throw new AppError('NOT_OWNER');
   const keys = await deleteBundle(deps.sql, id);
   deps.bundles.invalidate(id);
-  await Promise.all(keys.map((k) => deps.disk.remove(k).catch((err: unknown) => deps.log.warn({ err }, 'file not removed'))));
+  await Promise.all(keys.map((k) => deps.blobs.delete(k).catch((err: unknown) => deps.log.warn({ err }, 'file not removed'))));
   sendJson(ctx, 200, { success: true, deleted_short_code: code });
 }

@@ -1,15 +1,12 @@
-import { rm } from 'node:fs/promises';
 import type { Ctx } from '../http/context.ts';
 import { sendError, sendJson } from '../http/reply.ts';
 import type { Route } from '../http/server.ts';
 import { ingestMultipart, type IngestedFile, type IngestResult } from '../ingest/multipart.ts';
 import { AppError, toAppError } from '../errors.ts';
-import { appendFiles, deleteBundle, findBundleByTokenHash, MAX_FILES_PER_BUNDLE, type FileRow, type NewFile } from '../db/bundles.ts';
+import type { NewFile } from '../db/bundles.ts';
 import { bundleRoom } from '../db/bundle-room.ts';
-import { hashSecret, newUploadToken, secretMatches, UPLOAD_TOKEN_RE } from '../auth/tokens.ts';
-import { newFileKey } from '../storage/disk.ts';
-import { isoUtc, DAY_MS } from '../util/time.ts';
-import { isEmail, descriptionProblem, cleanDescription } from '../util/names.ts';
+import { appendParts, checkFileCount, createFromParts, removeBundle, resolveUploadToken, validateFields } from '../bundles/service.ts';
+import { isoUtc } from '../util/time.ts';
 import { refuseOtherSite } from '../http/cross-site.ts';
 import { fileJson, type Deps } from './deps.ts';
 
@@ -34,7 +31,7 @@ interface AppendState {
 }
 
 async function createBundle(ctx: Ctx, deps: Deps): Promise<void> {
-  const ingest = ingestMultipart(ctx, deps.disk, { fast: deps.fastPaths, metrics: deps.metrics });
+  const ingest = ingestMultipart(ctx, deps.blobs, { fast: deps.fastPaths, metrics: deps.metrics });
   let result: IngestResult;
   let uploader;
   try {
@@ -51,39 +48,16 @@ async function createBundle(ctx: Ctx, deps: Deps): Promise<void> {
   } catch (err) {
     return failUpload(ctx, deps, err);
   }
-  const committed: string[] = [];
   try {
-    const f = result.fields;
-    const description = cleanDescription(optional(f.description));
-    const problem = descriptionProblem(description);
-    if (problem) throw new AppError(problem);
-    const notifyEmail = optional(f.notify_email);
-    if (notifyEmail !== null && !isEmail(notifyEmail)) throw new AppError('INVALID_EMAIL');
-    if (result.files.length === 0) throw new AppError('NO_FILES');
-    const password = optional(f.access_password);
-    const accessPasswordHash = password === null ? null : await deps.passwords.hash(password);
-    if (result.files.length > MAX_FILES_PER_BUNDLE) throw new AppError('TOO_MANY_FILES');
-    const newFiles = await commitParts(deps, result.files, committed);
+    const fields = await validateFields(deps, result.fields, uploader);
+    checkFileCount(result.files.length);
+    const newFiles = await publishAll(result.files);
     // Nobody would ever learn this bundle's token: keep nothing.
     if (ctx.aborted) throw new AppError('MALFORMED_MULTIPART', 'client went away');
-    const token = newUploadToken();
-    const now = Date.now();
-    const { bundle, files } = await deps.newBundles.insert(
-      {
-        uploadTokenHash: hashSecret(token),
-        description,
-        accessPasswordHash,
-        notifyEmail,
-        isEncrypted: f.encrypted === '1' || f.encrypted === 'true',
-        apiKeyId: uploader.apiKeyId,
-        maxSizeBytes: cap,
-        expiresAt: uploader.expiryDays === null ? null : new Date(now + uploader.expiryDays * DAY_MS),
-      },
-      newFiles,
-    );
+    const { bundle, files, uploadToken: token } = await createFromParts(deps, fields, uploader.apiKeyId, newFiles);
     if (ctx.aborted) {
       // Gone while the rows were written: the token was never delivered. Undo (the catch removes the files).
-      await deleteBundle(deps.sql, bundle.id);
+      await removeBundle(deps, bundle.id);
       throw new AppError('MALFORMED_MULTIPART', 'client went away');
     }
     sendJson(ctx, 201, {
@@ -96,23 +70,20 @@ async function createBundle(ctx: Ctx, deps: Deps): Promise<void> {
       files: files.map(fileJson),
     });
   } catch (err) {
-    await discard(deps, result.files, committed);
+    await discard(result.files);
     return failUpload(ctx, deps, err);
   }
 }
 
 async function appendToBundle(ctx: Ctx, deps: Deps, inflightByBundle: Map<number, AppendState>): Promise<void> {
   const token = ctx.params[0] ?? '';
-  const ingest = ingestMultipart(ctx, deps.disk, { fast: deps.fastPaths, metrics: deps.metrics });
+  const ingest = ingestMultipart(ctx, deps.blobs, { fast: deps.fastPaths, metrics: deps.metrics });
   let bundle;
   try {
     // Any Bearer that is not an active key is refused on uploads, appends included (CONTRACT).
     deps.access.uploaderFor(await deps.access.callerOf(ctx));
     refuseOtherSite(ctx, deps.origin(ctx));
-    if (!UPLOAD_TOKEN_RE.test(token)) throw new AppError('INVALID_UPLOAD_TOKEN');
-    bundle = await findBundleByTokenHash(deps.sql, hashSecret(token));
-    if (!bundle || !secretMatches(token, bundle.upload_token_hash)) throw new AppError('INVALID_UPLOAD_TOKEN');
-    if (bundle.is_expired) throw new AppError('BUNDLE_EXPIRED');
+    bundle = await resolveUploadToken(deps, token);
   } catch (err) {
     ingest.cancel();
     return failUpload(ctx, deps, err);
@@ -144,15 +115,13 @@ async function appendToBundle(ctx: Ctx, deps: Deps, inflightByBundle: Map<number
     release(false);
     return failUpload(ctx, deps, err);
   }
-  const committed: string[] = [];
   let stored = false;
   try {
     if (result.files.length === 0) throw new AppError('NO_FILES');
-    const newFiles = await commitParts(deps, result.files, committed);
+    const newFiles = await publishAll(result.files);
     if (ctx.aborted) throw new AppError('MALFORMED_MULTIPART', 'client went away');
-    const rows: FileRow[] = await appendFiles(deps.sql, id, newFiles);
+    const { rows } = await appendParts(deps, id, newFiles);
     stored = true;
-    deps.bundles.invalidate(id);
     sendJson(ctx, 200, {
       success: true,
       short_code: bundle.short_code,
@@ -161,31 +130,26 @@ async function appendToBundle(ctx: Ctx, deps: Deps, inflightByBundle: Map<number
       files: rows.map(fileJson),
     });
   } catch (err) {
-    await discard(deps, result.files, committed);
+    await discard(result.files);
     return failUpload(ctx, deps, err);
   } finally {
     release(stored);
   }
 }
 
-/** Renames every finished part to its final sharded path (each already fsynced). */
-async function commitParts(deps: Deps, files: readonly IngestedFile[], committed: string[]): Promise<NewFile[]> {
+/** Publishes every finished (durable) object under its key; the rows are committed after. */
+async function publishAll(files: readonly IngestedFile[]): Promise<NewFile[]> {
   const out: NewFile[] = [];
   for (const f of files) {
-    const key = newFileKey();
-    committed.push(key); // before the rename: a failed directory fsync must still remove it
-    await deps.disk.commit(f.partPath, key, f.finishedAt);
-    out.push({ storageKey: key, name: f.name, size: f.size, mimeType: f.mimeType, crc32: f.crc32 });
+    await f.writer.publish();
+    out.push({ storageKey: f.writer.key, name: f.name, size: f.size, mimeType: f.mimeType, crc32: f.crc32 });
   }
   return out;
 }
 
-/** Nothing of a failed request stays: remove its parts and any files already renamed. */
-async function discard(deps: Deps, files: readonly IngestedFile[], committed: string[]): Promise<void> {
-  await Promise.all([
-    ...files.map((f) => rm(f.partPath, { force: true })),
-    ...committed.map((k) => deps.disk.remove(k).catch(() => {})),
-  ]);
+/** Nothing of a failed request stays: every object goes, published or not. */
+async function discard(files: readonly IngestedFile[]): Promise<void> {
+  await Promise.all(files.map((f) => f.writer.abort().catch(() => {})));
 }
 
 /** Errors while the body may still be arriving close the connection so the client stops sending. */
@@ -198,5 +162,3 @@ function failUpload(ctx: Ctx, deps: Deps, err: unknown): void {
   else if (e.code === 'DATABASE_ERROR') deps.metrics?.dbError();
   sendError(ctx, e, true);
 }
-
-const optional = (v: string | undefined): string | null => (v === undefined || v === '' ? null : v);

@@ -8,6 +8,7 @@ import { findActiveBundle, type FileRow } from '../db/bundles.ts';
 import { SHORT_CODE_RE } from '../auth/tokens.ts';
 import { createZipPlans, type ZipPlans } from '../zip/plan.ts';
 import { sendZipRange } from '../zip/stream.ts';
+import { isBlobError } from '../storage/blob-store.ts';
 import type { Deps } from './deps.ts';
 
 /** Bumped whenever the archive bytes for the same files would change (layout, naming rules). */
@@ -20,7 +21,7 @@ const FORMAT_VERSION = 'z1';
  * spends the content budget, not the API budget; the password gate still applies (hidden bundles are 404).
  */
 export function zipRoutes(deps: Deps): Route[] {
-  const plans = createZipPlans({ sql: deps.sql, etag: zipEtag, pathOf: (f) => deps.disk.filePath(f.storage_key) });
+  const plans = createZipPlans({ sql: deps.sql, etag: zipEtag, keyOf: (f) => f.storage_key });
   const handler = (ctx: Ctx): Promise<void> => sendZip(ctx, deps, plans);
   return [
     { method: 'get', pattern: '/zip/:code', transfer: 'download', content: true, handler },
@@ -52,7 +53,7 @@ async function sendZip(ctx: Ctx, deps: Deps, plans: ZipPlans, listedAgain = fals
   const caller = await deps.access.callerOf(ctx);
   if (!deps.access.canRead(ctx, caller, bundle)) throw new AppError('BUNDLE_NOT_FOUND');
 
-  const { files, paths, layout, etag } = await plans.plan(bundle.id); // id order: stable names and layout
+  const { files, keys, layout, etag } = await plans.plan(bundle.id); // id order: stable names and layout
   const common: Array<[string, string]> = [
     ['ETag', etag],
     ['Accept-Ranges', 'bytes'],
@@ -83,10 +84,10 @@ async function sendZip(ctx: Ctx, deps: Deps, plans: ZipPlans, listedAgain = fals
   }
   let complete: boolean;
   try {
-    complete = await sendZipRange(ctx, layout, paths, status, headers, start, length);
+    complete = await sendZipRange(ctx, deps.blobs, layout, keys, status, headers, start, length);
   } catch (err) {
     // (streamBody rejects only before the first byte: nothing was sent yet)
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT' || ctx.aborted) throw err;
+    if (!isBlobError(err, 'NOT_FOUND') || ctx.aborted) throw err;
     if (!listedAgain) return sendZip(ctx, deps, plans, true);
     throw new AppError('FILE_NOT_FOUND');
   }

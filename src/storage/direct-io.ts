@@ -50,10 +50,11 @@ export const alignUp = (n: number): number => Math.ceil(n / DIRECT_ALIGN) * DIRE
  * `wanted()` still holds, the bytes are copied into it, zero-padded to whole blocks, and `copied`
  * runs (the view may be reused from then on). A short write that stopped on a block boundary goes
  * on; one that did not cannot (the rest would be unaligned) and fails. `done` runs once with the
- * outcome, the staging buffer given back; EINVAL turns direct writes off for the process. Returns
+ * outcome, the staging buffer given back; EINVAL turns direct writes off for the store (`io`). Returns
  * nothing if `wanted()` was false by the time a buffer was free: neither callback runs then.
  */
 export function writeStaged(
+  io: DirectIo,
   fd: number,
   view: Buffer,
   len: number,
@@ -70,7 +71,7 @@ export function writeStaged(
     copied();
     const go = (from: number): void => {
       fs.write(fd, stage, from, padded - from, pos + from, (err, n) => {
-        if (err?.code === 'EINVAL') direct.supported = false;
+        if (err?.code === 'EINVAL') io.supported = false;
         if (!err && n > 0 && from + n < padded && (from + n) % DIRECT_ALIGN === 0) return go(from + n);
         giveStaging(stage);
         if (err) return done(err);
@@ -84,14 +85,16 @@ export function writeStaged(
 }
 
 /**
- * Cleared for the process when the filesystem refuses O_DIRECT (at open or on a write): files are
- * then written through the page cache, synced as they grow.
+ * One store's O_DIRECT state: cleared when its filesystem refuses the flag (at open or on a write);
+ * files are then written through the page cache, synced as they grow.
  */
-export const direct = { supported: true };
+export interface DirectIo {
+  supported: boolean;
+}
 
 /** Writes one aligned block with O_DIRECT into `dir` and removes it; EINVAL turns direct I/O off. */
-export async function probeDirect(dir: string): Promise<boolean> {
-  if (!direct.supported) return false;
+export async function probeDirect(io: DirectIo, dir: string): Promise<boolean> {
+  if (!io.supported) return false;
   const file = path.join(dir, `${process.pid}-direct-probe`);
   const stage = await new Promise<Buffer>((resolve) =>
     withStaging((buf) => {
@@ -105,11 +108,11 @@ export async function probeDirect(dir: string): Promise<boolean> {
     await fh.write(stage.fill(0, 0, DIRECT_ALIGN), 0, DIRECT_ALIGN, 0);
   } catch (err) {
     // Only a refusal of O_DIRECT itself turns it off; a transient error (ENOSPC, EMFILE) does not.
-    if ((err as NodeJS.ErrnoException).code === 'EINVAL') direct.supported = false;
+    if ((err as NodeJS.ErrnoException).code === 'EINVAL') io.supported = false;
   } finally {
     giveStaging(stage);
     await fh?.close();
     await fsp.rm(file, { force: true });
   }
-  return direct.supported;
+  return io.supported;
 }

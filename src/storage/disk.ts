@@ -1,188 +1,210 @@
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
+import { Readable } from 'node:stream';
 import { randomHex } from '../util/random.ts';
 import { ownTag } from '../util/process-tag.ts';
-import { createPartWriter, type PartWriter } from './part-writer.ts';
-import type { FileDigest, Hasher } from './hasher.ts';
-import { probeDirect } from './direct-io.ts';
+import { createPartWriter } from './part-writer.ts';
+import type { Hasher } from './hasher.ts';
+import { probeDirect, type DirectIo } from './direct-io.ts';
+import { readFullyAt } from './read-at.ts';
+import { coalesced, fsyncDir, shardDirs, shardedKeys } from './disk-dirs.ts';
+import { BLOB_KEY_RE, BlobError, type BlobReader, type BlobStore, type BlobWriter } from './blob-store.ts';
+import type { WriterCount } from './slots.ts';
+import { diskResumables } from './disk-resumable.ts';
+import { diskSweep } from './disk-sweep.ts';
+import { diskCache } from './disk-cache.ts';
 
-/** Storage keys are 32 lowercase hex characters the server made; nothing else becomes a path. */
-const KEY_RE = /^[0-9a-f]{32}$/;
-
-/** A random 128-bit id in storage-key form (also the id of a tus upload, which is public). */
-export const newStorageKey = (): string => randomHex(16);
-
-// A stored file's key starts with its shard (files/ab/cd/). Consecutive files share a shard for a
-// run of SHARD_RUN keys, then a random next shard is drawn: shards still fill evenly in the long run,
-// but a burst of small uploads creates a directory once per run instead of once per file (a new
-// directory was most of the kernel time of a 1 KiB upload), and concurrent commits into one
-// directory can share its fsync. The other 112 bits stay random.
-const SHARD_RUN = 256;
-/** A part last written this recently keeps its mtime at commit (see commit). */
+/** A part last written this recently keeps its mtime at publish (see publish). */
 const FRESH_PART_MS = 60_000;
-let shard = '';
-let shardUses = SHARD_RUN;
 
-/** A new key for a stored file. */
-export function newFileKey(): string {
-  if (shardUses >= SHARD_RUN) {
-    shard = randomHex(2);
-    shardUses = 0;
-  }
-  shardUses++;
-  return shard + randomHex(14);
-}
-
-export interface Disk {
+/** Where a disk store keeps what: DATA_DIR/{files,tmp,tus,cache}, one filesystem (publishing is a rename). */
+export interface DiskLayout {
   readonly filesDir: string;
+  /** Temp parts of writers: <pid>-<start tag>-<random>.part. */
   readonly tmpDir: string;
-  /** Regenerable derived files (share cards); the sweeper prunes them by age. */
+  /** Resumable objects (tus uploads): <id>.part. */
+  readonly resumableDir: string;
+  /** Derived files not owned by a stored object (share cards). */
   readonly cacheDir: string;
   /** Final location of a stored file: files/ab/cd/abcd…, two levels of fan-out. */
   filePath(key: string): string;
-  /** A new exclusive temp part in the same filesystem as the files. */
-  createPart(onError: (err: Error) => void): PartWriter;
-  /**
-   * Makes a finished (fsynced) part visible under its key: rename, then fsync the directory.
-   * `finishedAt` is when the part was last written, if the caller knows it.
-   */
-  commit(partPath: string, key: string, finishedAt?: number): Promise<void>;
-  /** Removes a stored file and anything cached beside it (thumbnails). Missing files are fine. */
-  remove(key: string): Promise<void>;
-  /** Removes every temp part this process created (shutdown, after in-flight uploads are gone). */
-  removeOwnParts(): Promise<number>;
-  /**
-   * Size and CRC-32 of a finished file, read and checksummed off the event loop (bounded
-   * memory). With a `key` it continues from what digestAhead(key, …) already hashed.
-   */
-  digest(filePath: string, key?: string): Promise<FileDigest>;
-  /** Hashes a growing file's durable first `upto` bytes in the background (see Hasher.hashAhead). */
-  digestAhead(key: string, filePath: string, upto: number): void;
-  /** Hashes bytes being written at `at` of that file from memory (see Hasher.feedAhead). */
-  feedAhead(key: string, at: number, buf: ArrayBuffer, len: number, back: (buf: ArrayBuffer) => void): void;
 }
 
-export async function createDisk(dataDir: string, hasher: Hasher): Promise<Disk> {
+/** Internals the disk store's parts share (one instance per store). */
+export interface DiskCore {
+  readonly layout: DiskLayout;
+  readonly hasher: Hasher;
+  readonly io: DirectIo;
+  readonly count: WriterCount;
+  newKey(): string;
+  /** Makes a finished, fsynced file visible under `key`: rename, then the directory's fsync. */
+  publish(from: string, key: string, finishedAt?: number): Promise<void>;
+}
+
+export interface DiskStore extends BlobStore {
+  readonly layout: DiskLayout;
+}
+
+export function diskLayout(dataDir: string): DiskLayout {
   const filesDir = path.join(dataDir, 'files');
-  const tmpDir = path.join(dataDir, 'tmp');
-  await fsp.mkdir(filesDir, { recursive: true, mode: 0o700 });
-  await fsp.mkdir(tmpDir, { recursive: true, mode: 0o700 });
-  await fsyncDir(dataDir); // files/ and tmp/ themselves, on a first start
-  await probeDirect(tmpDir);
-  const knownDirs = new Set<string>();
-  const making = new Map<string, Promise<void>>();
-  const syncDir = coalesced(fsyncDir);
-
-  /**
-   * Makes a shard directory (files/ab/cd) durable before its first use by this process: both levels'
-   * entries are fsynced in their parents, even when the directories already existed, since another
-   * process may have just made them and not yet synced (two fsyncs per shard run of files).
-   */
-  const ensureDir = (dir: string): Promise<void> => {
-    if (knownDirs.has(dir)) return Promise.resolve();
-    let p = making.get(dir);
-    if (!p) {
-      p = (async () => {
-        await fsp.mkdir(dir, { recursive: true, mode: 0o700 });
-        await Promise.all([syncDir(path.dirname(dir)), syncDir(path.dirname(path.dirname(dir)))]);
-        knownDirs.add(dir);
-      })().finally(() => making.delete(dir));
-      making.set(dir, p);
-    }
-    return p;
-  };
-
-  const filePath = (key: string): string => {
-    if (!KEY_RE.test(key)) throw new Error(`invalid storage key ${JSON.stringify(key)}`);
-    return path.join(filesDir, key.slice(0, 2), key.slice(2, 4), key);
-  };
-
   return {
     filesDir,
-    tmpDir,
+    tmpDir: path.join(dataDir, 'tmp'),
+    resumableDir: path.join(dataDir, 'tus'),
     cacheDir: path.join(dataDir, 'cache'),
-    filePath,
-    // The pid and its start tag in the name let the sweeper tell a crashed writer's leftovers from a
-    // live one's, even when the pid runs again (process-tag.ts).
-    createPart: (onError) =>
-      createPartWriter(path.join(tmpDir, `${process.pid}-${ownTag}-${randomHex(12)}.part`), hasher, onError),
-    async commit(partPath, key, finishedAt) {
-      const dest = filePath(key);
-      const dir = path.dirname(dest);
-      await ensureDir(dir);
-      // The orphan sweep spares files modified within its grace period (15 min), which must cover the
-      // time from here to the database commit. A part written long ago (the first file of a long
-      // multi-file upload, a tus upload) gets a fresh mtime; a part just written already has one.
-      if (finishedAt === undefined || Date.now() - finishedAt > FRESH_PART_MS) {
-        const now = new Date();
-        await fsp.utimes(partPath, now, now);
-      }
-      await fsp.rename(partPath, dest).catch(async (err: NodeJS.ErrnoException) => {
-        // The shard directory went away after this process made it (removed by hand): make it again
-        // and retry once, rather than fail every upload of the shard's run. Every commit that hit the
-        // gap retries, not only the first to notice: concurrent ones share the one ensureDir.
-        if (err.code !== 'ENOENT') throw err;
-        knownDirs.delete(dir);
-        await ensureDir(dir);
-        await fsp.rename(partPath, dest);
-      });
-      await syncDir(dir);
+    filePath(key) {
+      if (!BLOB_KEY_RE.test(key)) throw new Error(`invalid storage key ${JSON.stringify(key)}`);
+      return path.join(filesDir, key.slice(0, 2), key.slice(2, 4), key);
     },
-    async removeOwnParts() {
-      const mine = (await fsp.readdir(tmpDir)).filter((n) => n.startsWith(`${process.pid}-${ownTag}-`) && n.endsWith('.part'));
-      await Promise.all(mine.map((n) => fsp.rm(path.join(tmpDir, n), { force: true })));
+  };
+}
+
+/** `direct: false` never tries O_DIRECT (tests of the page-cache path). */
+export async function createDiskStore(dataDir: string, hasher: Hasher, opts: { direct?: boolean } = {}): Promise<DiskStore> {
+  const layout = diskLayout(dataDir);
+  for (const dir of [layout.filesDir, layout.tmpDir, layout.resumableDir]) await fsp.mkdir(dir, { recursive: true, mode: 0o700 });
+  await fsyncDir(dataDir); // files/, tmp/ and tus/ themselves, on a first start
+  const io: DirectIo = { supported: opts.direct ?? true };
+  await probeDirect(io, layout.tmpDir);
+  const syncDir = coalesced(fsyncDir);
+  const shards = shardDirs(syncDir);
+
+  async function publish(from: string, key: string, finishedAt?: number): Promise<void> {
+    const dest = layout.filePath(key);
+    const dir = path.dirname(dest);
+    await shards.ensure(dir);
+    // The orphan sweep spares files modified within its grace period, which must cover the time
+    // from here to the row commit. A part written long ago (the first file of a long multi-file
+    // upload, a tus upload) gets a fresh mtime; a part just written already has one.
+    if (finishedAt === undefined || Date.now() - finishedAt > FRESH_PART_MS) {
+      const now = new Date();
+      await fsp.utimes(from, now, now);
+    }
+    await fsp.rename(from, dest).catch(async (err: NodeJS.ErrnoException) => {
+      // The shard directory went away after this store made it (removed by hand): make it again and
+      // retry once, rather than fail every upload of the shard's run. Every publish that hit the gap
+      // retries, not only the first to notice: concurrent ones share the one ensure.
+      if (err.code !== 'ENOENT') throw err;
+      shards.forget(dir);
+      await shards.ensure(dir);
+      await fsp.rename(from, dest);
+    });
+    await syncDir(dir);
+  }
+
+  const core: DiskCore = { layout, hasher, io, count: { active: 0 }, newKey: shardedKeys(), publish };
+  const cache = diskCache(layout);
+
+  async function remove(key: string): Promise<void> {
+    const p = layout.filePath(key);
+    const dir = path.dirname(p);
+    const names = await fsp.readdir(dir).catch(() => [] as string[]);
+    await Promise.all(
+      names.filter((n) => n === key || n.startsWith(`${key}.`)).map((n) => fsp.rm(path.join(dir, n), { force: true })),
+    );
+  }
+
+  const openFd = (key: string): Promise<number> =>
+    new Promise((resolve, reject) =>
+      fs.open(layout.filePath(key), 'r', (err, fd) =>
+        err ? reject(err.code === 'ENOENT' ? new BlobError('NOT_FOUND', `no object ${key}`) : err) : resolve(fd),
+      ),
+    );
+  const sizeOf = (fd: number): Promise<number> =>
+    new Promise((resolve, reject) => fs.fstat(fd, (err, st) => (err ? reject(err) : resolve(st.size))));
+
+  return {
+    layout,
+    newKey: core.newKey,
+    createWriter(wopts = {}): BlobWriter {
+      const key = core.newKey();
+      // The pid and its start tag in the name let the sweeper tell a crashed writer's leftovers from
+      // a live one's, even when the pid runs again (process-tag.ts).
+      const temp = path.join(layout.tmpDir, `${process.pid}-${ownTag}-${randomHex(12)}.part`);
+      const part = createPartWriter(temp, { hasher, io, count: core.count, onError: wopts.onError ?? (() => {}), sha256: wopts.sha256 });
+      let finishedAt: number | undefined;
+      let published = false;
+      let aborted = false;
+      return {
+        key,
+        write: (chunk, transient) => part.write(chunk, transient),
+        onDrain: (fn) => part.onDrain(fn),
+        holding: () => part.holding(),
+        async finish() {
+          const r = await part.finish();
+          finishedAt = Date.now();
+          return r;
+        },
+        async publish() {
+          if (finishedAt === undefined) throw new Error('publish before finish');
+          if (aborted) throw new BlobError('ABORTED', 'writer aborted');
+          await publish(temp, key, finishedAt);
+          published = true;
+          // Aborted while the rename ran: the object must not stay.
+          if (aborted) await remove(key);
+        },
+        async abort() {
+          if (aborted) return;
+          aborted = true;
+          part.abort(); // unlinks the temp part (in the background while writes are in flight)
+          if (finishedAt !== undefined) await fsp.rm(temp, { force: true });
+          if (published) await remove(key);
+        },
+      };
+    },
+    ...diskResumables(core),
+    async open(key): Promise<BlobReader> {
+      const fd = await openFd(key);
+      let closed = false;
+      const size = await sizeOf(fd).catch((err: Error) => {
+        fs.close(fd, () => {});
+        throw err;
+      });
+      return {
+        size,
+        readInto: (target, pos) =>
+          readFullyAt(fd, target, pos, () => !closed, () => new BlobError('SHORT', `object ${key} shorter than expected`)),
+        close() {
+          if (closed) return;
+          closed = true;
+          fs.close(fd, () => {});
+        },
+      };
+    },
+    async read(key, range = {}) {
+      const fd = await openFd(key);
+      try {
+        const size = await sizeOf(fd);
+        const start = range.start ?? 0;
+        const end = Math.min(range.end ?? size, size);
+        if (start > size) throw new BlobError('OUT_OF_RANGE', `range starts at ${start}, past the end (${size})`);
+        if (start >= end) {
+          fs.close(fd, () => {});
+          return Readable.from([]);
+        }
+        return fs.createReadStream('', { fd, start, end: end - 1, highWaterMark: 1 << 20 });
+      } catch (err) {
+        fs.close(fd, () => {});
+        throw err;
+      }
+    },
+    delete: remove,
+    async withLocalFile(key, fn) {
+      const file = layout.filePath(key);
+      await fsp.access(file).catch(() => {
+        throw new BlobError('NOT_FOUND', `no object ${key}`);
+      });
+      return fn(file);
+    },
+    ...diskSweep(layout),
+    async removeOwnTemps() {
+      const mine = (await fsp.readdir(layout.tmpDir)).filter((n) => n.startsWith(`${process.pid}-${ownTag}-`) && n.endsWith('.part'));
+      await Promise.all(mine.map((n) => fsp.rm(path.join(layout.tmpDir, n), { force: true })));
       return mine.length;
     },
-    digest: (filePath, key) => hasher.digestFile(filePath, key),
-    digestAhead: (key, filePath, upto) => hasher.hashAhead(key, filePath, upto),
-    feedAhead: (key, at, buf, len, back) => hasher.feedAhead(key, at, buf, len, back),
-    async remove(key) {
-      const p = filePath(key);
-      const dir = path.dirname(p);
-      const names = await fsp.readdir(dir).catch(() => [] as string[]);
-      await Promise.all(
-        names.filter((n) => n === key || n.startsWith(`${key}.`)).map((n) => fsp.rm(path.join(dir, n), { force: true })),
-      );
-    },
+    cache,
+    fastPath: () => io.supported,
+    close: async () => {},
   };
-}
-
-/**
- * Wraps a per-key task so that callers arriving while it runs share ONE next run (started when the
- * current one ends) instead of each queueing their own: a directory fsync started after a caller's
- * rename covers that rename, whoever asked for it.
- */
-export function coalesced(task: (key: string) => Promise<void>): (key: string) => Promise<void> {
-  const keys = new Map<string, { tail: Promise<void>; queued: Promise<void> | null }>();
-  return (key) => {
-    const entry = keys.get(key) ?? { tail: Promise.resolve(), queued: null };
-    if (entry.queued) return entry.queued;
-    const run = entry.tail.then(() => {
-      entry.queued = null;
-      return task(key);
-    });
-    const tail = run.then(
-      () => {},
-      () => {},
-    );
-    entry.queued = run;
-    entry.tail = tail;
-    keys.set(key, entry);
-    void tail.then(() => {
-      if (entry.tail === tail) keys.delete(key);
-    });
-    return run;
-  };
-}
-
-async function fsyncDir(dir: string): Promise<void> {
-  const fd = await new Promise<number>((resolve, reject) =>
-    fs.open(dir, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY, (err, fd) => (err ? reject(err) : resolve(fd))),
-  );
-  try {
-    await new Promise<void>((resolve, reject) => fs.fsync(fd, (err) => (err ? reject(err) : resolve())));
-  } finally {
-    fs.close(fd, () => {});
-  }
 }

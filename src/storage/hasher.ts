@@ -4,10 +4,10 @@ import { fromRoot } from '../paths.ts';
 
 /**
  * What is computed of every stored file: its CRC-32. A stored (uncompressed) zip entry needs it, so
- * `/zip` streams without reading a file twice, and it is the file's checksum. There is no SHA-256
- * of uploads: during 1 GiB uploads it took 26% of the server's CPU samples (the CRC-32 15%), its
- * only use was the download ETag, and an immutable file's row makes as strong a validator (fileTag
- * in routes/download.ts).
+ * `/zip` streams without reading a file twice, and it is the file's checksum. A SHA-256 costs
+ * more CPU than the CRC-32 on every byte (bench/RESULTS.md), so a writer computes one only when asked
+ * (WriteOptions.sha256); the download ETag does not need it (an immutable file's row is as strong a
+ * validator: fileTag in routes/download.ts).
  */
 export interface Digest {
   readonly crc32: number;
@@ -53,9 +53,8 @@ type Msg =
   | { t: 'file'; id: number; error: string; code?: string };
 
 /**
- * A small pool of worker threads computing the CRC-32 of streamed bytes, so checksumming (~0.3 s
- * of CPU per GB here) overlaps disk writes instead of adding to the event loop's work. Buffers move
- * by transfer both ways (no copies).
+ * A small pool of worker threads computing the CRC-32 of streamed bytes, so checksumming overlaps
+ * disk writes instead of adding to the event loop's work. Buffers move by transfer both ways (no copies).
  */
 export function createHasher(size = Math.max(1, Math.min(4, os.availableParallelism() - 1))): Hasher {
   const workers: Worker[] = [];

@@ -1,5 +1,5 @@
 import fs from 'node:fs';
-import { alignUp, direct, writeStaged } from './direct-io.ts';
+import { alignUp, DIRECT_ALIGN, writeStaged, type DirectIo } from './direct-io.ts';
 
 /**
  * Durability while the file arrives. A file written in more than one piece is opened with
@@ -8,9 +8,7 @@ import { alignUp, direct, writeStaged } from './direct-io.ts';
  * one piece, writes go through the page cache, with an fdatasync started whenever SYNC_EVERY more
  * bytes are written (one at a time) and writes held back while MAX_UNSYNCED are not yet synced:
  * writeback overlaps the upload, the final fsync has little left, and the dirty cache per upload
- * stays bounded. Measured here (1 GiB from memory, 3 writes in flight): page cache with these syncs
- * 0.9–1.15 GB/s, O_DSYNC writes 0.55–0.72, one fsync at the end 0.7–0.84; O_DIRECT ran at the disk's
- * speed of the moment (0.36–0.92) with 0.1 s of kernel CPU per GB instead of 2.2.
+ * stays bounded (bench/RESULTS.md compares the modes).
  *
  * A file written in one piece (a small upload) is opened with O_DSYNC instead: its one write returns
  * once it is on the disk with the metadata needed to read it back (the size), which is what the
@@ -18,6 +16,10 @@ import { alignUp, direct, writeStaged } from './direct-io.ts';
  * synchronously (close(2) of a local file whose data is synced does no I/O), saves two of a small
  * upload's trips through libuv's thread pool; each trip costs the event loop a wake-up of a pool
  * thread and a completion.
+ *
+ * An append (a tus PATCH) opens an existing file instead: direct writes need a block-aligned offset,
+ * so a write that does not start on a block boundary (the first of an append at an unaligned offset)
+ * goes through a second, page-cache descriptor of the same file; the final fsync covers both.
  */
 const SYNC_EVERY = 16 << 20;
 /** Must stay well above the largest write: one larger than it would wait for a sync that never starts. */
@@ -39,12 +41,25 @@ export interface PartFile {
   abort(): void;
 }
 
+export interface PartFileOptions {
+  readonly io: DirectIo;
+  /** Open the existing file for writes past its acknowledged bytes instead of creating it. */
+  readonly append: boolean;
+}
+
 /**
- * Creates `path` exclusively (mode 0600) with its first write. `onSettled` runs whenever a write
- * or sync lands, so the caller can re-check whether it may close.
+ * Creates `path` exclusively (mode 0600) with its first write, or opens it for an append.
+ * `onSettled` runs whenever a write or sync lands, so the caller can re-check whether it may close.
  */
-export function createPartFile(path: string, onError: (err: Error) => void, onSettled: () => void): PartFile {
+export function createPartFile(
+  path: string,
+  { io, append }: PartFileOptions,
+  onError: (err: Error) => void,
+  onSettled: () => void,
+): PartFile {
   let fd = -1;
+  /** Page-cache descriptor beside a direct one, for unaligned writes of an append (or -1). */
+  let cachedFd = -1;
   let opening = false;
   const waitingForFd: Array<() => void> = [];
   /** Operations using the descriptor: the last to finish after an abort closes it. */
@@ -75,39 +90,58 @@ export function createPartFile(path: string, onError: (err: Error) => void, onSe
   function closeIfIdle(): void {
     if (fd >= 0 && inFlight === 0) {
       fs.close(fd, () => {});
-      fd = -1;
+      if (cachedFd >= 0) fs.close(cachedFd, () => {});
+      fd = cachedFd = -1;
     }
   }
 
   function ensureOpen(onePiece: boolean): void {
     if (opening) return;
     opening = true;
-    const tryDirect = direct.supported && !onePiece;
-    const flags = fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL;
-    const how = tryDirect ? fs.constants.O_DIRECT : onePiece ? fs.constants.O_DSYNC : 0;
+    const tryDirect = io.supported && !onePiece;
+    const flags = fs.constants.O_WRONLY | (append ? 0 : fs.constants.O_CREAT | fs.constants.O_EXCL);
+    const how = tryDirect ? fs.constants.O_DIRECT : onePiece && !append ? fs.constants.O_DSYNC : 0;
     fs.open(path, flags | how, 0o600, (err, opened) => {
       if (err && tryDirect && err.code === 'EINVAL') {
-        direct.supported = false; // this filesystem has no O_DIRECT
+        io.supported = false; // this filesystem has no O_DIRECT
         opening = false;
         // Linux creates the file before refusing the flag: remove it, or O_EXCL fails the retry.
+        if (append) return ensureOpen(onePiece);
         return fs.unlink(path, () => ensureOpen(onePiece));
       }
       if (err) return fail(err);
-      // Aborted before the open landed: abort's unlink found nothing, so remove it here.
-      if (aborted) return fs.close(opened, () => fs.unlink(path, () => {}));
-      fd = opened;
-      isDirect = tryDirect;
-      dsync = onePiece;
-      for (const fn of waitingForFd.splice(0)) fn();
+      const ready = (): void => {
+        // Aborted before the open landed: abort's unlink found nothing, so remove it here.
+        if (aborted) {
+          if (cachedFd >= 0) fs.close(cachedFd, () => {});
+          cachedFd = -1;
+          return fs.close(opened, () => (append ? undefined : fs.unlink(path, () => {})));
+        }
+        fd = opened;
+        isDirect = tryDirect;
+        dsync = onePiece && !append;
+        for (const fn of waitingForFd.splice(0)) fn();
+      };
+      if (!(tryDirect && append)) return ready();
+      fs.open(path, fs.constants.O_WRONLY, (err2, plain) => {
+        if (err2) {
+          fs.close(opened, () => {});
+          return fail(err2);
+        }
+        cachedFd = plain;
+        ready();
+      });
     });
   }
+  /** The descriptor for page-cache writes and syncs. */
+  const plainFd = (): number => (cachedFd >= 0 ? cachedFd : fd);
 
   function syncIfDue(): void {
     if (syncing || aborted || failed || completed - synced < (waitingForSync.length > 0 ? 1 : SYNC_EVERY)) return;
     syncing = true;
     const upto = completed;
     inFlight++;
-    fs.fdatasync(fd, (err) => {
+    fs.fdatasync(plainFd(), (err) => {
       inFlight--;
       syncing = false;
       if (aborted) return closeIfIdle();
@@ -126,7 +160,7 @@ export function createPartFile(path: string, onError: (err: Error) => void, onSe
   function cachedWrite(view: Buffer, len: number, at: number, released: () => void, done = 0): void {
     if (aborted) return;
     inFlight++;
-    fs.write(fd, view, done, len - done, at + done, (err, n) => {
+    fs.write(plainFd(), view, done, len - done, at + done, (err, n) => {
       inFlight--;
       if (aborted) return closeIfIdle();
       if (err) return fail(err);
@@ -146,6 +180,7 @@ export function createPartFile(path: string, onError: (err: Error) => void, onSe
    */
   function directWrite(view: Buffer, len: number, at: number, released: () => void): void {
     writeStaged(
+      io,
       fd,
       view,
       len,
@@ -172,7 +207,7 @@ export function createPartFile(path: string, onError: (err: Error) => void, onSe
 
   function start(view: Buffer, len: number, at: number, released: () => void): void {
     if (aborted || failed) return;
-    if (isDirect) return directWrite(view, len, at, released);
+    if (isDirect && (at % DIRECT_ALIGN === 0 || cachedFd < 0)) return directWrite(view, len, at, released);
     if (issued + len - synced > MAX_UNSYNCED) {
       waitingForSync.push(() => start(view, len, at, released));
       syncIfDue();
@@ -213,8 +248,10 @@ export function createPartFile(path: string, onError: (err: Error) => void, onSe
           const closeFd = (err: Error | null): void => {
             if (!stepOk(err)) return;
             const closing = fd;
-            fd = -1;
+            const closingPlain = cachedFd;
+            fd = cachedFd = -1;
             try {
+              if (closingPlain >= 0) fs.closeSync(closingPlain);
               fs.closeSync(closing);
             } catch (err2) {
               return reject(err2 as Error);
@@ -236,7 +273,8 @@ export function createPartFile(path: string, onError: (err: Error) => void, onSe
     abort() {
       if (aborted) return;
       aborted = true;
-      fs.unlink(path, () => {});
+      // An append's file holds acknowledged bytes: its owner cuts it back instead.
+      if (!append) fs.unlink(path, () => {});
       // Writes in flight finish against the unlinked inode; the last one closes the fd.
       closeIfIdle();
     },

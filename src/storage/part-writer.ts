@@ -1,71 +1,35 @@
 import { crc32 } from 'node:zlib';
+import { createHash, type Hash } from 'node:crypto';
 import type { Digest, Hasher, HashStream } from './hasher.ts';
-import { spareBuffers } from './spare-buffers.ts';
 import { createPartFile } from './part-file.ts';
+import { DIRECT_ALIGN, type DirectIo } from './direct-io.ts';
+import type { BlobWriter } from './blob-store.ts';
+import { firstSlots, fullSlots, giveBack, INLINE_HASH_BYTES, ringLimit, ROOM_BYTES, SLOT_BYTES, type WriterCount } from './slots.ts';
 
-/** Disk writes are coalesced into slots of this size (busboy hands out ~30 KB pieces). */
-export const SLOT_BYTES = 1 << 20;
-/**
- * Files up to this size are checksummed on the event loop when they finish (microseconds for a
- * CRC-32) instead of two round trips to the hash worker, which cost more than the checksum.
- */
-const INLINE_HASH_BYTES = 256 * 1024;
-/**
- * Slots per file: bounds memory per upload to SLOTS × SLOT_BYTES whatever the file size. Four keep
- * a write in flight while the next slot fills and one is being hashed; eight moved no faster here
- * and cost 4 MiB more per upload (32 MiB more with 8 uploads at once).
- */
-const SLOTS = 4;
-/**
- * With more than BUSY_WRITERS files streaming at once, a ring grows to only BUSY_SLOTS: they share
- * the disk and the hash worker, so each needs less in flight: 8 uploads hold 16 MiB of rings instead
- * of 32, at the same speed. Two is the floor: one fills while the other is out, and its return always
- * reopens room (see roomy), so a writer can never wait on itself. A ring that grew larger before
- * the others joined shrinks back as its slots return (slotBack): without that, the first two of a
- * burst kept four each, the burst held 20 slots, and each burst after the first allocated 2–4 fresh
- * ones beyond the 16 kept (8 × 128 MiB curl uploads, six bursts in a row: 22–24 slots allocated in
- * all and a peak RSS of 122–124 MiB, against 16 and 119 MiB with the shrink).
- */
-const BUSY_WRITERS = 2;
-const BUSY_SLOTS = 2;
-let activeWriters = 0;
-const ringLimit = (): number => (activeWriters > BUSY_WRITERS ? BUSY_SLOTS : SLOTS);
-/** Two of uWS's largest chunks (512 KiB): see PartWriter.write. */
-const ROOM_BYTES = 1 << 20;
-/**
- * Every file starts in a slot this small, swapped for a full one once the file outgrows it: most
- * uploads by count are small, and a fresh 1 MiB buffer per 1 KiB file kept the GC busy.
- */
-const FIRST_SLOT_BYTES = 64 * 1024;
-/**
- * Buffers of finished writers, reused by the next files. Up to 16 full slots are kept: what 8
- * uploads at once hold (BUSY_SLOTS each). Keeping fewer makes every burst of large uploads allocate
- * fresh slots and drop them again, and freed slots stay resident until the GC and malloc give their
- * pages back, which raises the peak RSS of a burst (bench/RESULTS.md). Spares exist only once used,
- * so the idle RSS does not grow.
- */
-const firstSlots = spareBuffers('first-slot', FIRST_SLOT_BYTES, 64);
-const fullSlots = spareBuffers('slot', SLOT_BYTES, 16);
-const giveBack = (buf: Buffer): void => (buf.length === SLOT_BYTES ? fullSlots : firstSlots).give(buf);
-
-export interface PartResult extends Digest {
+export interface PartResult {
   readonly size: number;
+  /** 0 for an append (its CRC-32 is followed by the hasher under its key). */
+  readonly crc32: number;
+  readonly sha256: string | null;
 }
 
-export interface PartWriter {
-  readonly path: string;
+export interface PartWriterOptions {
+  readonly hasher: Hasher;
+  readonly io: DirectIo;
+  readonly count: WriterCount;
+  readonly onError: (err: Error) => void;
+  readonly sha256?: boolean;
   /**
-   * Copies bytes into the write ring; what does not fit is referenced until copied, never modified.
-   * False: the ring has less than ROOM_BYTES left (or holds a chunk); send no more until onDrain. The
-   * headroom lets the rest of a socket chunk and one more after a pause land without being held.
-   * `transient`: the caller reuses the chunk's memory once this returns, so what does not fit is
-   * copied (rarely: only when the writer was already short of room).
+   * Write into the existing file from `at` on (a resumable's append) instead of creating it; the
+   * bytes are fed to the hasher's state for `feedKey` (see Hasher.feedAhead), unless it is null.
    */
-  write(chunk: Uint8Array, transient?: boolean): boolean;
-  onDrain(fn: () => void): void;
-  /** True while the writer still references a chunk given to write() (not yet copied). */
-  holding(): boolean;
-  /** Flushes, fsyncs and closes; resolves with size and CRC-32. */
+  readonly append?: { readonly at: number; readonly feedKey: string | null };
+}
+
+/** One part file's writer; write/onDrain/holding behave as BlobWriter's (ROOM_BYTES of headroom: see slots.ts). */
+export interface PartWriter extends Pick<BlobWriter, 'write' | 'onDrain' | 'holding'> {
+  readonly path: string;
+  /** Flushes, fsyncs and closes; resolves with size and CRC-32 (bytes written, for an append). */
   finish(): Promise<PartResult>;
   /** Stops writing and removes the part; safe to call at any time, more than once. */
   abort(): void;
@@ -77,6 +41,8 @@ interface Slot {
   len: number;
   /** The part file is done with the buffer (written, or copied for a direct write). */
   written: boolean;
+  /** File offset of the slot's bytes. */
+  at: number;
 }
 
 /**
@@ -86,7 +52,8 @@ interface Slot {
  * once the file has released it, transferred to the hash worker in file order, and comes back to
  * the ring when hashed.
  */
-export function createPartWriter(path: string, hasher: Hasher, onError: (err: Error) => void): PartWriter {
+export function createPartWriter(path: string, opts: PartWriterOptions): PartWriter {
+  const { hasher, io, count, onError, append } = opts;
   // Buffers are taken as the file needs them (a small file uses one small one) and given up when the
   // writer finishes or aborts, so a request with many files holds at most one ring at a time.
   const slots: Slot[] = [];
@@ -106,29 +73,36 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
       }
       return i;
     }
-    if (live < ringLimit()) {
+    if (live < ringLimit(count)) {
       live++;
       const i = retired.pop();
       if (i !== undefined) {
         slots[i]!.view = fullSlots.take();
         return i;
       }
-      slots.push({ view: (slots.length === 0 ? firstSlots : fullSlots).take(), len: 0, written: false });
+      slots.push({ view: (slots.length === 0 ? firstSlots : fullSlots).take(), len: 0, written: false, at: 0 });
       return slots.length - 1;
     }
     return undefined;
   };
   const idle = (): boolean => free.length === live;
-  const room = (slot: number): number => slots[slot]!.view!.length;
+  /**
+   * Bytes the slot takes: all of it, except that a slot starting off a block boundary (the first of
+   * an append at an unaligned offset) ends on the next one, so every later slot can go direct.
+   */
+  const room = (slot: number): number => {
+    const len = slots[slot]!.view!.length;
+    return position % DIRECT_ALIGN === 0 ? len : Math.min(len, DIRECT_ALIGN - (position % DIRECT_ALIGN));
+  };
   /** Accepts more without holding a reference: nothing queued and ROOM_BYTES of ring left. */
   const roomy = (): boolean =>
     overflow.length === 0 &&
-    (cur >= 0 ? room(cur) - fill : 0) + (free.length + Math.max(0, ringLimit() - live)) * SLOT_BYTES >= ROOM_BYTES;
-  activeWriters++;
+    (cur >= 0 ? room(cur) - fill : 0) + (free.length + Math.max(0, ringLimit(count) - live)) * SLOT_BYTES >= ROOM_BYTES;
+  count.active++;
   let counted = true;
   /** Drops the ring; `reuse` only when idle (no write or hash holds a buffer). */
   const release = (reuse: boolean): void => {
-    if (counted) activeWriters--;
+    if (counted) count.active--;
     counted = false;
     if (reuse) for (const s of slots) if (s.view) giveBack(s.view);
     slots.length = 0;
@@ -142,7 +116,8 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
   let cur = -1;
   let fill = 0;
   let bytes = 0;
-  let position = 0;
+  let position = append?.at ?? 0;
+  const sha: Hash | null = opts.sha256 ? createHash('sha256') : null;
   let failed: Error | null = null;
   let aborted = false;
   let drainFn: (() => void) | null = null;
@@ -157,7 +132,7 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
   function slotBack(slot: number, view: Buffer): void {
     const s = slots[slot];
     if (!s) return; // released after an abort
-    if (live > ringLimit()) {
+    if (live > ringLimit(count)) {
       // More writers joined since this ring grew: give the buffer to them (a burst of uploads holds
       // BUSY_SLOTS each, which the spares kept cover, not the SLOTS its first writers grew to).
       giveBack(view);
@@ -169,23 +144,27 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
       free.push(slot);
     }
     pump();
-    if (drainFn && roomy()) {
-      const fn = drainFn;
-      drainFn = null;
-      fn();
-    }
+    if (roomy()) releaseProducer();
     idleFn?.();
   }
 
   /** Set by finish(): a file whose first write comes now is written in one piece. */
   let finishing = false;
-  const file = createPartFile(path, (err) => fail(err), () => idleFn?.());
+  const file = createPartFile(path, { io, append: append !== undefined }, (err) => fail(err), () => idleFn?.());
+
+  /** Runs the producer's drain callback: room again, or a stopped writer (whose write() takes anything). */
+  function releaseProducer(): void {
+    const fn = drainFn;
+    drainFn = null;
+    fn?.();
+  }
 
   function fail(err: Error): void {
     if (failed || aborted) return;
     failed = err;
     onError(err);
     idleFn?.();
+    releaseProducer();
   }
 
   /** Hands written slots to the hasher strictly in file order. */
@@ -194,6 +173,14 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
       const slot = order.shift()!;
       const s = slots[slot]!;
       const view = s.view!;
+      if (append) {
+        if (append.feedKey === null) slotBack(slot, view);
+        else {
+          s.view = null;
+          hasher.feedAhead(append.feedKey, s.at, view.buffer as ArrayBuffer, s.len, (buf) => slotBack(slot, Buffer.from(buf)));
+        }
+        continue;
+      }
       if (inline) {
         const bytesOfFile = view.subarray(0, s.len);
         inlineDigest = { crc32: crc32(bytesOfFile) >>> 0 };
@@ -211,12 +198,20 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
     s.written = false;
     order.push(slot);
     const at = position;
+    s.at = at;
     position += len;
     const released = (): void => {
       s.written = true;
       toHasher();
     };
     file.write(s.view!, len, at, released, finishing);
+  }
+
+  /** Submits the slot being filled; `cur` is cleared first, as a slot handed back during submit re-enters pump. */
+  function sealCur(): void {
+    const slot = cur;
+    cur = -1;
+    submit(slot, fill);
   }
 
   function pump(): void {
@@ -233,10 +228,7 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
       fill += n;
       if (n === chunk.length) overflow.shift();
       else overflow[0] = chunk.subarray(n);
-      if (fill === room(cur)) {
-        submit(cur, fill);
-        cur = -1;
-      }
+      if (fill === room(cur)) sealCur();
     }
   }
 
@@ -246,6 +238,7 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
       if (aborted || failed) return true;
       if (chunk.length === 0) return roomy(); // would leave an empty slot that no write can store
       bytes += chunk.length;
+      sha?.update(chunk);
       overflow.push(chunk);
       pump();
       if (transient && overflow.length > 0 && overflow[overflow.length - 1]!.buffer === chunk.buffer) {
@@ -266,19 +259,20 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
           if (overflow.length > 0) return; // the next ack pumps and calls us again
           // The whole file still sits in its first slot (nothing submitted, so nothing hashed): hash it
           // here. Once a slot went out, every slot goes to the worker, in order.
-          if (stream === null && position === 0 && bytes <= INLINE_HASH_BYTES) inline = true;
+          if (!append && stream === null && position === 0 && bytes <= INLINE_HASH_BYTES) inline = true;
           if (cur >= 0) {
-            submit(cur, fill);
-            cur = -1;
+            sealCur();
             return;
           }
           if (!idle() || file.busy()) return;
           idleFn = null;
           release(true);
+          const sha256 = sha ? sha.digest('hex') : null;
           file.close().then(() => {
-            if (!inline) return hashStream().digest().then((d) => resolve({ size: bytes, ...d }), reject);
+            if (append) return resolve({ size: bytes, crc32: 0, sha256 });
+            if (!inline) return hashStream().digest().then((d) => resolve({ size: bytes, crc32: d.crc32, sha256 }), reject);
             // (an empty file never filled a slot)
-            resolve({ size: bytes, ...(inlineDigest ?? { crc32: 0 }) });
+            resolve({ size: bytes, crc32: inlineDigest?.crc32 ?? 0, sha256 });
           }, reject);
         };
         idleFn = complete;
@@ -293,6 +287,7 @@ export function createPartWriter(path: string, hasher: Hasher, onError: (err: Er
       release(false); // writes in flight still read their buffers
       file.abort();
       idleFn?.(); // a pending finish() rejects
+      releaseProducer();
     },
   };
 }

@@ -10,10 +10,10 @@ export interface SpareBuffers {
 
 /**
  * A page-aligned buffer. The kernel's copy from the page cache into user memory (every fs.read of a
- * cached file) ran at a third of its speed here, 1.3–1.6 GB/s against 4–4.7, when the destination
- * started 8 or 16 bytes past a 64-byte line (AMD EPYC; `rep movsb` over a short source-destination
- * distance), and malloc's large chunks start 16 bytes into their page, so Buffer.allocUnsafeSlow
- * buffers of 1 MiB usually do. V8 maps a resizable ArrayBuffer's memory in whole pages itself; with
+ * cached file) can run at a fraction of its speed when the destination starts a few bytes past a
+ * 64-byte line (AMD EPYC; `rep movsb` over a short source-destination distance; bench/RESULTS.md),
+ * and malloc's large chunks start 16 bytes into their page, so Buffer.allocUnsafeSlow buffers of
+ * 1 MiB usually do. V8 maps a resizable ArrayBuffer's memory in whole pages itself; with
  * maxByteLength equal to the size it reserves nothing more, and it is freed by GC like any other.
  */
 export function pageAligned(size: number): Buffer {

@@ -1,6 +1,5 @@
-import fsp from 'node:fs/promises';
-import path from 'node:path';
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
+import type { BlobCache } from '../storage/blob-store.ts';
 import type { Logger } from 'pino';
 import type sharpType from 'sharp';
 import type { Limiter } from './limit.ts';
@@ -72,34 +71,19 @@ export function cardSvg(f: CardFields): string {
 }
 
 export interface OgCards {
-  /** PNG bytes and a strong ETag for one bundle's card; cached under `cacheDir`. */
+  /** PNG bytes and a strong ETag for one bundle's card; cached in the store's cache area. */
   card(code: string, fields: CardFields): Promise<{ bytes: Buffer; etag: string }>;
 }
 
-export function createOgCards(deps: { sharp: () => Promise<typeof sharpType>; limiter: Limiter; cacheDir: string; log: Logger }): OgCards {
-  const { sharp, limiter, cacheDir, log } = deps;
-  let dirReady: Promise<unknown> | undefined;
-
-  const store = async (dest: string, bytes: Buffer): Promise<void> => {
-    const part = `${dest}.${randomBytes(6).toString('hex')}.part`;
-    try {
-      dirReady ??= fsp.mkdir(cacheDir, { recursive: true, mode: 0o700 });
-      await dirReady;
-      await fsp.writeFile(part, bytes, { flag: 'wx', mode: 0o600 });
-      await fsp.rename(part, dest);
-    } catch (err) {
-      dirReady = undefined; // the directory may have been removed: try again next time
-      log.warn({ err, dest }, 'share card not cached');
-      await fsp.rm(part, { force: true }).catch(() => {});
-    }
-  };
+export function createOgCards(deps: { sharp: () => Promise<typeof sharpType>; limiter: Limiter; cache: BlobCache; log: Logger }): OgCards {
+  const { sharp, limiter, cache, log } = deps;
 
   return {
     async card(code, fields) {
       const hash = createHash('sha256').update(JSON.stringify([CARD_VERSION, fields])).digest('hex').slice(0, 24);
       const etag = `"${CARD_VERSION}-${hash}"`;
-      const dest = path.join(cacheDir, `${code}-${hash}.png`);
-      const cached = await fsp.readFile(dest).catch(() => null);
+      const name = `og/${code}-${hash}.png`;
+      const cached = await cache.get(name);
       if (cached) return { bytes: cached, etag };
       // The SVG is ours, built from numbers and escaped text: the only SVG this server rasterizes.
       const bytes = await limiter.run(async () =>
@@ -108,7 +92,8 @@ export function createOgCards(deps: { sharp: () => Promise<typeof sharpType>; li
           .png({ compressionLevel: 8 })
           .toBuffer(),
       );
-      await store(dest, bytes);
+      // Best effort: a card not cached is drawn again next time.
+      await cache.put(name, bytes).catch((err: unknown) => log.warn({ err, name }, 'share card not cached'));
       return { bytes, etag };
     },
   };

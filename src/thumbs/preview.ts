@@ -1,10 +1,9 @@
-import fsp from 'node:fs/promises';
-import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type sharpType from 'sharp';
 import { AppError } from '../errors.ts';
 import type { Limiter } from './limit.ts';
 import { sniffRaster } from './sniff.ts';
+import { isBlobError, type BlobStore } from '../storage/blob-store.ts';
 
 /** Input bigger than this (width × height) is refused before decoding: a small file can be a huge image. */
 export const MAX_INPUT_PIXELS = 50_000_000;
@@ -28,15 +27,20 @@ export function decodedBytes(meta: { width?: number; height?: number; channels?:
 }
 /** Long side of a thumbnail, in pixels. */
 export const THUMB_PX = 320;
-/** Suffix of the cached thumbnail beside the stored file; disk.remove() deletes it with the file. */
+/** Suffix of a thumbnail's cache name after its object's key: deleting the object deletes it too. */
 export const THUMB_SUFFIX = '.thumb.webp';
 
 export interface Previews {
-  /** WebP thumbnail bytes of a stored image, from the disk cache or freshly made; null if it is not a usable image. */
-  thumbnail(srcPath: string): Promise<Buffer | null>;
+  /** WebP thumbnail bytes of a stored object, from the cache or freshly made; null if it is not a usable image. */
+  thumbnail(key: string): Promise<Buffer | null>;
 }
 
-export function createPreviews(deps: { sharp: () => Promise<typeof sharpType>; limiter: Limiter; log: Logger }): Previews {
+export function createPreviews(deps: {
+  sharp: () => Promise<typeof sharpType>;
+  limiter: Limiter;
+  log: Logger;
+  blobs: Pick<BlobStore, 'cache' | 'withLocalFile'>;
+}): Previews {
   const { sharp, limiter, log } = deps;
   // One thumbnail per file at a time: concurrent requests for the same image share the work.
   const inflight = new Map<string, Promise<Buffer | null>>();
@@ -67,35 +71,25 @@ export function createPreviews(deps: { sharp: () => Promise<typeof sharpType>; l
     }
   };
 
-  /** Best effort: a failed cache write only costs the next request a re-render. */
-  const store = async (srcPath: string, bytes: Buffer): Promise<void> => {
-    const dest = `${srcPath}${THUMB_SUFFIX}`;
-    const part = `${dest}.${randomBytes(6).toString('hex')}.part`;
-    try {
-      await fsp.writeFile(part, bytes, { flag: 'wx', mode: 0o600 });
-      await fsp.rename(part, dest);
-      // The file may have been deleted while we rendered: its remove() ran before our rename.
-      await fsp.access(srcPath).catch(async () => fsp.rm(dest, { force: true }));
-    } catch (err) {
-      log.warn({ err, dest }, 'thumbnail not cached');
-      await fsp.rm(part, { force: true }).catch(() => {});
-    }
-  };
-
-  const make = async (srcPath: string): Promise<Buffer | null> => {
-    const cached = await fsp.readFile(`${srcPath}${THUMB_SUFFIX}`).catch(() => null);
+  const make = async (key: string): Promise<Buffer | null> => {
+    const name = `${key}${THUMB_SUFFIX}`;
+    const cached = await deps.blobs.cache.get(name);
     if (cached) return cached;
-    const bytes = await render(srcPath);
-    if (bytes) await store(srcPath, bytes);
+    const bytes = await deps.blobs.withLocalFile(key, render).catch((err: unknown) => {
+      if (isBlobError(err, 'NOT_FOUND')) return null;
+      throw err;
+    });
+    // Best effort: a failed cache write only costs the next request a re-render.
+    if (bytes) await deps.blobs.cache.put(name, bytes).catch((err: unknown) => log.warn({ err, name }, 'thumbnail not cached'));
     return bytes;
   };
 
   return {
-    thumbnail(srcPath) {
-      let p = inflight.get(srcPath);
+    thumbnail(key) {
+      let p = inflight.get(key);
       if (!p) {
-        p = make(srcPath).finally(() => inflight.delete(srcPath));
-        inflight.set(srcPath, p);
+        p = make(key).finally(() => inflight.delete(key));
+        inflight.set(key, p);
       }
       return p;
     },

@@ -1,7 +1,7 @@
 import type { Deps } from '../routes/deps.ts';
 import type { Ctx } from '../http/context.ts';
-import type { BodyTap, HashFeed } from './patch.ts';
-import { closePart, openPart } from './part-io.ts';
+import type { BodyTap } from './patch.ts';
+import { BlobError } from '../storage/blob-store.ts';
 import { completeUpload } from './complete.ts';
 import { setProgress, type TusRow } from './store.ts';
 import { httpDate, type Checksum } from './protocol.ts';
@@ -16,8 +16,8 @@ export function hasBody(headers: Readonly<Record<string, string>>): boolean {
 
 /**
  * Appends this request's body at `row.upload_offset`, then records the new offset — only after
- * the bytes are on disk, so a HEAD after any break reports bytes the server really holds. With a
- * checksum, the body counts only when complete and matching (else the part is cut back, 460).
+ * the bytes are durable, so a HEAD after any break reports bytes the server really holds. With a
+ * checksum, the body counts only when complete and matching (else the append is cut back, 460).
  * At the final offset the upload is completed into its bundle. Returns the reply headers.
  */
 export async function appendBody(
@@ -25,43 +25,28 @@ export async function appendBody(
   deps: Deps,
   tap: BodyTap | null,
   row: TusRow,
-  partPath: string,
   checksum: Checksum | null,
 ): Promise<Array<readonly [string, string]>> {
   const start = row.upload_offset;
   const length = row.upload_length;
   let offset = start;
   if (tap) {
-    const fds = await openPart(partPath, start);
-    let cut: number | null = null;
-    let failure: Error | null = null;
-    /** The offset on record once this PATCH is over: what the hash worker may keep of its bytes. */
-    let recorded = start;
-    try {
-      try {
-        // A partial upload is never digested itself (its final upload digests the joined file).
-        const partial = row.concat === 'partial';
-        const feed: HashFeed | null = partial ? null : (at, buf, len, back) => deps.disk.feedAhead(row.id, at, buf, len, back);
-        const r = await tap.pipe(fds.fd, start, length ?? row.max_bytes, checksum?.algorithm ?? null, fds.directFd, feed);
-        failure = r.error;
-        if (checksum && !(r.complete && r.digest?.equals(checksum.digest))) {
-          cut = start;
-          if (r.complete) failure = new AppError('CHECKSUM_MISMATCH', 'Upload-Checksum does not match the body');
-        } else offset = start + r.written;
-      } finally {
-        // The fsync makes the written bytes and the size durable before the offset is recorded. Bytes
-        // issued past a failed write or sync are cut off: they were never acknowledged.
-        await closePart(fds, cut ?? offset);
-      }
-      if (offset !== start || length !== null) await setProgress(deps.sql, row.id, offset, length);
-      recorded = offset;
-    } finally {
-      // The hash worker took this PATCH's bytes from memory as they were written (feed). Naming the
-      // offset on record settles them, whatever failed: a state that went past it (a failed write or
-      // sync, a cut, an offset never recorded) starts over, one short of it reads the rest from the
-      // part. At the final offset every byte was written and fed; completion's digest goes on from there.
-      if ((length === null || recorded < length) && row.concat !== 'partial') deps.disk.digestAhead(row.id, partPath, recorded);
-    }
+    const limit = length ?? row.max_bytes;
+    // A partial upload is never digested itself (its final upload digests the joined file).
+    const appender = await deps.blobs.append(row.id, start, { limit, hashAhead: row.concat !== 'partial' }).catch((err: unknown) => {
+      // Leases keep appends apart across processes; within one, the store refuses a second at once.
+      if (err instanceof BlobError && err.code === 'BUSY') throw new AppError('UPLOAD_LOCKED', 'Another request is writing to this upload');
+      throw err;
+    });
+    const r = await tap.pipe(appender, limit, checksum?.algorithm ?? null);
+    let failure = r.error;
+    const mismatch = checksum !== null && !(r.complete && r.digest?.equals(checksum.digest));
+    if (mismatch && r.complete) failure = new AppError('CHECKSUM_MISMATCH', 'Upload-Checksum does not match the body');
+    // Durable before the offset is recorded; a checksum that did not match drops the whole body.
+    const f = await appender.finish(mismatch ? { cutTo: start } : {});
+    offset = f.offset;
+    failure ??= f.error;
+    if (offset !== start || length !== null) await setProgress(deps.sql, row.id, offset, length);
     if (failure) throw failure;
     if (ctx.aborted) return [];
   } else if (length !== null) await setProgress(deps.sql, row.id, offset, length);
@@ -72,7 +57,7 @@ export async function appendBody(
   ];
   // A partial upload stays a piece until a final upload joins it (concat.ts).
   if (length !== null && offset === length && row.concat !== 'partial') {
-    const done = await completeUpload(deps, { ...row, upload_offset: offset }, partPath);
+    const done = await completeUpload(deps, { ...row, upload_offset: offset });
     headers.push(['Sluice-Short-Code', done.bundle.short_code], ['Sluice-Share-Url', `/${done.bundle.short_code}`]);
     headers.push(['Sluice-File-Id', String(done.fileId)]);
     if (done.uploadToken) headers.push(['Sluice-Upload-Token', done.uploadToken]);

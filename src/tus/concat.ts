@@ -1,9 +1,6 @@
-import fs from 'node:fs';
-import fsp from 'node:fs/promises';
-import { pipeline } from 'node:stream/promises';
 import type { Deps } from '../routes/deps.ts';
 import { randomHex } from '../util/random.ts';
-import { findUpload, lease, LEASE_MS, releaseLease, renewLease, type TusRow } from './store.ts';
+import { findUpload, lease, LEASE_MS, markSpent, releaseLease, renewLease, type TusRow } from './store.ts';
 import { AppError } from '../errors.ts';
 
 // The concatenation extension: partial uploads (pieces of one file, sent in parallel) that a final
@@ -11,7 +8,6 @@ import { AppError } from '../errors.ts';
 
 /** Partials one final upload may join. */
 const MAX_PARTIALS = 100;
-const PIECE = 1 << 20;
 
 /** A creation's Upload-Concat: a partial upload, or a final one naming its partials in order. */
 export type Concat = { readonly kind: 'partial' } | { readonly kind: 'final'; readonly ids: readonly string[]; readonly raw: string };
@@ -87,29 +83,12 @@ export async function holdPartials(deps: Deps, ids: readonly string[]): Promise<
   return { rows, length: rows.reduce((n, r) => n + (r.upload_length ?? 0), 0), release };
 }
 
-/** Writes each partial's acknowledged bytes after the other into `target`, then makes them durable. */
-export async function joinParts(parts: ReadonlyArray<{ path: string; length: number }>, target: string): Promise<void> {
-  for (const p of parts) {
-    if (p.length === 0) continue;
-    await pipeline(
-      fs.createReadStream(p.path, { start: 0, end: p.length - 1, highWaterMark: PIECE }),
-      fs.createWriteStream(target, { flags: 'a', highWaterMark: PIECE }),
-    );
-  }
-  const fh = await fsp.open(target, 'r+');
-  try {
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-}
-
 /**
  * The partials are spent once their final upload completed: each is marked finished with no file of
  * its own, and its part goes. The sessions stay until they expire, so a client that terminates the
  * partials after the final (tus-js-client's abort(true) does) gets its 204s; they cannot be joined again.
  */
-export async function spendPartials(deps: Deps, rows: readonly TusRow[], partOf: (id: string) => string): Promise<void> {
-  await deps.sql`update tus_uploads set completed_at = now() where id = any(${rows.map((r) => r.id)})`;
-  for (const r of rows) await fsp.rm(partOf(r.id), { force: true });
+export async function spendPartials(deps: Deps, rows: readonly TusRow[]): Promise<void> {
+  await markSpent(deps.sql, rows.map((r) => r.id));
+  for (const r of rows) await deps.blobs.removeResumable(r.id);
 }

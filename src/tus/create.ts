@@ -1,25 +1,19 @@
-import fsp from 'node:fs/promises';
-import path from 'node:path';
 import type { Ctx } from '../http/context.ts';
 import { send } from '../http/reply.ts';
 import type { Deps, Uploader } from '../routes/deps.ts';
-import { findBundleByTokenHash } from '../db/bundles.ts';
-import { hashSecret, secretMatches, UPLOAD_TOKEN_RE } from '../auth/tokens.ts';
-import { newStorageKey } from '../storage/disk.ts';
-import { cleanFileName, cleanMimeType, isEmail, descriptionProblem, cleanDescription } from '../util/names.ts';
+import { resolveUploadToken, validateFields } from '../bundles/service.ts';
+import { randomHex } from '../util/random.ts';
+import { cleanFileName, cleanMimeType } from '../util/names.ts';
 import { AppError } from '../errors.ts';
 import { refuseOtherSite } from '../http/cross-site.ts';
 import { tapBody } from './patch.ts';
 import { appendBody, hasBody } from './body.ts';
 import { deleteUpload, findUpload, insertUpload, reserveInBundle, setProgress, type NewUpload } from './store.ts';
-import { spendPartials, holdPartials, joinParts, parseConcat, type HeldPartials } from './concat.ts';
+import { spendPartials, holdPartials, parseConcat, type HeldPartials } from './concat.ts';
 import {
   NO_STORE, checkResumable, httpDate, intHeader, OFFSET_TYPE, parseChecksum, parseMetadata, replyError, storableMetadata,
   UPLOAD_TTL_MS,
 } from './protocol.ts';
-
-/** The part of an upload: only the server-made id names it. */
-export const partPathOf = (dir: string, id: string): string => path.join(dir, `${id}.part`);
 
 /**
  * POST /api/v1/tus/: creation (+ creation-with-upload, creation-defer-length, concatenation). It
@@ -27,7 +21,7 @@ export const partPathOf = (dir: string, id: string): string => path.join(dir, `$
  * upload); the declared length is checked against the plan's cap (or reserved in the bundle named
  * by upload_token) before any byte is accepted. A final upload is joined from its partials here.
  */
-export async function createUpload(ctx: Ctx, deps: Deps, dir: string): Promise<void> {
+export async function createUpload(ctx: Ctx, deps: Deps): Promise<void> {
   const h = ctx.headers;
   const withBody = hasBody(h);
   const tap = withBody ? tapBody(ctx) : null;
@@ -45,7 +39,7 @@ export async function createUpload(ctx: Ctx, deps: Deps, dir: string): Promise<v
   } catch (err) {
     return fail(err);
   }
-  let partPath: string | null = null;
+  let created = false;
   let id = '';
   let partials: HeldPartials | null = null;
   try {
@@ -73,7 +67,8 @@ export async function createUpload(ctx: Ctx, deps: Deps, dir: string): Promise<v
     }
     const meta = parseMetadata(h['upload-metadata']);
     const name = cleanFileName(meta.filename ?? meta.name);
-    id = newStorageKey();
+    // Public (the upload's URL): all 128 bits random, unlike a storage key's shard prefix.
+    id = randomHex(16);
     const base: NewUpload = {
       id,
       bundle_id: null,
@@ -87,61 +82,44 @@ export async function createUpload(ctx: Ctx, deps: Deps, dir: string): Promise<v
       concat: concat === null ? null : concat.kind === 'partial' ? 'partial' : concat.raw,
       expires_at: new Date(Date.now() + UPLOAD_TTL_MS),
     };
-    await fsp.mkdir(dir, { recursive: true, mode: 0o700 });
-    partPath = partPathOf(dir, id);
-    // The part exists before its row: a row never names a missing part (the sweeper reclaims a
-    // part left without a row).
-    await fsp.writeFile(partPath, '', { flag: 'wx', mode: 0o600 });
+    // The object exists before its row: a row never names a missing object (the sweeper reclaims
+    // one left without a row).
+    await deps.blobs.createResumable(id);
+    created = true;
     if (concat?.kind === 'partial') {
       // A piece of a file: no bundle until a final upload joins it (which reserves or checks the room).
       if (length! > uploader.maxBundleBytes) throw new AppError('UPLOAD_TOO_LARGE', 'Upload-Length exceeds the bundle size limit');
       await insertUpload(deps.sql, base);
     } else if (meta.upload_token !== undefined) {
-      const token = meta.upload_token;
-      const bundle = UPLOAD_TOKEN_RE.test(token) ? await findBundleByTokenHash(deps.sql, hashSecret(token)) : undefined;
-      if (!bundle || !secretMatches(token, bundle.upload_token_hash)) throw new AppError('INVALID_UPLOAD_TOKEN');
-      if (bundle.is_expired) throw new AppError('BUNDLE_EXPIRED');
+      const bundle = await resolveUploadToken(deps, meta.upload_token);
       await reserveInBundle(deps.sql, bundle.id, base.upload_length, { ...base, bundle_id: bundle.id });
       deps.bundles.invalidate(bundle.id); // its room shrank (other processes hear it from the change feed)
     } else {
       if (base.upload_length !== null && base.upload_length > uploader.maxBundleBytes) {
         throw new AppError('UPLOAD_TOO_LARGE', 'Upload-Length exceeds the bundle size limit');
       }
-      const description = cleanDescription(optional(meta.description));
-      const problem = descriptionProblem(description);
-      if (problem) throw new AppError(problem);
-      const notifyEmail = optional(meta.notify_email);
-      if (notifyEmail !== null && !isEmail(notifyEmail)) throw new AppError('INVALID_EMAIL');
-      const password = optional(meta.access_password);
-      const newBundle = {
-        description,
-        accessPasswordHash: password === null ? null : await deps.passwords.hash(password),
-        notifyEmail,
-        isEncrypted: meta.encrypted === '1' || meta.encrypted === 'true',
-        maxSizeBytes: uploader.maxBundleBytes,
-        expiryDays: uploader.expiryDays,
-      };
+      const newBundle = await validateFields(deps, meta, uploader);
       await insertUpload(deps.sql, { ...base, new_bundle: newBundle });
     }
     if (partials) {
-      await joinParts(partials.rows.map((r) => ({ path: partPathOf(dir, r.id), length: r.upload_length ?? 0 })), partPath);
+      await deps.blobs.join(id, partials.rows.map((r) => ({ id: r.id, length: r.upload_length ?? 0 })));
       await setProgress(deps.sql, id, partials.length, partials.length);
     }
     const row = await findUpload(deps.sql, id);
     if (!row) throw new AppError('INTERNAL', 'tus upload row vanished');
     const location = `${deps.origin(ctx)}/api/v1/tus/${id}`;
     const complete = withBody || base.upload_length === 0 || partials !== null;
-    const headers = complete ? await appendBody(ctx, deps, tap, row, partPath, checksum) : [];
+    const headers = complete ? await appendBody(ctx, deps, tap, row, checksum) : [];
     // Joined into a file: the partials are spent.
-    if (partials && row.upload_offset === row.upload_length) await spendPartials(deps, partials.rows, (p) => partPathOf(dir, p));
+    if (partials && row.upload_offset === row.upload_length) await spendPartials(deps, partials.rows);
     // Released before the answer goes out, so the client's next request never meets these leases.
     await partials?.release();
-    if (ctx.aborted) return await discard(deps, id, partPath);
+    if (ctx.aborted) return await discard(deps, id);
     const all: Array<readonly [string, string]> = [...NO_STORE, ['Location', location], ...headers];
     if (headers.length === 0) all.push(['Upload-Offset', '0'], ['Upload-Expires', httpDate(base.expires_at)]);
     send(ctx, 201, '', all);
   } catch (err) {
-    if (partPath) await discard(deps, id, partPath);
+    if (created) await discard(deps, id);
     await partials?.release();
     return fail(err);
   }
@@ -154,9 +132,7 @@ export async function createUpload(ctx: Ctx, deps: Deps, dir: string): Promise<v
  * all that time. The part goes only once the row is gone: a row never names a missing part (if the
  * database cannot be reached, the sweeper reclaims both at expiry).
  */
-async function discard(deps: Deps, id: string, partPath: string): Promise<void> {
+async function discard(deps: Deps, id: string): Promise<void> {
   const gone = await deleteUpload(deps.sql, id).then(() => true, () => false);
-  if (gone) await fsp.rm(partPath, { force: true });
+  if (gone) await deps.blobs.removeResumable(id);
 }
-
-const optional = (v: string | undefined): string | null => (v === undefined || v === '' ? null : v);

@@ -1,4 +1,3 @@
-import path from 'node:path';
 import type { Ctx } from '../http/context.ts';
 import { send } from '../http/reply.ts';
 import type { Admit, Route } from '../http/server.ts';
@@ -9,9 +8,6 @@ import { createUpload } from './create.ts';
 import { admitToUpload, head, logFailure, notFound, patch, serveFinished, terminate, uploadOf } from './session.ts';
 import { CHECKSUM_ALGORITHMS, replyError, TUS_EXTENSIONS, TUS_HEADERS, TUS_VERSION } from './protocol.ts';
 import { AppError } from '../errors.ts';
-
-/** Where unfinished uploads live: DATA_DIR/tus, beside files/ (same filesystem, so completion is a rename). */
-export const tusDirOf = (filesDir: string): string => path.join(path.dirname(filesDir), 'tus');
 
 type Handler = (ctx: Ctx) => Promise<void>;
 
@@ -27,7 +23,6 @@ type Handler = (ctx: Ctx) => Promise<void>;
  * actual method MUST then be ignored), and every answer carries Tus-Resumable, 405s included.
  */
 export function tusRoutes(deps: Deps): Route[] {
-  const dir = tusDirOf(deps.disk.filesDir);
   const options = (upload: boolean): Handler => async (ctx) => {
     if (upload && !uploadOf(ctx)) return replyError(ctx, notFound(), logFailure(deps, ctx));
     const maxSize = Math.max(deps.config.anonMaxBundleBytes, ...Object.values(PLANS).map((p) => p.maxBundleBytes));
@@ -40,13 +35,13 @@ export function tusRoutes(deps: Deps): Route[] {
   };
   const onCollection: Record<string, Handler> = {
     OPTIONS: options(false),
-    POST: (ctx) => createUpload(ctx, deps, dir),
+    POST: (ctx) => createUpload(ctx, deps),
   };
   const onUpload: Record<string, Handler> = {
     OPTIONS: options(true),
     HEAD: (ctx) => head(ctx, deps),
-    PATCH: (ctx) => patch(ctx, deps, dir),
-    DELETE: (ctx) => terminate(ctx, deps, dir),
+    PATCH: (ctx) => patch(ctx, deps),
+    DELETE: (ctx) => terminate(ctx, deps),
     GET: (ctx) => serveFinished(ctx, deps),
   };
   // Termination and methods the URL does not take spend the hourly budget like any API request.

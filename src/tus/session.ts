@@ -1,11 +1,9 @@
-import fsp from 'node:fs/promises';
 import { randomHex } from '../util/random.ts';
 import type { Ctx } from '../http/context.ts';
 import { send } from '../http/reply.ts';
 import type { Caller, Deps } from '../routes/deps.ts';
 import { tapBody, type BodyTap } from './patch.ts';
 import { appendBody, hasBody } from './body.ts';
-import { partPathOf } from './create.ts';
 import { findDownloadableFile } from '../db/bundles.ts';
 import { bundleRoom } from '../db/bundle-room.ts';
 import { isKeyActive } from '../auth/api-keys.ts';
@@ -108,7 +106,7 @@ async function withLease<T>(deps: Deps, id: string, work: (row: TusRow) => Promi
   }
 }
 
-export async function patch(ctx: Ctx, deps: Deps, dir: string): Promise<void> {
+export async function patch(ctx: Ctx, deps: Deps): Promise<void> {
   const h = ctx.headers;
   const tap: BodyTap | null = hasBody(h) ? tapBody(ctx) : null;
   const id = ctx.params[0] ?? '';
@@ -159,7 +157,7 @@ export async function patch(ctx: Ctx, deps: Deps, dir: string): Promise<void> {
       if (contentLength !== undefined && offset + contentLength > (length ?? maxBytes)) {
         throw new AppError('UPLOAD_TOO_LARGE', 'Body goes past Upload-Length or the size limit');
       }
-      return appendBody(ctx, deps, tap, { ...row, upload_length: length, max_bytes: maxBytes }, partPathOf(dir, id), checksum);
+      return appendBody(ctx, deps, tap, { ...row, upload_length: length, max_bytes: maxBytes }, checksum);
     });
     send(ctx, 204, '', [...NO_STORE, ...headers]);
   } catch (err) {
@@ -174,7 +172,7 @@ export async function patch(ctx: Ctx, deps: Deps, dir: string): Promise<void> {
  * a secret only its uploader holds, like the upload token), refused once the bundle has expired.
  * Either way the URL answers 404 afterwards. Spends the hourly budget once, like a creation.
  */
-export async function terminate(ctx: Ctx, deps: Deps, dir: string): Promise<void> {
+export async function terminate(ctx: Ctx, deps: Deps): Promise<void> {
   const id = ctx.params[0] ?? '';
   try {
     checkResumable(ctx.headers);
@@ -183,7 +181,7 @@ export async function terminate(ctx: Ctx, deps: Deps, dir: string): Promise<void
       if (row.completed_at === null) {
         await deleteUpload(deps.sql, row.id);
         if (row.bundle_id !== null) deps.bundles.invalidate(row.bundle_id); // its reservation is free again
-        await fsp.rm(partPathOf(dir, id), { force: true });
+        await deps.blobs.removeResumable(id);
         return;
       }
       const file = row.file_id === null ? undefined : await findDownloadableFile(deps.sql, row.file_id);

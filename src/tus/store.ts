@@ -1,17 +1,7 @@
 import type { Sql } from '../db/client.ts';
 import { lockWithReserved } from '../db/bundle-room.ts';
 import { AppError } from '../errors.ts';
-
-/** The new bundle's fields, fixed at creation (the password is already hashed). */
-export interface NewBundleFields {
-  description: string | null;
-  accessPasswordHash: string | null;
-  notifyEmail: string | null;
-  isEncrypted: boolean;
-  maxSizeBytes: number;
-  /** null: never expires. */
-  expiryDays: number | null;
-}
+import type { NewBundleFields } from '../bundles/service.ts';
 
 export interface TusRow {
   id: string;
@@ -97,4 +87,9 @@ export async function markCompleted(sql: Sql, id: string, fileId: number, bundle
 
 export async function deleteUpload(sql: Sql, id: string): Promise<void> {
   await sql`delete from tus_uploads where id = ${id}`;
+}
+
+/** Partial uploads joined into a final one: finished, with no file of their own. */
+export async function markSpent(sql: Sql, ids: readonly string[]): Promise<void> {
+  await sql`update tus_uploads set completed_at = now() where id = any(${ids as string[]})`;
 }

@@ -3,7 +3,7 @@
  * go through /api/v1/tus/ in pieces of `chunkBytes`: they survive a dropped connection (the page
  * retries and resumes from the server's offset) and stay under the 1e9-byte Content-Length the
  * 20.30 binding drops. Smaller files share multipart requests: one rate-limited request for many
- * files instead of one creation each, and fewer round trips and fsyncs.
+ * files instead of one creation each, and fewer round trips and disk flushes.
  */
 export interface UploadOptions {
   readonly tusThresholdBytes: number;
@@ -12,7 +12,7 @@ export interface UploadOptions {
 
 export const MiB = 1 << 20;
 export const DEFAULT_UPLOAD_OPTIONS: UploadOptions = { tusThresholdBytes: 64 * MiB, tusChunkBytes: 64 * MiB };
-/** Smallest chunk a query may ask for: below it the per-PATCH round trip and fsync dominate. */
+/** Smallest chunk a query may ask for: below it the per-PATCH round trip and disk flush dominate. */
 const MIN_CHUNK_BYTES = 256 * 1024;
 
 /**

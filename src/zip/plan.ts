@@ -5,10 +5,10 @@ import { createLimiter } from '../thumbs/limit.ts';
 import { entryNamer } from './names.ts';
 import { LAYOUT_SLICE, zipLayoutSliced, type ZipEntry, type ZipLayout } from './layout.ts';
 
-/** Everything a zip response of one bundle needs: its files in id order, their paths, its layout and its ETag. */
+/** Everything a zip response of one bundle needs: its files in id order, their storage keys, its layout and its ETag. */
 export interface ZipPlan {
   readonly files: readonly FileRow[];
-  readonly paths: readonly string[];
+  readonly keys: readonly string[];
   readonly layout: ZipLayout;
   readonly etag: string;
 }
@@ -32,9 +32,10 @@ export function createZipPlans(deps: {
   sql: Sql;
   /** The archive's validator, fed every file in id order. */
   etag: () => { add(f: FileRow): void; digest(): string };
-  pathOf: (f: FileRow) => string;
+  /** The stored object of a file (its storage key). */
+  keyOf: (f: FileRow) => string;
 }): ZipPlans {
-  const { sql, pathOf } = deps;
+  const { sql, keyOf } = deps;
   const kept = new Map<number, { fingerprint: string; files: number; plan: Promise<ZipPlan> }>();
   // Builds queue here; a burst beyond the queue gets 503 rather than piling up.
   const builds = createLimiter({ max: 1, queue: 64 });
@@ -42,20 +43,20 @@ export function createZipPlans(deps: {
   const build = (bundleId: number): Promise<ZipPlan> =>
     builds.run(async () => {
       const files = await listFilesInPages(sql, bundleId, 'all');
-      // Every per-file step runs in slices too: names, paths and the ETag of ten thousand files
+      // Every per-file step runs in slices too: names, keys and the ETag of ten thousand files
       // are several milliseconds of work that would otherwise run in one go.
       const nameOf = entryNamer();
       const etag = deps.etag();
       const entries: ZipEntry[] = [];
-      const paths: string[] = [];
+      const keys: string[] = [];
       for (const [i, f] of files.entries()) {
         if (i > 0 && i % LAYOUT_SLICE === 0) await new Promise((r) => setImmediate(r));
         entries.push({ name: nameOf(f.name), size: f.size, crc32: f.crc32, mtime: f.created_at });
-        paths.push(pathOf(f));
+        keys.push(keyOf(f));
         etag.add(f);
       }
       const layout = await zipLayoutSliced(entries);
-      return { files, paths, layout, etag: etag.digest() };
+      return { files, keys, layout, etag: etag.digest() };
     });
 
   return {

@@ -1,0 +1,153 @@
+import type { Sql } from '../db/client.ts';
+import {
+  appendFiles, deleteBundle, findBundleById, findBundleByTokenHash, MAX_FILES_PER_BUNDLE, type BundleRow, type FileRow,
+  type NewFile,
+} from '../db/bundles.ts';
+import type { BundleWriter } from '../db/bundle-writer.ts';
+import type { BundleCache } from '../state/bundle-cache.ts';
+import type { Passwords } from '../routes/deps.ts';
+import { hashSecret, newUploadToken, secretMatches, UPLOAD_TOKEN_RE } from '../auth/tokens.ts';
+import { AppError } from '../errors.ts';
+import { cleanDescription, descriptionProblem, isEmail } from '../util/names.ts';
+import { DAY_MS } from '../util/time.ts';
+
+/**
+ * The domain side of storing files into bundles, shared by multipart uploads (routes/upload.ts) and
+ * tus (tus/create.ts, tus/complete.ts): the fields a new bundle takes, the upload-token check, and
+ * the row commits that follow a published object. Bytes are never handled here (see src/storage):
+ * callers publish first, then call createFromParts/appendParts, and delete the objects if these fail.
+ */
+
+/** A new bundle's fields as the client sent them (form fields, or tus Upload-Metadata). */
+export type RawBundleFields = Readonly<Record<string, string | undefined>>;
+
+/** A new bundle's fields once checked (the password already hashed), and the uploader's limits. */
+export interface NewBundleFields {
+  description: string | null;
+  accessPasswordHash: string | null;
+  notifyEmail: string | null;
+  isEncrypted: boolean;
+  maxSizeBytes: number;
+  /** null: never expires. */
+  expiryDays: number | null;
+}
+
+export interface BundleLimits {
+  readonly apiKeyId: number | null;
+  readonly maxBundleBytes: number;
+  readonly expiryDays: number | null;
+}
+
+export interface BundleDeps {
+  readonly sql: Sql;
+  readonly passwords: Passwords;
+  readonly newBundles: BundleWriter;
+  readonly bundles: BundleCache;
+}
+
+const optional = (v: string | undefined): string | null => (v === undefined || v === '' ? null : v);
+
+/**
+ * The text fields a new bundle takes, by their form (and tus metadata) name, checked in this order.
+ * A new field (max_downloads, vanity) is one entry here and a column in NewBundleFields; both
+ * upload paths pick it up, and multipart refuses a file part sent under its name.
+ */
+const FIELD_CHECKS: Readonly<Record<string, (raw: RawBundleFields, out: NewBundleFields) => void>> = {
+  description(raw, out) {
+    out.description = cleanDescription(optional(raw.description));
+    const problem = descriptionProblem(out.description);
+    if (problem) throw new AppError(problem);
+  },
+  notify_email(raw, out) {
+    out.notifyEmail = optional(raw.notify_email);
+    if (out.notifyEmail !== null && !isEmail(out.notifyEmail)) throw new AppError('INVALID_EMAIL');
+  },
+  encrypted(raw, out) {
+    out.isEncrypted = raw.encrypted === '1' || raw.encrypted === 'true';
+  },
+};
+
+/** Every text field name of a new bundle, the password's included. */
+export const BUNDLE_FIELD_NAMES: ReadonlySet<string> = new Set([...Object.keys(FIELD_CHECKS), 'access_password']);
+
+/** Checks a new bundle's fields and hashes its password (last: the costly step runs only for valid input). */
+export async function validateFields(deps: Pick<BundleDeps, 'passwords'>, raw: RawBundleFields, limits: BundleLimits): Promise<NewBundleFields> {
+  const out: NewBundleFields = {
+    description: null,
+    accessPasswordHash: null,
+    notifyEmail: null,
+    isEncrypted: false,
+    maxSizeBytes: limits.maxBundleBytes,
+    expiryDays: limits.expiryDays,
+  };
+  for (const check of Object.values(FIELD_CHECKS)) check(raw, out);
+  const password = optional(raw.access_password);
+  out.accessPasswordHash = password === null ? null : await deps.passwords.hash(password);
+  return out;
+}
+
+/** A request's file count: at least one, at most what a bundle holds. */
+export function checkFileCount(n: number): void {
+  if (n === 0) throw new AppError('NO_FILES');
+  if (n > MAX_FILES_PER_BUNDLE) throw new AppError('TOO_MANY_FILES');
+}
+
+/** The bundle an upload token opens, unexpired; INVALID_UPLOAD_TOKEN or BUNDLE_EXPIRED otherwise. */
+export async function resolveUploadToken(deps: Pick<BundleDeps, 'sql'>, token: string): Promise<BundleRow> {
+  if (!UPLOAD_TOKEN_RE.test(token)) throw new AppError('INVALID_UPLOAD_TOKEN');
+  const bundle = await findBundleByTokenHash(deps.sql, hashSecret(token));
+  if (!bundle || !secretMatches(token, bundle.upload_token_hash)) throw new AppError('INVALID_UPLOAD_TOKEN');
+  if (bundle.is_expired) throw new AppError('BUNDLE_EXPIRED');
+  return bundle;
+}
+
+export interface CreatedBundle {
+  readonly bundle: BundleRow;
+  readonly files: FileRow[];
+  /** Shown once, to the uploader. */
+  readonly uploadToken: string;
+}
+
+/** Commits a new bundle with its (already published) files. */
+export async function createFromParts(
+  deps: Pick<BundleDeps, 'newBundles'>,
+  fields: NewBundleFields,
+  apiKeyId: number | null,
+  files: NewFile[],
+): Promise<CreatedBundle> {
+  const token = newUploadToken();
+  const { bundle, files: rows } = await deps.newBundles.insert(
+    {
+      uploadTokenHash: hashSecret(token),
+      description: fields.description,
+      accessPasswordHash: fields.accessPasswordHash,
+      notifyEmail: fields.notifyEmail,
+      isEncrypted: fields.isEncrypted,
+      apiKeyId,
+      maxSizeBytes: fields.maxSizeBytes,
+      expiresAt: fields.expiryDays === null ? null : new Date(Date.now() + fields.expiryDays * DAY_MS),
+    },
+    files,
+  );
+  return { bundle, files: rows, uploadToken: token };
+}
+
+/**
+ * Commits (already published) files into an existing bundle under its row lock, within its cap;
+ * `completingTus` names the tus upload they finish (see appendFiles). Returns the rows and the bundle.
+ */
+export async function appendParts(
+  deps: Pick<BundleDeps, 'sql' | 'bundles'>,
+  bundleId: number,
+  files: NewFile[],
+  completingTus: string | null = null,
+): Promise<{ rows: FileRow[]; bundle: BundleRow }> {
+  const rows = await appendFiles(deps.sql, bundleId, files, completingTus);
+  deps.bundles.invalidate(bundleId);
+  const bundle = await findBundleById(deps.sql, bundleId);
+  if (!bundle) throw new AppError('INVALID_UPLOAD_TOKEN');
+  return { rows, bundle };
+}
+
+/** Undoes createFromParts when its uploader went away before learning the token. */
+export const removeBundle = (deps: Pick<BundleDeps, 'sql'>, bundleId: number): Promise<string[]> => deleteBundle(deps.sql, bundleId);

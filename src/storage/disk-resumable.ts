@@ -1,0 +1,146 @@
+import fs from 'node:fs';
+import fsp from 'node:fs/promises';
+import path from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import { createPartWriter } from './part-writer.ts';
+import { fsyncFile } from './disk-dirs.ts';
+import { BLOB_KEY_RE, BlobError, type BlobAppender, type BlobStore } from './blob-store.ts';
+import type { DiskCore } from './disk.ts';
+
+type Resumables = Pick<
+  BlobStore,
+  'createResumable' | 'append' | 'join' | 'completeResumable' | 'reopenResumable' | 'removeResumable'
+>;
+
+/**
+ * Resumable objects on disk: one file per id under tus/, written by the same part writer as new
+ * objects (ring, O_DIRECT, sync pacing), opened for append. The durable offset is the caller's
+ * (tus keeps it in its row); the file may hold more after a crash in the middle of an append, and
+ * every append and completion cuts that off first, so unacknowledged bytes never survive.
+ */
+export function diskResumables(core: DiskCore): Resumables {
+  const { layout, hasher } = core;
+  const partOf = (id: string): string => {
+    if (!BLOB_KEY_RE.test(id)) throw new Error(`invalid resumable id ${JSON.stringify(id)}`);
+    return path.join(layout.resumableDir, `${id}.part`);
+  };
+  /** Ids with an append open in this store: a second append to one of them is refused. */
+  const open = new Set<string>();
+
+  /** Truncates to `size` when longer and makes the cut durable; the size the file had. */
+  async function cutTo(file: string, size: number): Promise<number> {
+    const have = (await fsp.stat(file)).size;
+    if (have > size) {
+      await fsp.truncate(file, size);
+      await fsyncFile(file);
+    }
+    return have;
+  }
+
+  return {
+    async createResumable(id) {
+      await fsp.writeFile(partOf(id), '', { flag: 'wx', mode: 0o600 });
+    },
+
+    async append(id, offset, opts): Promise<BlobAppender> {
+      if (open.has(id)) throw new BlobError('BUSY', `resumable ${id} has an append in progress`);
+      const file = partOf(id);
+      open.add(id);
+      try {
+        if ((await cutTo(file, offset)) < offset) throw new BlobError('OFFSET_MISMATCH', `resumable ${id} holds fewer than ${offset} bytes`);
+      } catch (err) {
+        open.delete(id);
+        throw err;
+      }
+      const feedKey = opts.hashAhead ? id : null;
+      let error: Error | null = null;
+      const part = createPartWriter(file, {
+        hasher,
+        io: core.io,
+        count: core.count,
+        append: { at: offset, feedKey },
+        onError: (err) => (error ??= err),
+      });
+      let received = 0;
+      let over = false;
+      let done = false;
+      const settle = async (durable: number): Promise<number> => {
+        done = true;
+        open.delete(id);
+        // The hash state may have been fed past the durable offset: naming it makes the state
+        // start over if so, and reads any bytes it missed.
+        if (feedKey !== null) hasher.hashAhead(id, file, durable);
+        return durable;
+      };
+      return {
+        offset,
+        write(chunk, transient) {
+          if (over || done) return true;
+          if (offset + received + chunk.length > opts.limit) {
+            over = true;
+            error ??= new BlobError('TOO_LARGE', `append goes past ${opts.limit} bytes`);
+            return true;
+          }
+          received += chunk.length;
+          return part.write(chunk, transient);
+        },
+        onDrain: (fn) => part.onDrain(fn),
+        async finish(fopts = {}) {
+          let wrote = 0;
+          try {
+            wrote = (await part.finish()).size;
+          } catch (err) {
+            // A failed write or sync: the append counts for nothing (its bytes were never acknowledged).
+            error ??= err as Error;
+            part.abort();
+            await cutTo(file, offset).catch(() => {});
+            return { offset: await settle(offset), error };
+          }
+          const end = fopts.cutTo ?? offset + wrote;
+          if (fopts.cutTo !== undefined) await cutTo(file, fopts.cutTo);
+          return { offset: await settle(end), error };
+        },
+        abort() {
+          if (done) return;
+          part.abort();
+          void cutTo(file, offset)
+            .catch(() => {})
+            .then(() => settle(offset));
+        },
+      };
+    },
+
+    async join(id, sources) {
+      const target = partOf(id);
+      for (const s of sources) {
+        if (s.length === 0) continue;
+        await pipeline(
+          fs.createReadStream(partOf(s.id), { start: 0, end: s.length - 1, highWaterMark: 1 << 20 }),
+          fs.createWriteStream(target, { flags: 'a', highWaterMark: 1 << 20 }),
+        );
+      }
+      await fsyncFile(target);
+    },
+
+    async completeResumable(id, size) {
+      const file = partOf(id);
+      const have = await cutTo(file, size);
+      if (have < size) throw new BlobError('SHORT', `resumable ${id} holds ${have} bytes, ${size} expected`);
+      // A hash worker reads the part in 1 MiB pieces; the appends had it hash their durable bytes,
+      // so usually nothing is left (after a restart, or on another process, it reads from 0).
+      const d = await hasher.digestFile(file, id);
+      if (d.size !== size) throw new Error(`resumable ${id} digested ${d.size} bytes, ${size} expected`);
+      const key = core.newKey();
+      await core.publish(file, key);
+      return { key, digest: { size, crc32: d.crc32, sha256: null } };
+    },
+
+    async reopenResumable(id, key) {
+      await fsp.rename(layout.filePath(key), partOf(id));
+    },
+
+    async removeResumable(id) {
+      await fsp.rm(partOf(id), { force: true });
+    },
+  };
+}
