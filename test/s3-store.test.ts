@@ -2,6 +2,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { crc32 } from 'node:zlib';
@@ -81,6 +82,45 @@ describe('S3 blob store on radosgw', { skip }, () => {
       message: /^STORAGE_URL: bucket s3:\/\/no-such-bucket at http:\/\/127\.0\.0\.1:\d+ does not exist; create it first$/,
     });
     assert.throws(() => loadConfig({ ...ceph.env(), AWS_SECRET_ACCESS_KEY: '' }), /AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY: set both or neither/);
+  });
+
+  test('start-up: a server that ignores Range or refuses multipart uploads is a clear error', async () => {
+    // A proxy in front of the real radosgw plays a server lacking one feature at a time.
+    let mode: 'no-range' | 'no-multipart' = 'no-range';
+    const target = new URL(ceph.endpoint);
+    const proxy = http.createServer((req, res) => {
+      if (mode === 'no-multipart' && req.method === 'POST' && /[?&]uploads(=|&|$)/.test(req.url ?? '')) {
+        req.resume();
+        res.writeHead(501, { 'content-type': 'application/xml' });
+        res.end('<?xml version="1.0"?><Error><Code>NotImplemented</Code><Message>multipart</Message></Error>');
+        return;
+      }
+      const up = http.request({ host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers }, (r) => {
+        const headers = { ...r.headers };
+        let status = r.statusCode!;
+        if (mode === 'no-range' && status === 206) {
+          status = 200;
+          delete headers['content-range'];
+        }
+        res.writeHead(status, headers);
+        r.pipe(res);
+      });
+      req.pipe(up);
+    });
+    await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
+    const endpoint = `http://127.0.0.1:${(proxy.address() as { port: number }).port}`;
+    const via = loadConfig({ ...ceph.env(), AWS_ENDPOINT_URL_S3: endpoint }).s3!;
+    try {
+      await assert.rejects(createS3Store({ location: via, tmpDir: tmp }), {
+        name: 'StorageSetupError', message: /^STORAGE_URL: s3:\/\/sluice-test at .* does not honour Range reads/,
+      });
+      mode = 'no-multipart';
+      await assert.rejects(createS3Store({ location: via, tmpDir: tmp }), {
+        name: 'StorageSetupError', message: /^STORAGE_URL: s3:\/\/sluice-test at .* refuses multipart uploads \(/,
+      });
+    } finally {
+      proxy.close();
+    }
   });
 
   test('a small object: one PutObject at publish, digest computed while streaming', async () => {
