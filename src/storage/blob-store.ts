@@ -95,8 +95,11 @@ export interface BlobWriter {
    * a row name the key. Rejects if finish() has not resolved.
    */
   publish(): Promise<void>;
-  /** Stops and removes everything written, published or not; safe at any time, more than once. */
-  abort(): void;
+  /**
+   * Stops and removes everything written, published or not; safe at any time, more than once.
+   * Resolves once nothing of the object is left (callers that cannot wait may ignore it).
+   */
+  abort(): Promise<void>;
 }
 
 /**
@@ -153,7 +156,7 @@ export interface Leftover {
 
 /**
  * A small area for derived files (previews, share cards): regenerable, never part of a bundle.
- * Names are `[a-z0-9._/-]` with no `..`; a name that starts with a storage key belongs to that
+ * Names are `[A-Za-z0-9._/-]` with no `..`; a name that starts with a storage key belongs to that
  * object and goes with it on delete(key).
  */
 export interface BlobCache {
@@ -227,3 +230,6 @@ export interface BlobStore {
   readonly fastPath: () => boolean;
   close(): Promise<void>;
 }
+
+/** True for a BlobError of the given code. */
+export const isBlobError = (err: unknown, code: BlobErrorCode): boolean => err instanceof BlobError && err.code === code;

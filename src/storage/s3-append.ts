@@ -135,8 +135,9 @@ export async function openAppend(
       if (closed || tooLarge) return true;
       const room = limit - (offset + queue.received() - tailLen);
       if (chunk.length > room) {
+        // The chunk that crosses the limit is dropped whole; what came before it stays.
         tooLarge = new BlobError('TOO_LARGE', `resumable ${st.id} may hold at most ${limit} bytes`);
-        return queue.write(chunk.subarray(0, Math.max(0, room)));
+        return true;
       }
       return queue.write(chunk);
     },
@@ -147,7 +148,7 @@ export async function openAppend(
         const cutTo = Math.min(opts.cutTo ?? written, written);
         if (error || cutTo <= offset) {
           queue.abort();
-          return { offset, error };
+          return { offset, error: error ?? tooLarge };
         }
         // cutTo inside the bytes still in memory shortens them; one inside an uploaded part cannot be
         // honoured, so the whole append is dropped instead (durable offset: where it started).

@@ -45,7 +45,7 @@ export interface PartQueue {
   takeFilling(): Buffer;
   /** Resolves once every cut part is uploaded; rejects with the first failure. */
   settle(): Promise<readonly UploadedPart[]>;
-  /** Cancels uploads in flight; settle() then rejects. */
+  /** Cancels uploads in flight; settle() then rejects. onError is not called for it. */
   abort(): void;
 }
 
@@ -71,11 +71,11 @@ export function createPartQueue(o: {
   let drain: (() => void) | null = null;
   let settled: (() => void) | null = null;
 
-  const fail = (err: Error) => {
+  const fail = (err: Error, report = true) => {
     if (error) return;
     error = err;
     ac.abort();
-    o.onError(err);
+    if (report) o.onError(err);
     settled?.();
   };
 
@@ -167,7 +167,8 @@ export function createPartQueue(o: {
       });
     },
     abort() {
-      fail(new Error('aborted'));
+      // The caller's own decision: no onError for it.
+      fail(new Error('aborted'), false);
     },
   };
 }

@@ -54,6 +54,7 @@ export function createS3Writer(ctx: S3Ctx, key: BlobKey, opts: WriteOptions = {}
   let small: Buffer | null = null;
   let parts: { PartNumber: number; ETag: string }[] = [];
   let firstError: Error | null = null;
+  let aborting: Promise<void> = Promise.resolve();
   const queue = createPartQueue({
     client: ctx.client,
     bucket: ctx.bucket,
@@ -110,13 +111,16 @@ export function createS3Writer(ctx: S3Ctx, key: BlobKey, opts: WriteOptions = {}
       state = 'published';
     },
     abort() {
-      if (state === 'aborted') return;
+      if (state === 'aborted') return aborting;
       const wasPublished = state === 'published';
       state = 'aborted';
       small = null;
       queue.abort();
-      if (uploadId) void abortUpload(ctx, objectKey, uploadId);
-      if (wasPublished) void ctx.client.send(new DeleteObjectCommand({ Bucket: ctx.bucket, Key: objectKey })).catch(() => {});
+      aborting = Promise.all([
+        uploadId ? abortUpload(ctx, objectKey, uploadId) : null,
+        wasPublished ? ctx.client.send(new DeleteObjectCommand({ Bucket: ctx.bucket, Key: objectKey })).catch(() => {}) : null,
+      ]).then(() => {});
+      return aborting;
     },
   };
 }

@@ -37,7 +37,7 @@ export async function createS3Store(o: { location: S3Location; tmpDir: string; c
   const newKey = () => randomHex(16);
   const resumables = createS3Resumables(ctx, newKey);
   const cacheKey = (name: string) => {
-    if (!/^[a-z0-9._/-]+$/.test(name) || name.split('/').includes('..')) throw new Error(`bad cache name ${JSON.stringify(name)}`);
+    if (!/^[A-Za-z0-9._/-]+$/.test(name) || name.split('/').includes('..')) throw new Error(`bad cache name ${JSON.stringify(name)}`);
     return `${prefix}cache/${name}`;
   };
 
