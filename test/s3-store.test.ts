@@ -258,6 +258,32 @@ describe('S3 blob store on radosgw', { skip }, () => {
     assert.equal((await uploads()).filter((k) => k?.startsWith('t1/')).length, 0, 'no upload left behind');
   });
 
+  test('radosgw stopped mid-upload: finish rejects, nothing is visible; once it is back the same store works', async () => {
+    const w = store.createWriter();
+    const errors: Error[] = [];
+    const w2 = store.createWriter({ onError: (e) => errors.push(e) });
+    await push(w2, randomBytes(9 * MIB));
+    await ceph.stopRgw();
+    try {
+      void push(w, randomBytes(20 * MIB)).catch(() => {});
+      await assert.rejects(w.finish());
+      await assert.rejects(w2.finish());
+      assert.equal(errors.length, 1, 'onError ran once');
+    } finally {
+      await ceph.startRgw();
+    }
+    await w.abort();
+    await w2.abort();
+    assert.equal(await visible(w.key), false);
+    assert.ok(!(await uploads()).includes(`t1/files/${w.key}`));
+    const data = randomBytes(10 * MIB);
+    const w3 = store.createWriter();
+    await push(w3, data);
+    await w3.finish();
+    await w3.publish();
+    assert.deepEqual(await readAll(await store.read(w3.key)), data);
+  });
+
   test('cache entries live in the bucket and go with their object; listKeys finds published keys', async () => {
     const w = store.createWriter();
     w.write(Buffer.from('x'));
