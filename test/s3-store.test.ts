@@ -148,8 +148,8 @@ describe('S3 blob store on radosgw', { skip }, () => {
     await w.publish();
     assert.ok(!(await uploads()).includes(`t1/files/${w.key}`));
     assert.deepEqual(createHash('sha256').update(await readAll(await store.read(w.key))).digest('hex'), createHash('sha256').update(data).digest('hex'));
-    // Ranges across the 8 MiB part boundary, at the end, and past it.
-    const b = 8 * MIB;
+    // Ranges across the 6 MiB part boundary, at the end, and past it.
+    const b = 6 * MIB;
     assert.deepEqual(await readAll(await store.read(w.key, { start: b - 5, end: b + 5 })), data.subarray(b - 5, b + 5));
     assert.deepEqual(await readAll(await store.read(w.key, { start: data.length - 3, end: data.length + 100 })), data.subarray(-3));
     assert.equal((await readAll(await store.read(w.key, { start: data.length }))).length, 0);
@@ -202,19 +202,22 @@ describe('S3 blob store on radosgw', { skip }, () => {
     await push(ap, data.subarray(0, 7 * MIB + 10));
     let r = await ap.finish();
     assert.deepEqual(r, { offset: 7 * MIB + 10, error: null });
-    // 3 MiB more: tail + new bytes < 5 MiB? No: 7 MiB went as one part, so 3 MiB is a tail.
+    // 7 MiB made one 6 MiB part and a 1 MiB tail; with 3 MiB more, the 4 MiB after the part are still a tail.
     ap = await store.append(id, r.offset, { limit: data.length, hashAhead: true });
     await push(ap, data.subarray(r.offset, 10 * MIB));
     r = await ap.finish();
     assert.equal(r.offset, 10 * MIB);
-    const tails = await s3.send(new ListObjectsV2Command({ Bucket: ceph.bucket, Prefix: `t1/resumable/${id}/tail-` }));
-    assert.deepEqual(tails.Contents?.map((c) => c.Key), [`t1/resumable/${id}/tail-${7 * MIB + 10}-${10 * MIB}`]);
+    // The tail it started from stays until the next append: a crash before the caller records 10 MiB needs it.
+    const tails = async () =>
+      ((await s3.send(new ListObjectsV2Command({ Bucket: ceph.bucket, Prefix: `t1/resumable/${id}/tail-` }))).Contents ?? []).map((c) => c.Key);
+    assert.deepEqual(await tails(), [`t1/resumable/${id}/tail-${6 * MIB}-${10 * MIB}`, `t1/resumable/${id}/tail-${6 * MIB}-${7 * MIB + 10}`]);
     // An append that uploads parts and then is dropped (a checksum mismatch): the offset stays.
     ap = await store.append(id, 10 * MIB, { limit: data.length, hashAhead: true });
     await push(ap, randomBytes(12 * MIB));
     await new Promise((res) => setTimeout(res, 300));
     r = await ap.finish({ cutTo: 10 * MIB });
     assert.equal(r.offset, 10 * MIB);
+    assert.deepEqual(await tails(), [`t1/resumable/${id}/tail-${6 * MIB}-${10 * MIB}`], 'the stale tail went');
     // The limit: bytes past it end the append with TOO_LARGE, what came before stays.
     ap = await store.append(id, 10 * MIB, { limit: data.length, hashAhead: true });
     await push(ap, Buffer.concat([data.subarray(10 * MIB), randomBytes(MIB)]));
@@ -234,6 +237,26 @@ describe('S3 blob store on radosgw', { skip }, () => {
     const again = await store.completeResumable(id, data.length);
     assert.equal(again.digest.crc32, crc32(data));
     await store.delete(again.key);
+  });
+
+  test('completion with parts left past the durable offset: the bytes below it are copied inside the bucket', async () => {
+    const id = randomBytes(16).toString('hex');
+    const data = randomBytes(8 * MIB + 5);
+    await store.createResumable(id);
+    let ap = await store.append(id, 0, { limit: 100 * MIB, hashAhead: false });
+    await push(ap, data);
+    const { offset } = await ap.finish();
+    assert.equal(offset, data.length);
+    // Two more parts uploaded, then refused (a checksum mismatch): radosgw still holds them.
+    ap = await store.append(id, offset, { limit: 100 * MIB, hashAhead: false });
+    await push(ap, randomBytes(13 * MIB));
+    assert.equal((await ap.finish({ cutTo: offset })).offset, offset);
+    const { key, digest } = await store.completeResumable(id, offset);
+    assert.equal(digest.size, data.length);
+    assert.equal(digest.crc32, crc32(data));
+    assert.deepEqual(await readAll(await store.read(key)), data);
+    assert.ok(!(await uploads()).includes(`t1/files/${key}`), 'no upload left on the key');
+    await store.delete(key);
   });
 
   test('join concatenates resumables, small ones included', async () => {

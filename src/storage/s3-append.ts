@@ -26,6 +26,8 @@ export interface ResumableState {
   readonly uploadId: string | null;
   /** Parts 1..n that fit under `upto`, with their ends. */
   readonly parts: readonly { PartNumber: number; ETag: string; size: number; end: number; modified: number }[];
+  /** Every part the upload holds, in order, gaps and all: radosgw completes an upload only with all of them. */
+  readonly allPartList: readonly { PartNumber: number; ETag: string }[];
   readonly tails: readonly { start: number; end: number; objectKey: string; modified: number }[];
   readonly done: number | null;
   readonly objects: readonly { objectKey: string; modified: number }[];
@@ -50,21 +52,23 @@ export async function loadResumable(ctx: S3Ctx, id: string): Promise<ResumableSt
   if (key === null) throw new BlobError('NOT_FOUND', `resumable ${id} does not exist`);
   const uploadId = done === null ? await findUpload(ctx, ctx.fileKey(key)) : null;
   const parts: ResumableState['parts'][number][] = [];
+  const allPartList: { PartNumber: number; ETag: string }[] = [];
   if (uploadId) {
     let marker: string | undefined;
     let end = 0;
     do {
       const r = await ctx.client.send(new ListPartsCommand({ Bucket: ctx.bucket, Key: ctx.fileKey(key), UploadId: uploadId, PartNumberMarker: marker }));
       for (const p of r.Parts ?? []) {
+        allPartList.push({ PartNumber: p.PartNumber!, ETag: p.ETag ?? '' });
         // Parts must run 1, 2, 3 … to count; anything after a gap is a leftover.
-        if (p.PartNumber !== parts.length + 1) break;
+        if (p.PartNumber !== parts.length + 1 || p.PartNumber !== allPartList.length) continue;
         end += p.Size ?? 0;
         parts.push({ PartNumber: p.PartNumber!, ETag: p.ETag ?? '', size: p.Size ?? 0, end, modified: p.LastModified?.getTime() ?? 0 });
       }
       marker = r.IsTruncated ? r.NextPartNumberMarker : undefined;
     } while (marker);
   }
-  return { id, key, uploadId, parts, tails, done, objects };
+  return { id, key, uploadId, parts, allPartList, tails, done, objects };
 }
 
 export async function findUpload(ctx: S3Ctx, objectKey: string): Promise<string | null> {
@@ -120,6 +124,7 @@ export async function openAppend(
   const queue = createPartQueue({
     client: ctx.client, bucket: ctx.bucket, key: ctx.fileKey(st.key), uploadId: () => Promise.resolve(uploadId),
     firstPart: at.parts.length + 1,
+    pool: ctx.pool,
     onError: (err) => (error ??= err),
   });
   if (at.tail) queue.write(await getBytes(ctx, at.tail.objectKey));

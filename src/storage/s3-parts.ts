@@ -6,15 +6,56 @@ export const MIN_PART = 5 * MIB;
 export const MAX_PARTS = 10_000;
 
 /**
- * Size of part `n` (1-based): 8 MiB for the first 5,000 parts, 16 MiB for the rest, so 10,000
- * parts hold 117 GiB (every plan cap, 100 GiB included) while a writer's buffers stay small.
+ * Size of part `n` (1-based): 6 MiB for the first 5,000 parts, 16 MiB for the rest, so 10,000
+ * parts hold 107 GiB (every plan cap, 100 GiB included) while each upload's buffers stay small.
  */
 export function partSize(n: number): number {
-  return n <= 5000 ? 8 * MIB : 16 * MIB;
+  return n <= 5000 ? 6 * MIB : 16 * MIB;
 }
+
+const EMPTY: Buffer = Buffer.alloc(0);
 
 /** How many parts of one writer upload at once; with the part being filled, at most three buffers. */
 const IN_FLIGHT = 2;
+
+/**
+ * Part buffers shared by every writer and append of a store, bounded in bytes: a buffer is reused
+ * once its part is uploaded (no garbage to wait for), and while the budget is spent, writers answer
+ * false to write() until a part upload gives a buffer back. Uploads never need a new buffer, so
+ * they always finish and the budget always comes back.
+ */
+export interface PartPool {
+  take(size: number): Buffer;
+  give(buf: Buffer): void;
+  /** True while more bytes are out than the budget. */
+  spent(): boolean;
+  /** Runs `fn` once, when a buffer comes back. */
+  onFree(fn: () => void): void;
+}
+
+export function createPartPool(budget: number): PartPool {
+  const free: Buffer[] = [];
+  let out = 0;
+  let waiting: (() => void)[] = [];
+  return {
+    take(size) {
+      out += size;
+      const i = free.findIndex((b) => b.length === size);
+      return i >= 0 ? free.splice(i, 1)[0]! : Buffer.allocUnsafe(size);
+    },
+    give(buf) {
+      out -= buf.length;
+      if (out + free.reduce((n, b) => n + b.length, 0) + buf.length <= budget) free.push(buf);
+      const fns = waiting;
+      waiting = [];
+      for (const fn of fns) fn();
+    },
+    spent: () => out >= budget,
+    onFree(fn) {
+      waiting.push(fn);
+    },
+  };
+}
 
 export interface UploadedPart {
   readonly PartNumber: number;
@@ -41,7 +82,7 @@ export interface PartQueue {
   flush(): void;
   /** Drops all but the first `n` bytes of the part being filled (an append cut short by its caller). */
   shrink(n: number): void;
-  /** Takes the bytes of the part being filled without uploading them (an append's short tail). */
+  /** A copy of the bytes of the part being filled, whose buffer goes back (an append's short tail). */
   takeFilling(): Buffer;
   /** Resolves once every cut part is uploaded; rejects with the first failure. */
   settle(): Promise<readonly UploadedPart[]>;
@@ -58,11 +99,14 @@ export function createPartQueue(o: {
   /** Number of the first part this queue cuts (an append continues after the parts before it). */
   firstPart: number;
   onError: (err: Error) => void;
+  pool: PartPool;
 }): PartQueue {
   const ac = new AbortController();
   const done: UploadedPart[] = [];
-  const waiting: { n: number; body: Buffer }[] = [];
-  let part = Buffer.allocUnsafe(0);
+  const waiting: { n: number; body: Buffer; buf: Buffer }[] = [];
+  let part: Buffer = EMPTY;
+  const held: Buffer[] = [];
+  let heldBytes = 0;
   let fill = 0;
   let nextPart = o.firstPart;
   let received = 0;
@@ -76,6 +120,7 @@ export function createPartQueue(o: {
     error = err;
     ac.abort();
     if (report) o.onError(err);
+    for (const w of waiting.splice(0)) o.pool.give(w.buf);
     settled?.();
   };
 
@@ -84,33 +129,73 @@ export function createPartQueue(o: {
       fail(new Error(`an object may have at most ${MAX_PARTS} parts`));
       return;
     }
-    waiting.push({ n: nextPart++, body: part.subarray(0, fill) });
-    part = Buffer.allocUnsafe(0);
+    waiting.push({ n: nextPart++, body: part.subarray(0, fill), buf: part });
+    part = EMPTY;
     fill = 0;
     pump();
   };
 
   const pump = () => {
     while (!error && inFlight < IN_FLIGHT && waiting.length > 0) {
-      const { n, body } = waiting.shift()!;
+      const { n, body, buf } = waiting.shift()!;
       inFlight++;
       void upload(n, body).then(
         () => {
           inFlight--;
+          o.pool.give(buf);
           pump();
-          if (waiting.length === 0) {
-            const fn = drain;
-            drain = null;
-            fn?.();
-          }
+          maybeDrain();
           if (inFlight === 0 && waiting.length === 0) settled?.();
         },
         (err: Error) => {
           inFlight--;
+          o.pool.give(buf);
           fail(err);
         },
       );
     }
+  };
+
+  /** Copies a chunk into part buffers, cutting each one as it fills (a buffer is taken even past the budget). */
+  const copyIn = (chunk: Uint8Array) => {
+    let at = 0;
+    while (at < chunk.length) {
+      if (part.length === 0) part = o.pool.take(partSize(nextPart));
+      const n = Math.min(part.length - fill, chunk.length - at);
+      part.set(chunk.subarray(at, at + n), fill);
+      fill += n;
+      at += n;
+      if (fill === part.length) cut();
+    }
+  };
+
+  /** Moves held chunks into part buffers. */
+  const absorb = () => {
+    const chunks = held.splice(0);
+    heldBytes = 0;
+    for (const c of chunks) copyIn(c);
+  };
+
+  /**
+   * Over budget, a writer waits for a buffer only while one of its own parts is uploading (which
+   * gives one back); a writer with none always gets one, so idle uploads cannot starve the others.
+   */
+  const starved = () => o.pool.spent() && inFlight + waiting.length > 0;
+
+  /** Whether the caller may send more: no part waits for an upload slot and a buffer is at hand. */
+  const ready = () => waiting.length === 0 && held.length === 0 && !((part.length === 0 || fill === part.length) && starved());
+
+  const maybeDrain = () => {
+    if (!drain || error) return;
+    if (held.length > 0 && !starved()) absorb();
+    if (waiting.length > 0) return; // the upload that frees a slot calls again
+    if (!ready()) {
+      o.pool.onFree(maybeDrain);
+      return;
+    }
+    const fn = drain;
+    drain = null;
+    fn();
   };
 
   const upload = async (n: number, body: Buffer) => {
@@ -126,32 +211,35 @@ export function createPartQueue(o: {
     write(chunk) {
       if (error) return true;
       received += chunk.length;
-      let at = 0;
-      while (at < chunk.length) {
-        if (part.length === 0) part = Buffer.allocUnsafe(partSize(nextPart));
-        const n = Math.min(part.length - fill, chunk.length - at);
-        part.set(chunk.subarray(at, at + n), fill);
-        fill += n;
-        at += n;
-        if (fill === part.length) cut();
+      if (held.length > 0 || (part.length === 0 && starved())) {
+        // No buffer to be had: this chunk waits in a copy of its own, and the caller pauses.
+        held.push(Buffer.from(chunk));
+        heldBytes += chunk.length;
+        return false;
       }
-      return waiting.length === 0;
+      copyIn(chunk);
+      return ready();
     },
     onDrain(fn) {
       drain = fn;
+      maybeDrain();
     },
     received: () => received,
-    filling: () => fill,
+    filling: () => fill + heldBytes,
     cut: () => nextPart - o.firstPart,
     flush() {
+      absorb();
       if (fill > 0) cut();
     },
     shrink(n) {
+      absorb();
       fill = Math.min(fill, n);
     },
     takeFilling() {
-      const out = part.subarray(0, fill);
-      part = Buffer.allocUnsafe(0);
+      absorb();
+      const out = Buffer.from(part.subarray(0, fill));
+      if (part.length > 0) o.pool.give(part);
+      part = EMPTY;
       fill = 0;
       return out;
     },
@@ -169,6 +257,9 @@ export function createPartQueue(o: {
     abort() {
       // The caller's own decision: no onError for it.
       fail(new Error('aborted'), false);
+      if (part.length > 0) o.pool.give(part);
+      part = EMPTY;
+      fill = 0;
     },
   };
 }

@@ -3,7 +3,7 @@ import type { Readable } from 'node:stream';
 import { crc32 } from 'node:zlib';
 import {
   AbortMultipartUploadCommand, CompleteMultipartUploadCommand, CreateMultipartUploadCommand, DeleteObjectCommand,
-  ListMultipartUploadsCommand, ListObjectsV2Command, PutObjectCommand, UploadPartCommand,
+  ListMultipartUploadsCommand, ListObjectsV2Command, PutObjectCommand, UploadPartCommand, UploadPartCopyCommand,
 } from '@aws-sdk/client-s3';
 import { BlobError, type AppendOptions, type BlobAppender, type BlobDigest, type BlobKey } from './blob-store.ts';
 import { deleteObjects, findUpload, getBytes, loadResumable, locate, openAppend, resumablePrefix, type ResumableState } from './s3-append.ts';
@@ -11,6 +11,8 @@ import { readRange } from './s3-read.ts';
 import type { S3Ctx } from './s3-writer.ts';
 
 const EMPTY = new Uint8Array(0);
+/** The largest range one UploadPartCopy takes. */
+const MAX_COPY = 5 * 1024 ** 3;
 
 /** The resumable half of the S3 store (see s3-append.ts for the layout in the bucket). */
 export function createS3Resumables(ctx: S3Ctx, newKey: () => BlobKey) {
@@ -60,11 +62,16 @@ export function createS3Resumables(ctx: S3Ctx, newKey: () => BlobKey) {
       throw new BlobError('SHORT', `resumable ${st.id} holds fewer than ${size} bytes`);
     }
     const objectKey = ctx.fileKey(st.key);
+    const tail = at.tail ? await getBytes(ctx, at.tail.objectKey) : null;
+    // Parts past those below `size` that the tail (as the next part) does not replace.
+    if (st.allPartList.length - at.parts.length - (tail ? 1 : 0) > 0) {
+      await completeAround(st, at.base, tail);
+      return;
+    }
     const parts = at.parts.map((p) => ({ PartNumber: p.PartNumber, ETag: p.ETag }));
-    if (at.tail) {
-      const body = await getBytes(ctx, at.tail.objectKey);
+    if (tail) {
       const n = parts.length + 1;
-      const r = await ctx.client.send(new UploadPartCommand({ Bucket: ctx.bucket, Key: objectKey, UploadId: st.uploadId, PartNumber: n, Body: body, ContentLength: body.length }));
+      const r = await ctx.client.send(new UploadPartCommand({ Bucket: ctx.bucket, Key: objectKey, UploadId: st.uploadId, PartNumber: n, Body: tail, ContentLength: tail.length }));
       parts.push({ PartNumber: n, ETag: r.ETag ?? '' });
     }
     if (parts.length === 0) {
@@ -74,6 +81,42 @@ export function createS3Resumables(ctx: S3Ctx, newKey: () => BlobKey) {
       return;
     }
     await ctx.client.send(new CompleteMultipartUploadCommand({ Bucket: ctx.bucket, Key: objectKey, UploadId: st.uploadId, MultipartUpload: { Parts: parts } }));
+  };
+
+  /**
+   * Parts past the durable offset are left (a crashed or refused append), and radosgw completes an
+   * upload only with every part it holds. So the upload is completed whole, and its first `base`
+   * bytes are copied inside the bucket (UploadPartCopy, nothing through this node) into a new upload
+   * on the same key, followed by the tail; that second completion replaces the first. No row names
+   * the key yet, so nobody reads the object in between.
+   */
+  const completeAround = async (st: ResumableState, base: number, tail: Buffer | null): Promise<void> => {
+    const objectKey = ctx.fileKey(st.key);
+    const all = st.allPartList.map((p) => ({ PartNumber: p.PartNumber, ETag: p.ETag }));
+    await ctx.client.send(new CompleteMultipartUploadCommand({ Bucket: ctx.bucket, Key: objectKey, UploadId: st.uploadId!, MultipartUpload: { Parts: all } }));
+    if (base === 0) {
+      const body = tail ?? EMPTY;
+      await ctx.client.send(new PutObjectCommand({ Bucket: ctx.bucket, Key: objectKey, Body: body, ContentLength: body.length }));
+      return;
+    }
+    const uploadId = (await ctx.client.send(new CreateMultipartUploadCommand({ Bucket: ctx.bucket, Key: objectKey }))).UploadId!;
+    const parts: { PartNumber: number; ETag: string }[] = [];
+    const pieces = Math.ceil(base / MAX_COPY);
+    for (let i = 0; i < pieces; i++) {
+      const from = Math.floor((base * i) / pieces);
+      const to = Math.floor((base * (i + 1)) / pieces);
+      const r = await ctx.client.send(new UploadPartCopyCommand({
+        Bucket: ctx.bucket, Key: objectKey, UploadId: uploadId, PartNumber: i + 1,
+        CopySource: `${ctx.bucket}/${encodeURIComponent(objectKey)}`, CopySourceRange: `bytes=${from}-${to - 1}`,
+      }));
+      parts.push({ PartNumber: i + 1, ETag: r.CopyPartResult?.ETag ?? '' });
+    }
+    if (tail) {
+      const n = parts.length + 1;
+      const r = await ctx.client.send(new UploadPartCommand({ Bucket: ctx.bucket, Key: objectKey, UploadId: uploadId, PartNumber: n, Body: tail, ContentLength: tail.length }));
+      parts.push({ PartNumber: n, ETag: r.ETag ?? '' });
+    }
+    await ctx.client.send(new CompleteMultipartUploadCommand({ Bucket: ctx.bucket, Key: objectKey, UploadId: uploadId, MultipartUpload: { Parts: parts } }));
   };
 
   const complete = async (id: string, size: number): Promise<{ key: BlobKey; digest: BlobDigest }> => {

@@ -5,7 +5,7 @@ import {
   PutObjectCommand, type S3Client,
 } from '@aws-sdk/client-s3';
 import { BlobError, type BlobDigest, type BlobKey, type BlobWriter, type WriteOptions } from './blob-store.ts';
-import { createPartQueue } from './s3-parts.ts';
+import { createPartQueue, type PartPool } from './s3-parts.ts';
 
 /** What every part of the S3 store shares: the client, the bucket and where things live in it. */
 export interface S3Ctx {
@@ -20,6 +20,8 @@ export interface S3Ctx {
    * writer's are never leftovers, and removeOwnTemps() aborts what is left at shutdown.
    */
   readonly ownUploads: Map<string, Promise<string>>;
+  /** Part buffers of every writer and append, bounded together. */
+  readonly pool: PartPool;
 }
 
 /** Starts a multipart upload on `objectKey`, remembered in ownUploads until it is completed or aborted. */
@@ -61,6 +63,7 @@ export function createS3Writer(ctx: S3Ctx, key: BlobKey, opts: WriteOptions = {}
     key: objectKey,
     uploadId: () => (uploadId ??= startUpload(ctx, objectKey)),
     firstPart: 1,
+    pool: ctx.pool,
     onError: (err) => {
       if (firstError || state === 'aborted') return;
       firstError = err;
@@ -83,7 +86,7 @@ export function createS3Writer(ctx: S3Ctx, key: BlobKey, opts: WriteOptions = {}
       state = 'finishing';
       if (queue.cut() === 0) {
         // One part's worth or less: keep it for a single PutObject, at its own size.
-        small = Buffer.from(queue.takeFilling());
+        small = queue.takeFilling();
       } else {
         queue.flush();
         parts = (await queue.settle()).map((p) => ({ PartNumber: p.PartNumber, ETag: p.ETag }));

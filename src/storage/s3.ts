@@ -5,6 +5,7 @@ import { randomHex } from '../util/random.ts';
 import { BLOB_KEY_RE, type BlobCache, type BlobStore } from './blob-store.ts';
 import { deleteObjects } from './s3-append.ts';
 import { checkBucket, createS3Client, isNotFound } from './s3-client.ts';
+import { createPartPool } from './s3-parts.ts';
 import { openReader, readRange, withLocalFile } from './s3-read.ts';
 import { createS3Resumables } from './s3-resumable.ts';
 import { abortTemp, dropOwnedCache, listKeys, listLeftovers, listPages } from './s3-sweep.ts';
@@ -16,7 +17,15 @@ import { abortUpload, createS3Writer, type S3Ctx } from './s3-writer.ts';
  * `resumable/<id>/` the state of resumable uploads, `cache/` derived files. Nothing lives on the
  * node's disk but temp downloads for withLocalFile, so any node can serve and continue anything.
  */
-export async function createS3Store(o: { location: S3Location; tmpDir: string; client?: S3Client; check?: boolean }): Promise<BlobStore> {
+export async function createS3Store(o: {
+  location: S3Location;
+  tmpDir: string;
+  client?: S3Client;
+  /** Start-up checks of the bucket (checkBucket); off for a second store on a bucket already checked. */
+  check?: boolean;
+  /** Bytes of part buffers all uploads together may hold before their bodies are paused. */
+  partBudget?: number;
+}): Promise<BlobStore> {
   const client = o.client ?? createS3Client(o.location);
   if (o.check !== false) {
     try {
@@ -33,6 +42,7 @@ export async function createS3Store(o: { location: S3Location; tmpDir: string; c
     prefix,
     fileKey: (key) => `${prefix}files/${key}`,
     ownUploads: new Map(),
+    pool: createPartPool(o.partBudget ?? 64 * 1024 * 1024),
   };
   const newKey = () => randomHex(16);
   const resumables = createS3Resumables(ctx, newKey);
