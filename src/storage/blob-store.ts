@@ -79,7 +79,7 @@ export interface BlobWriter {
    * this returns, so the writer copies whatever it cannot take at once.
    */
   write(chunk: Uint8Array, transient?: boolean): boolean;
-  /** Replaces the callback run once write() would return true again. */
+  /** Sets the callback run once, when write() would return true again (after a false); it replaces any earlier one. */
   onDrain(fn: () => void): void;
   /** True while the writer still references a chunk given to write() (not yet copied). */
   holding(): boolean;

@@ -222,7 +222,8 @@ export function createPartQueue(o: {
     },
     onDrain(fn) {
       drain = fn;
-      maybeDrain();
+      // Never from inside this call: a caller may register before it pauses its body.
+      queueMicrotask(maybeDrain);
     },
     received: () => received,
     filling: () => fill + heldBytes,
