@@ -10,6 +10,8 @@ export interface Config {
   /** BASE_URL is unset: the default origin names the port actually bound (PORT=0 picks one at listen). */
   readonly baseUrlFollowsPort: boolean;
   readonly dataDir: string;
+  /** STORAGE_URL: null keeps files on disk under DATA_DIR; otherwise an S3 bucket (see storage/s3-client.ts). */
+  readonly s3: S3Location | null;
   readonly databaseUrl: string | undefined;
   readonly redisUrl: string | undefined;
   readonly secret: string | undefined;
@@ -42,6 +44,22 @@ export interface Config {
   readonly logFormat: 'auto' | 'json' | 'text';
   /** Start-up warnings that stop nothing: a variable that looks like a misspelt setting. */
   readonly warnings: readonly string[];
+}
+
+/** Where an S3 store keeps its objects, and how to reach it. */
+export interface S3Location {
+  readonly bucket: string;
+  /** '' or a prefix ending in '/'. */
+  readonly prefix: string;
+  /** AWS_REGION (AWS_DEFAULT_REGION); us-east-1 when unset, which S3-compatible servers accept. */
+  readonly region: string;
+  /** AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL; with one set, requests use path-style addressing. */
+  readonly endpoint: string | undefined;
+  /**
+   * AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN); when unset, the SDK's own
+   * provider chain (a profile, an instance or container role).
+   */
+  readonly credentials: { readonly accessKeyId: string; readonly secretAccessKey: string; readonly sessionToken?: string } | undefined;
 }
 
 export class ConfigError extends Error {
@@ -157,6 +175,17 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
   if (stripeSecretKey === undefined && Object.keys(stripePrices).length > 0) {
     problems.push('STRIPE_PRICE_*: prices are set but STRIPE_SECRET_KEY is not');
   }
+  const accessKeyId = str('AWS_ACCESS_KEY_ID');
+  const secretAccessKey = str('AWS_SECRET_ACCESS_KEY');
+  const sessionToken = str('AWS_SESSION_TOKEN');
+  if ((accessKeyId === undefined) !== (secretAccessKey === undefined)) {
+    problems.push('AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY: set both or neither');
+  }
+  const s3 = storageUrl(str('STORAGE_URL'), problems, {
+    credentials: accessKeyId && secretAccessKey ? { accessKeyId, secretAccessKey, ...(sessionToken ? { sessionToken } : {}) } : undefined,
+    region: str('AWS_REGION') ?? str('AWS_DEFAULT_REGION'),
+    endpoint: url('AWS_ENDPOINT_URL_S3', ['http:', 'https:']) ?? url('AWS_ENDPOINT_URL', ['http:', 'https:']),
+  });
   const mailFrom = str('MAIL_FROM') ?? 'Sluice <sluice@localhost>';
   if (!/^[^\r\n]*@[^\r\n]*$/.test(mailFrom)) problems.push('MAIL_FROM: expected an address such as "Sluice <sluice@example.com>"');
 
@@ -166,6 +195,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
     baseUrl,
     baseUrlFollowsPort: explicitBaseUrl === undefined,
     dataDir: path.resolve(cwd, str('DATA_DIR') ?? './data'),
+    s3,
     databaseUrl,
     redisUrl,
     secret,
@@ -194,6 +224,27 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze(config);
+}
+
+/** s3://BUCKET or s3://BUCKET/PREFIX; bucket names as S3 allows them (3-63 of a-z 0-9 . -). */
+function storageUrl(
+  v: string | undefined,
+  problems: string[],
+  aws: { region: string | undefined; endpoint: string | undefined; credentials: S3Location['credentials'] },
+): S3Location | null {
+  if (v === undefined) return null;
+  const m = /^s3:\/\/([^/]+)(?:\/(.*))?$/.exec(v);
+  if (!m) {
+    problems.push('STORAGE_URL: expected s3://BUCKET or s3://BUCKET/PREFIX');
+    return null;
+  }
+  const bucket = m[1]!;
+  const prefix = (m[2] ?? '').replace(/^\/+|\/+$/g, '');
+  if (!/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(bucket)) {
+    problems.push(`STORAGE_URL: ${JSON.stringify(bucket)} is not a valid bucket name (3-63 characters of a-z, 0-9, '.' and '-')`);
+  }
+  if (/(^|\/)\.\.?(\/|$)|[\\\x00-\x1f]/.test(prefix)) problems.push('STORAGE_URL: the prefix must not hold . or .. segments or control characters');
+  return Object.freeze({ bucket, prefix: prefix ? `${prefix}/` : '', region: aws.region ?? 'us-east-1', endpoint: aws.endpoint, credentials: aws.credentials });
 }
 
 /** A warning for each set variable that is no setting but one or two edits from one (DATABSE_URL, PROT). */

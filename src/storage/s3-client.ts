@@ -1,0 +1,121 @@
+import { randomBytes } from 'node:crypto';
+import {
+  AbortMultipartUploadCommand, CompleteMultipartUploadCommand, CreateMultipartUploadCommand, DeleteObjectCommand,
+  GetObjectCommand, HeadBucketCommand, PutObjectCommand, S3Client, UploadPartCommand,
+} from '@aws-sdk/client-s3';
+import { Agent } from 'node:http';
+import { Agent as HttpsAgent } from 'node:https';
+import type { S3Location } from '../config.ts';
+import { BlobError } from './blob-store.ts';
+
+/** A bucket that cannot serve as a store; the message is one line naming the setting to fix. */
+export class StorageSetupError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'StorageSetupError';
+  }
+}
+
+/**
+ * One client per store. Checksums only when an operation requires one: radosgw answers a streamed
+ * PutObject under the SDK's default (a trailing checksum) with 411. Sockets are kept alive and
+ * their number bounded, since every part and every ranged read is its own request.
+ */
+export function createS3Client(loc: S3Location): S3Client {
+  const agentOpts = { keepAlive: true, maxSockets: 64 };
+  return new S3Client({
+    region: loc.region,
+    endpoint: loc.endpoint,
+    forcePathStyle: loc.endpoint !== undefined,
+    // A copy: the SDK marks the object it is given.
+    credentials: loc.credentials ? { ...loc.credentials } : undefined,
+    requestChecksumCalculation: 'WHEN_REQUIRED',
+    responseChecksumValidation: 'WHEN_REQUIRED',
+    maxAttempts: 3,
+    requestHandler: {
+      httpAgent: new Agent(agentOpts),
+      httpsAgent: new HttpsAgent(agentOpts),
+      connectionTimeout: 5000,
+      requestTimeout: 120_000,
+    },
+  });
+}
+
+/** The HTTP status and S3 error code of an SDK failure (0 and '' for a network error). */
+export function s3Status(err: unknown): { status: number; code: string } {
+  const e = err as { $metadata?: { httpStatusCode?: number }; name?: string; Code?: string };
+  return { status: e?.$metadata?.httpStatusCode ?? 0, code: e?.Code ?? e?.name ?? '' };
+}
+
+export function isNotFound(err: unknown): boolean {
+  const { status, code } = s3Status(err);
+  return status === 404 || code === 'NoSuchKey' || code === 'NotFound' || code === 'NoSuchUpload';
+}
+
+/** NoSuchKey becomes the contract's NOT_FOUND; anything else passes through. */
+export function mapNotFound(err: unknown, what: string): unknown {
+  return isNotFound(err) ? new BlobError('NOT_FOUND', `${what} does not exist`) : err;
+}
+
+const CREDENTIALS = 'AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY';
+
+/**
+ * Start-up checks: the bucket exists and these credentials may use it, and the server honours Range
+ * reads and multipart uploads, which downloads and uploads rely on. A server that ignored Range
+ * would send whole objects where a part was asked for, so this refuses to start instead.
+ */
+export async function checkBucket(client: S3Client, loc: S3Location): Promise<void> {
+  const where = `s3://${loc.bucket}${loc.endpoint ? ` at ${loc.endpoint}` : ''}`;
+  try {
+    await client.send(new HeadBucketCommand({ Bucket: loc.bucket }));
+  } catch (err) {
+    const { status, code } = s3Status(err);
+    if (status === 404 || code === 'NoSuchBucket' || code === 'NotFound') {
+      throw new StorageSetupError(`STORAGE_URL: bucket ${where} does not exist; create it first`);
+    }
+    if (status === 403 || status === 400 || code === 'CredentialsProviderError') {
+      throw new StorageSetupError(`${CREDENTIALS}: refused by ${where} (${code || status}); check the key pair and its access to the bucket`);
+    }
+    if (status === 301) throw new StorageSetupError(`AWS_REGION: bucket ${where} is in another region (${code})`);
+    const why = err instanceof Error ? err.message : String(err);
+    throw new StorageSetupError(`${loc.endpoint ? 'AWS_ENDPOINT_URL_S3' : 'AWS_REGION'}: cannot reach ${where}: ${why}`);
+  }
+  const key = `${loc.prefix}probe/${randomBytes(16).toString('hex')}`;
+  const bytes = randomBytes(64);
+  try {
+    await client.send(new PutObjectCommand({ Bucket: loc.bucket, Key: key, Body: bytes }));
+    const got = await client.send(new GetObjectCommand({ Bucket: loc.bucket, Key: key, Range: 'bytes=10-19' }));
+    const body = Buffer.from(await got.Body!.transformToByteArray());
+    if (got.$metadata.httpStatusCode !== 206 || !body.equals(bytes.subarray(10, 20))) {
+      throw new StorageSetupError(`STORAGE_URL: ${where} does not honour Range reads (asked for 10 bytes, got ${body.length}); downloads need them`);
+    }
+    await probeMultipart(client, loc.bucket, key, bytes, where);
+  } catch (err) {
+    if (err instanceof StorageSetupError) throw err;
+    const { status, code } = s3Status(err);
+    if (status === 403) throw new StorageSetupError(`${CREDENTIALS}: may not write to ${where} (${code || status})`);
+    throw err;
+  } finally {
+    await client.send(new DeleteObjectCommand({ Bucket: loc.bucket, Key: key })).catch(() => {});
+  }
+}
+
+async function probeMultipart(client: S3Client, bucket: string, key: string, bytes: Buffer, where: string): Promise<void> {
+  let uploadId: string | undefined;
+  try {
+    uploadId = (await client.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: key }))).UploadId;
+    const part = await client.send(new UploadPartCommand({ Bucket: bucket, Key: key, UploadId: uploadId, PartNumber: 1, Body: bytes }));
+    await client.send(new CompleteMultipartUploadCommand({
+      Bucket: bucket, Key: key, UploadId: uploadId, MultipartUpload: { Parts: [{ PartNumber: 1, ETag: part.ETag }] },
+    }));
+    uploadId = undefined;
+    const got = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
+    const body = Buffer.from(await got.Body!.transformToByteArray());
+    if (!body.equals(bytes)) throw new Error('the completed object differs from its part');
+  } catch (err) {
+    const why = err instanceof Error ? err.message : String(err);
+    throw new StorageSetupError(`STORAGE_URL: ${where} refuses multipart uploads (${why}); uploads need them`);
+  } finally {
+    if (uploadId) await client.send(new AbortMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId: uploadId })).catch(() => {});
+  }
+}

@@ -1,0 +1,266 @@
+import { UploadPartCommand, type S3Client } from '@aws-sdk/client-s3';
+
+const MIB = 1024 * 1024;
+/** S3's smallest part other than the last. */
+export const MIN_PART = 5 * MIB;
+export const MAX_PARTS = 10_000;
+
+/**
+ * Size of part `n` (1-based): 6 MiB for the first 5,000 parts, 16 MiB for the rest, so 10,000
+ * parts hold 107 GiB (every plan cap, 100 GiB included) while each upload's buffers stay small.
+ */
+export function partSize(n: number): number {
+  return n <= 5000 ? 6 * MIB : 16 * MIB;
+}
+
+const EMPTY: Buffer = Buffer.alloc(0);
+
+/** How many parts of one writer upload at once; with the part being filled, at most three buffers. */
+const IN_FLIGHT = 2;
+
+/**
+ * Part buffers shared by every writer and append of a store, bounded in bytes: a buffer is reused
+ * once its part is uploaded (no garbage to wait for), and while the budget is spent, writers answer
+ * false to write() until a part upload gives a buffer back. Uploads never need a new buffer, so
+ * they always finish and the budget always comes back.
+ */
+export interface PartPool {
+  take(size: number): Buffer;
+  give(buf: Buffer): void;
+  /** True while more bytes are out than the budget. */
+  spent(): boolean;
+  /** Runs `fn` once, when a buffer comes back. */
+  onFree(fn: () => void): void;
+}
+
+export function createPartPool(budget: number): PartPool {
+  const free: Buffer[] = [];
+  let out = 0;
+  let waiting: (() => void)[] = [];
+  return {
+    take(size) {
+      out += size;
+      const i = free.findIndex((b) => b.length === size);
+      return i >= 0 ? free.splice(i, 1)[0]! : Buffer.allocUnsafe(size);
+    },
+    give(buf) {
+      out -= buf.length;
+      if (out + free.reduce((n, b) => n + b.length, 0) + buf.length <= budget) free.push(buf);
+      const fns = waiting;
+      waiting = [];
+      for (const fn of fns) fn();
+    },
+    spent: () => out >= budget,
+    onFree(fn) {
+      waiting.push(fn);
+    },
+  };
+}
+
+export interface UploadedPart {
+  readonly PartNumber: number;
+  readonly ETag: string;
+  readonly size: number;
+}
+
+/**
+ * Cuts a stream of chunks into parts of partSize(n) bytes and uploads them to one multipart upload,
+ * at most IN_FLIGHT at a time. Each chunk is copied once, into the part's own buffer, so callers
+ * may reuse theirs. write() answers false while a full part waits for a free upload slot: the
+ * caller's body pauses (backpressure to the socket) until onDrain's callback runs.
+ */
+export interface PartQueue {
+  write(chunk: Uint8Array): boolean;
+  onDrain(fn: () => void): void;
+  /** Bytes given to write() so far. */
+  readonly received: () => number;
+  /** Bytes in the part being filled (not yet cut). */
+  readonly filling: () => number;
+  /** Parts cut so far (uploaded, uploading or waiting). */
+  readonly cut: () => number;
+  /** Cuts the part being filled now, whatever its size (the last part of an object). */
+  flush(): void;
+  /** Drops all but the first `n` bytes of the part being filled (an append cut short by its caller). */
+  shrink(n: number): void;
+  /** A copy of the bytes of the part being filled, whose buffer goes back (an append's short tail). */
+  takeFilling(): Buffer;
+  /** Resolves once every cut part is uploaded; rejects with the first failure. */
+  settle(): Promise<readonly UploadedPart[]>;
+  /** Cancels uploads in flight; settle() then rejects. onError is not called for it. */
+  abort(): void;
+}
+
+export function createPartQueue(o: {
+  client: S3Client;
+  bucket: string;
+  key: string;
+  /** The multipart upload's id, created when the first part is cut (a small object never needs one). */
+  uploadId: () => Promise<string>;
+  /** Number of the first part this queue cuts (an append continues after the parts before it). */
+  firstPart: number;
+  onError: (err: Error) => void;
+  pool: PartPool;
+}): PartQueue {
+  const ac = new AbortController();
+  const done: UploadedPart[] = [];
+  const waiting: { n: number; body: Buffer; buf: Buffer }[] = [];
+  let part: Buffer = EMPTY;
+  const held: Buffer[] = [];
+  let heldBytes = 0;
+  let fill = 0;
+  let nextPart = o.firstPart;
+  let received = 0;
+  let inFlight = 0;
+  let error: Error | null = null;
+  let drain: (() => void) | null = null;
+  let settled: (() => void) | null = null;
+
+  const fail = (err: Error, report = true) => {
+    if (error) return;
+    error = err;
+    ac.abort();
+    if (report) o.onError(err);
+    for (const w of waiting.splice(0)) o.pool.give(w.buf);
+    settled?.();
+  };
+
+  const cut = () => {
+    if (nextPart > MAX_PARTS) {
+      fail(new Error(`an object may have at most ${MAX_PARTS} parts`));
+      return;
+    }
+    waiting.push({ n: nextPart++, body: part.subarray(0, fill), buf: part });
+    part = EMPTY;
+    fill = 0;
+    pump();
+  };
+
+  const pump = () => {
+    while (!error && inFlight < IN_FLIGHT && waiting.length > 0) {
+      const { n, body, buf } = waiting.shift()!;
+      inFlight++;
+      void upload(n, body).then(
+        () => {
+          inFlight--;
+          o.pool.give(buf);
+          pump();
+          maybeDrain();
+          if (inFlight === 0 && waiting.length === 0) settled?.();
+        },
+        (err: Error) => {
+          inFlight--;
+          o.pool.give(buf);
+          fail(err);
+        },
+      );
+    }
+  };
+
+  /** Copies a chunk into part buffers, cutting each one as it fills (a buffer is taken even past the budget). */
+  const copyIn = (chunk: Uint8Array) => {
+    let at = 0;
+    while (at < chunk.length) {
+      if (part.length === 0) part = o.pool.take(partSize(nextPart));
+      const n = Math.min(part.length - fill, chunk.length - at);
+      part.set(chunk.subarray(at, at + n), fill);
+      fill += n;
+      at += n;
+      if (fill === part.length) cut();
+    }
+  };
+
+  /** Moves held chunks into part buffers. */
+  const absorb = () => {
+    const chunks = held.splice(0);
+    heldBytes = 0;
+    for (const c of chunks) copyIn(c);
+  };
+
+  /**
+   * Over budget, a writer waits for a buffer only while one of its own parts is uploading (which
+   * gives one back); a writer with none always gets one, so idle uploads cannot starve the others.
+   */
+  const starved = () => o.pool.spent() && inFlight + waiting.length > 0;
+
+  /** Whether the caller may send more: no part waits for an upload slot and a buffer is at hand. */
+  const ready = () => waiting.length === 0 && held.length === 0 && !((part.length === 0 || fill === part.length) && starved());
+
+  const maybeDrain = () => {
+    if (!drain || error) return;
+    if (held.length > 0 && !starved()) absorb();
+    if (waiting.length > 0) return; // the upload that frees a slot calls again
+    if (!ready()) {
+      o.pool.onFree(maybeDrain);
+      return;
+    }
+    const fn = drain;
+    drain = null;
+    fn();
+  };
+
+  const upload = async (n: number, body: Buffer) => {
+    const uploadId = await o.uploadId();
+    const r = await o.client.send(
+      new UploadPartCommand({ Bucket: o.bucket, Key: o.key, UploadId: uploadId, PartNumber: n, Body: body, ContentLength: body.length }),
+      { abortSignal: ac.signal },
+    );
+    done.push({ PartNumber: n, ETag: r.ETag ?? '', size: body.length });
+  };
+
+  return {
+    write(chunk) {
+      if (error) return true;
+      received += chunk.length;
+      if (held.length > 0 || (part.length === 0 && starved())) {
+        // No buffer to be had: this chunk waits in a copy of its own, and the caller pauses.
+        held.push(Buffer.from(chunk));
+        heldBytes += chunk.length;
+        return false;
+      }
+      copyIn(chunk);
+      return ready();
+    },
+    onDrain(fn) {
+      drain = fn;
+      // Never from inside this call: a caller may register before it pauses its body.
+      queueMicrotask(maybeDrain);
+    },
+    received: () => received,
+    filling: () => fill + heldBytes,
+    cut: () => nextPart - o.firstPart,
+    flush() {
+      absorb();
+      if (fill > 0) cut();
+    },
+    shrink(n) {
+      absorb();
+      fill = Math.min(fill, n);
+    },
+    takeFilling() {
+      absorb();
+      const out = Buffer.from(part.subarray(0, fill));
+      if (part.length > 0) o.pool.give(part);
+      part = EMPTY;
+      fill = 0;
+      return out;
+    },
+    settle() {
+      return new Promise((resolve, reject) => {
+        const check = () => {
+          if (error) reject(error);
+          else if (inFlight === 0 && waiting.length === 0) resolve([...done].sort((a, b) => a.PartNumber - b.PartNumber));
+          else return false;
+          return true;
+        };
+        if (!check()) settled = () => void check();
+      });
+    },
+    abort() {
+      // The caller's own decision: no onError for it.
+      fail(new Error('aborted'), false);
+      if (part.length > 0) o.pool.give(part);
+      part = EMPTY;
+      fill = 0;
+    },
+  };
+}

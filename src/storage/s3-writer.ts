@@ -1,0 +1,129 @@
+import { createHash, type Hash } from 'node:crypto';
+import { crc32 } from 'node:zlib';
+import {
+  AbortMultipartUploadCommand, CompleteMultipartUploadCommand, CreateMultipartUploadCommand, DeleteObjectCommand,
+  PutObjectCommand, type S3Client,
+} from '@aws-sdk/client-s3';
+import { BlobError, type BlobDigest, type BlobKey, type BlobWriter, type WriteOptions } from './blob-store.ts';
+import { createPartQueue, type PartPool } from './s3-parts.ts';
+
+/** What every part of the S3 store shares: the client, the bucket and where things live in it. */
+export interface S3Ctx {
+  readonly client: S3Client;
+  readonly bucket: string;
+  /** '' or the STORAGE_URL prefix, ending in '/'. */
+  readonly prefix: string;
+  /** Object key of a published object. */
+  readonly fileKey: (key: BlobKey) => string;
+  /**
+   * Multipart uploads this process started and has not completed or aborted, by object key: a live
+   * writer's are never leftovers, and removeOwnTemps() aborts what is left at shutdown.
+   */
+  readonly ownUploads: Map<string, Promise<string>>;
+  /** Part buffers of every writer and append, bounded together. */
+  readonly pool: PartPool;
+}
+
+/** Starts a multipart upload on `objectKey`, remembered in ownUploads until it is completed or aborted. */
+export function startUpload(ctx: S3Ctx, objectKey: string): Promise<string> {
+  const p = ctx.client
+    .send(new CreateMultipartUploadCommand({ Bucket: ctx.bucket, Key: objectKey }))
+    .then((r) => r.UploadId!);
+  p.catch(() => ctx.ownUploads.delete(objectKey));
+  ctx.ownUploads.set(objectKey, p);
+  return p;
+}
+
+export async function abortUpload(ctx: S3Ctx, objectKey: string, uploadId: Promise<string> | string): Promise<void> {
+  ctx.ownUploads.delete(objectKey);
+  const id = await Promise.resolve(uploadId).catch(() => null);
+  if (id) await ctx.client.send(new AbortMultipartUploadCommand({ Bucket: ctx.bucket, Key: objectKey, UploadId: id })).catch(() => {});
+}
+
+/**
+ * A BlobWriter into S3. The bytes stream into a multipart upload created with the first full part,
+ * so the object exists only once CompleteMultipartUpload runs (publish); an object smaller than
+ * one part is held in its single part buffer and written by one PutObject at publish instead.
+ * abort() cancels the parts in flight and aborts the upload; what a crash leaves is an incomplete
+ * multipart upload, which listLeftovers() reports once idle.
+ */
+export function createS3Writer(ctx: S3Ctx, key: BlobKey, opts: WriteOptions = {}): BlobWriter {
+  const objectKey = ctx.fileKey(key);
+  let uploadId: Promise<string> | null = null;
+  let crc = 0;
+  const sha: Hash | null = opts.sha256 ? createHash('sha256') : null;
+  let state: 'open' | 'finishing' | 'finished' | 'published' | 'aborted' = 'open';
+  let small: Buffer | null = null;
+  let parts: { PartNumber: number; ETag: string }[] = [];
+  let firstError: Error | null = null;
+  let aborting: Promise<void> = Promise.resolve();
+  const queue = createPartQueue({
+    client: ctx.client,
+    bucket: ctx.bucket,
+    key: objectKey,
+    uploadId: () => (uploadId ??= startUpload(ctx, objectKey)),
+    firstPart: 1,
+    pool: ctx.pool,
+    onError: (err) => {
+      if (firstError || state === 'aborted') return;
+      firstError = err;
+      opts.onError?.(err);
+    },
+  });
+
+  return {
+    key,
+    write(chunk) {
+      if (state !== 'open') return true;
+      crc = crc32(chunk, crc);
+      sha?.update(chunk);
+      return queue.write(chunk);
+    },
+    onDrain: (fn) => queue.onDrain(fn),
+    holding: () => false,
+    async finish(): Promise<BlobDigest> {
+      if (state === 'aborted') throw new BlobError('ABORTED', 'the writer was aborted');
+      state = 'finishing';
+      if (queue.cut() === 0) {
+        // One part's worth or less: keep it for a single PutObject, at its own size.
+        small = queue.takeFilling();
+      } else {
+        queue.flush();
+        parts = (await queue.settle()).map((p) => ({ PartNumber: p.PartNumber, ETag: p.ETag }));
+      }
+      if ((state as string) === 'aborted') throw new BlobError('ABORTED', 'the writer was aborted');
+      state = 'finished';
+      return { size: queue.received(), crc32: crc >>> 0, sha256: sha ? sha.digest('hex') : null };
+    },
+    async publish() {
+      if (state !== 'finished') throw new Error(`publish() before finish() resolved (state ${state})`);
+      if (small) {
+        await ctx.client.send(new PutObjectCommand({ Bucket: ctx.bucket, Key: objectKey, Body: small, ContentLength: small.length }));
+        small = null;
+      } else {
+        // radosgw answers an empty ETag here: nothing downstream relies on it.
+        await ctx.client.send(new CompleteMultipartUploadCommand({
+          Bucket: ctx.bucket, Key: objectKey, UploadId: await uploadId!, MultipartUpload: { Parts: parts },
+        }));
+        ctx.ownUploads.delete(objectKey);
+      }
+      if ((state as string) === 'aborted') {
+        await ctx.client.send(new DeleteObjectCommand({ Bucket: ctx.bucket, Key: objectKey })).catch(() => {});
+        throw new BlobError('ABORTED', 'the writer was aborted');
+      }
+      state = 'published';
+    },
+    abort() {
+      if (state === 'aborted') return aborting;
+      const wasPublished = state === 'published';
+      state = 'aborted';
+      small = null;
+      queue.abort();
+      aborting = Promise.all([
+        uploadId ? abortUpload(ctx, objectKey, uploadId) : null,
+        wasPublished ? ctx.client.send(new DeleteObjectCommand({ Bucket: ctx.bucket, Key: objectKey })).catch(() => {}) : null,
+      ]).then(() => {});
+      return aborting;
+    },
+  };
+}
