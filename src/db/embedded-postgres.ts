@@ -192,6 +192,12 @@ export async function reapStale(dir: string, log: Logger): Promise<void> {
     return;
   }
   if (!Number.isInteger(pid) || pid <= 0 || !isPostgresOf(pid, dir)) return;
+  // Still with its keeper: a killed server's keeper stops it within moments; one that stays is
+  // another live process's database (whose lock file was removed by hand).
+  const kept = (): boolean => readCmdline(parentOf(pid) ?? 0).includes('sluice-db');
+  for (let i = 0; i < 50 && kept() && isPostgresOf(pid, dir); i++) await new Promise((r) => setTimeout(r, 100));
+  if (!isPostgresOf(pid, dir)) return;
+  if (kept()) throw new Error(`the embedded database in ${dir} is already run by another process (PostgreSQL pid ${pid}): stop that one first`);
   log.warn({ pid }, 'stopping the embedded PostgreSQL a killed server left running');
   const signal = (s: NodeJS.Signals): void => {
     try {
@@ -206,12 +212,25 @@ export async function reapStale(dir: string, log: Logger): Promise<void> {
   if (isPostgresOf(pid, dir)) throw new Error(`the PostgreSQL a killed server left running (pid ${pid}) on ${dir} does not stop`);
 }
 
-function isPostgresOf(pid: number, dir: string): boolean {
+function readCmdline(pid: number): string[] {
   try {
-    const cmd = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
-    return path.basename(cmd[0] ?? '') === 'postgres' && cmd.includes(dir);
+    return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
   } catch {
-    return false;
+    return [];
+  }
+}
+
+function isPostgresOf(pid: number, dir: string): boolean {
+  const cmd = readCmdline(pid);
+  return path.basename(cmd[0] ?? '') === 'postgres' && cmd.includes(dir);
+}
+
+function parentOf(pid: number): number | null {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+  } catch {
+    return null;
   }
 }
 
