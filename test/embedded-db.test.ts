@@ -153,6 +153,37 @@ describe('embedded PostgreSQL', () => {
     assert.ok(!fs.existsSync(path.join(dir, 'postgres')));
   });
 
+  it("`sluice import-pglite` copies an earlier release's PGlite database, all or nothing, and leaves it in place", async () => {
+    const dir = dataDir();
+    const { PGlite } = await import('@electric-sql/pglite');
+    const pg = await PGlite.create(path.join(dir, 'pg'));
+    // The database as an earlier release left it: its migrations applied (all but the newest), a bundle in it.
+    const files = fs.readdirSync(path.join(ROOT, 'sql')).filter((f) => /^\d{4}_/.test(f)).sort().slice(0, -1);
+    for (const f of files) await pg.exec(fs.readFileSync(path.join(ROOT, 'sql', f), 'utf8'));
+    await pg.exec(`insert into bundles (short_code, upload_token_hash, max_size_bytes) values ('abcde', '\\x01', 100), ('fghij', '\\x02', 100)`);
+    const instance = (await pg.query<{ id: string }>('select id from instance')).rows[0]!.id;
+    await pg.close();
+    const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dir, LOG_LEVEL: 'warn' };
+    delete env.DATABASE_URL;
+    const cli = (args: string[]) => spawnSync(process.execPath, [path.join(ROOT, 'bin/sluice.js'), ...args], { cwd: ROOT, env, encoding: 'utf8' });
+    assert.match(cli(['sweep']).stderr, /earlier Sluice \(PGlite\).*sluice import-pglite/);
+    const r = cli(['import-pglite']);
+    assert.equal(r.status, 0, r.stderr);
+    assert.match(r.stdout, /imported \d+ rows \(.*bundles 2.*\)/);
+    const db = await connectDb({ databaseUrl: undefined, dataDir: dir, log, max: 1 });
+    try {
+      assert.deepEqual((await db.sql<{ short_code: string }[]>`select short_code from bundles order by id`).map((b) => b.short_code), ['abcde', 'fghij']);
+      assert.equal((await db.sql<{ id: string }[]>`select id from instance`)[0]!.id, instance);
+      // New ids continue after the imported ones.
+      const [next] = await db.sql<{ id: number }[]>`insert into bundles (short_code, upload_token_hash, max_size_bytes) values ('klmno', '\\x03', 1) returning id`;
+      assert.equal(next!.id, 3);
+    } finally {
+      await db.close();
+    }
+    assert.ok(fs.existsSync(path.join(dir, 'pg', 'PG_VERSION')), 'the PGlite directory is kept');
+    assert.match(cli(['import-pglite']).stderr, /imported already/);
+  });
+
   const root = process.getuid?.() === 0;
   it('a full disk is refused with its cause and leaves no half-made database', {
     skip: prerequisite({ what: 'embedded database on a full disk', missing: root ? false : 'needs root to mount a small tmpfs', install: 'run the tests as root' }),

@@ -63,6 +63,8 @@ export async function connectDb(opts: {
   dataDir: string;
   log: Logger;
   max: number;
+  /** For `sluice import-pglite`: start although DATA_DIR/pg holds an earlier release's database. */
+  allowLegacy?: boolean;
 }): Promise<Db> {
   if (opts.databaseUrl) return wrap(postgres(opts.databaseUrl, { ...baseOptions, max: opts.max }) as unknown as Sql, 'postgres', async () => {});
   return connectEmbedded(opts);
@@ -85,7 +87,7 @@ function wrap(sql: Sql, kind: Db['kind'], after: () => Promise<void>): Promise<D
   }));
 }
 
-async function connectEmbedded(opts: { dataDir: string; log: Logger; max: number }): Promise<Db> {
+async function connectEmbedded(opts: { dataDir: string; log: Logger; max: number; allowLegacy?: boolean }): Promise<Db> {
   await fsp.mkdir(opts.dataDir, { recursive: true, mode: 0o700 });
   const clusterDir = path.join(opts.dataDir, CLUSTER);
   const socketPath = path.join(clusterDir, SOCKET);
@@ -155,13 +157,13 @@ const RESTART_DELAY_MS = 1000;
 const EMBEDDED_IDLE_S = 5;
 
 async function hostEmbedded(
-  opts: { dataDir: string; log: Logger },
+  opts: { dataDir: string; log: Logger; allowLegacy?: boolean },
   clusterDir: string,
   connect: () => Sql,
   unlock: () => void,
 ): Promise<Db> {
   const bins = binaries();
-  await refuseLegacy(opts.dataDir, clusterDir);
+  if (!opts.allowLegacy) refuseLegacy(opts.dataDir, clusterDir);
   await ensureCluster(opts.dataDir, bins, opts.log);
   await reapStale(clusterDir, opts.log);
   let closing = false;

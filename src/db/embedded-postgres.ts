@@ -247,7 +247,11 @@ export function startPostmaster(dir: string, bins: Binaries, log: Logger): Postm
   const user = dbUser();
   const settings = { ...SETTINGS, unix_socket_directories: dir };
   const args = ['-D', dir, ...Object.entries(settings).flatMap(([k, v]) => ['-c', `${k}=${v}`])];
+  // Its own session (setsid), as a service's PostgreSQL has: a terminal's Ctrl-C reaches the server,
+  // which then stops the database after its last query, and with the kernel's autogroup scheduling
+  // the database gets its own CPU share instead of splitting the server's.
   const child: ChildProcess = spawn('/bin/sh', ['-c', KEEPER, 'sluice-db', bins.postgres, ...args], {
+    detached: true,
     stdio: ['ignore', 'ignore', 'pipe', 'pipe'],
     ...(user && { uid: user.uid, gid: user.gid }),
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', LC_ALL: 'C', TZ: 'UTC' },
