@@ -79,7 +79,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
   for (const limit of binding.limits) log.warn(`uWS ${binding.version}: ${limit}`);
 
   // A start-up failure names the setting behind it (a bare ECONNREFUSED said nothing of which).
-  const db = await connectDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, log, max: 8 }).catch((err: Error) => {
+  const db = await connectDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, log, max: 8, server: sweeper }).catch((err: Error) => {
     throw new Error(`${config.databaseUrl ? 'DATABASE_URL' : 'embedded database (DATA_DIR/postgres)'}: ${err.message}`, { cause: err });
   });
   const hasher = createHasher();

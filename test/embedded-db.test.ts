@@ -23,11 +23,11 @@ after(() => {
 });
 
 /** A process that hosts the embedded database of `dir`, inserts a row, says `ready` and waits. */
-function host(dir: string, row: string): Promise<{ child: ChildProcess; postmaster: number }> {
+function host(dir: string, row: string, server = false): Promise<{ child: ChildProcess; postmaster: number }> {
   const script = `
     import pino from 'pino';
     import { connectDb } from ${JSON.stringify(path.join(ROOT, 'src/db/client.ts'))};
-    const db = await connectDb({ databaseUrl: undefined, dataDir: ${JSON.stringify(dir)}, log: pino({ level: 'silent' }), max: 2 });
+    const db = await connectDb({ databaseUrl: undefined, dataDir: ${JSON.stringify(dir)}, log: pino({ level: 'silent' }), max: 2, server: ${server} });
     await db.sql\`create table if not exists t (v text)\`;
     await db.sql\`insert into t values (${'${'}${JSON.stringify(row)}})\`;
     process.stdout.write('ready\\n');
@@ -130,6 +130,22 @@ describe('embedded PostgreSQL', () => {
       fs.rmSync(path.join(dir, 'db.lock')); // an operator's mistake: the host lock is gone
       assert.match(await refusal(dir), /already run by another process/);
       assert.ok(alive(postmaster));
+    } finally {
+      child.kill('SIGTERM');
+      await gone(postmaster);
+    }
+  });
+
+  it('a second server on the same DATA_DIR is refused in one line; a CLI command beside the server is served', async () => {
+    const dir = dataDir();
+    const { child, postmaster } = await host(dir, 'x', true);
+    try {
+      const err = await connectDb({ databaseUrl: undefined, dataDir: dir, log, max: 1, server: true }).then(() => null, (e: Error) => e.message);
+      assert.match(err ?? '', new RegExp(`^another Sluice server \\(pid ${child.pid}\\) runs on this DATA_DIR`));
+      assert.doesNotMatch(err!, /\n/);
+      const cli = await connectDb({ databaseUrl: undefined, dataDir: dir, log, max: 1 });
+      assert.equal((await cli.sql`select count(*)::int as n from t`)[0]!.n, 1);
+      await cli.close();
     } finally {
       child.kill('SIGTERM');
       await gone(postmaster);

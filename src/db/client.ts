@@ -65,6 +65,11 @@ export async function connectDb(opts: {
   max: number;
   /** For `sluice import-pglite`: start although DATA_DIR/pg holds an earlier release's database. */
   allowLegacy?: boolean;
+  /**
+   * A server (not a CLI command, nor a further worker of the same server): refused where another
+   * server already runs the embedded database of this DATA_DIR.
+   */
+  server?: boolean;
 }): Promise<Db> {
   if (opts.databaseUrl) return wrap(postgres(opts.databaseUrl, { ...baseOptions, max: opts.max }) as unknown as Sql, 'postgres', async () => {});
   return connectEmbedded(opts);
@@ -87,7 +92,7 @@ function wrap(sql: Sql, kind: Db['kind'], after: () => Promise<void>): Promise<D
   }));
 }
 
-async function connectEmbedded(opts: { dataDir: string; log: Logger; max: number; allowLegacy?: boolean }): Promise<Db> {
+async function connectEmbedded(opts: { dataDir: string; log: Logger; max: number; allowLegacy?: boolean; server?: boolean }): Promise<Db> {
   await fsp.mkdir(opts.dataDir, { recursive: true, mode: 0o700 });
   const clusterDir = path.join(opts.dataDir, CLUSTER);
   const socketPath = path.join(clusterDir, SOCKET);
@@ -101,13 +106,17 @@ async function connectEmbedded(opts: { dataDir: string; log: Logger; max: number
     postgres({ ...baseOptions, idle_timeout: EMBEDDED_IDLE_S, path: socketPath, max: opts.max, user: 'postgres', database: 'postgres' }) as unknown as Sql;
 
   for (let attempt = 0; attempt < 600; attempt++) {
-    if (takeLock(lockPath)) {
+    if (takeLock(lockPath, opts.server ? 'server' : 'cli')) {
       try {
         return await hostEmbedded(opts, clusterDir, connect, () => fs.rmSync(lockPath, { force: true }));
       } catch (err) {
         fs.rmSync(lockPath, { force: true });
         throw err;
       }
+    }
+    const holder = readLock(lockPath);
+    if (opts.server && holder?.role === 'server') {
+      throw new Error(`another Sluice server (pid ${holder.pid}) runs on this DATA_DIR: stop it, or give this one its own DATA_DIR`);
     }
     if (fs.existsSync(socketPath)) {
       const sql = connect();
@@ -123,24 +132,19 @@ async function connectEmbedded(opts: { dataDir: string; log: Logger; max: number
 }
 
 /**
- * Exclusive host lock: a file holding our pid and start tag (process-tag.ts); a dead holder's lock
- * is taken over, also when its pid runs again as another process.
+ * Exclusive host lock: a file holding our pid, start tag (process-tag.ts) and role; a dead holder's
+ * lock is taken over, also when its pid runs again as another process.
  */
-function takeLock(lockPath: string): boolean {
-  const mine = `${process.pid} ${ownTag}`;
+function takeLock(lockPath: string, role: 'server' | 'cli'): boolean {
+  const mine = `${process.pid} ${ownTag} ${role}`;
   try {
     fs.writeFileSync(lockPath, mine, { flag: 'wx', mode: 0o600 });
     return true;
   } catch {
-    let text = '';
-    try {
-      text = fs.readFileSync(lockPath, 'utf8');
-    } catch {}
-    const [pidText, tag] = text.trim().split(' ');
-    const holder = Number(pidText);
-    if (Number.isInteger(holder) && holder > 0) {
+    const holder = readLock(lockPath);
+    if (holder) {
       // (our own pid: a lock this process left, or its predecessor's under the same pid; ours to take)
-      const alive = holder !== process.pid && (tag === undefined ? isAlive(holder) : writerAlive(holder, tag));
+      const alive = holder.pid !== process.pid && (holder.tag === undefined ? isAlive(holder.pid) : writerAlive(holder.pid, holder.tag));
       if (alive) return false;
     }
     fs.rmSync(lockPath, { force: true });
@@ -151,6 +155,18 @@ function takeLock(lockPath: string): boolean {
       return false;
     }
   }
+}
+
+function readLock(lockPath: string): { pid: number; tag: string | undefined; role: string | undefined } | null {
+  let text: string;
+  try {
+    text = fs.readFileSync(lockPath, 'utf8');
+  } catch {
+    return null;
+  }
+  const [pidText, tag, role] = text.trim().split(' ');
+  const pid = Number(pidText);
+  return Number.isInteger(pid) && pid > 0 ? { pid, tag, role } : null;
 }
 
 const RESTART_DELAY_MS = 1000;
