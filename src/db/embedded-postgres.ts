@@ -120,14 +120,16 @@ function run(cmd: string, args: string[], user: ReturnType<typeof dbUser>): Prom
 /**
  * Makes the cluster if there is none: initdb into a temporary directory renamed into place when
  * complete, so a start interrupted here leaves no half-made database. For root, DATA_DIR becomes
- * traversable (0711: nobody can list it, and its files stay owner-only) and the cluster is nobody's.
+ * passable for nobody's group (0710: not listable, its files stay owner-only) and the cluster is nobody's.
  */
 export async function ensureCluster(dataDir: string, bins: Binaries, log: Logger): Promise<string> {
   const dir = path.join(dataDir, CLUSTER);
   const user = dbUser();
   if (user) {
-    fs.chmodSync(dataDir, 0o711);
-    if (!canTraverse(dataDir)) {
+    // Only the database's group may pass through DATA_DIR (not list it); everything else in it stays root's.
+    fs.chownSync(dataDir, 0, user.gid);
+    fs.chmodSync(dataDir, 0o710);
+    if (!canTraverse(path.dirname(dataDir))) {
       throw new Error(`running as root, the embedded PostgreSQL runs as user nobody, who cannot reach ${dataDir}: make its parent directories searchable (chmod o+x), or run sluice as an ordinary user`);
     }
   }
