@@ -27,7 +27,10 @@ const SETTINGS: Record<string, string> = {
   max_logical_replication_workers: '0',
   max_wal_senders: '0',
   wal_level: 'minimal',
-  max_wal_size: '256MB',
+  // The WAL buffers PostgreSQL derives from 16 MB of shared buffers (512 kB) make concurrent commits
+  // wait on WAL writes; 4 MB is its default with the usual shared buffers.
+  wal_buffers: '4MB',
+  max_wal_size: '512MB',
   huge_pages: 'off',
   logging_collector: 'off',
 };
