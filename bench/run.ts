@@ -1,4 +1,4 @@
-// `npm run bench`: upload, download, requests, zip and tus in sequence, each in its own process so one scenario's
+// `npm run bench`: upload, download, requests, zip, tus and embedded in sequence, each in its own process so one scenario's
 // servers, page cache pressure and heap cannot leak into the next. Env knobs pass through (see bench/README.md).
 import path from 'node:path';
 import { spawn } from 'node:child_process';
@@ -6,7 +6,7 @@ import { existsSync, readdirSync, statSync } from 'node:fs';
 import { BENCH_DIR, REPO_DIR } from './lib/report.ts';
 import { loadResults, printTargets } from './lib/summary.ts';
 
-const SCENARIOS = ['upload', 'download', 'requests', 'zip', 'tus'] as const;
+const SCENARIOS = ['upload', 'download', 'requests', 'zip', 'tus', 'embedded'] as const;
 
 function runScenario(name: string): Promise<number> {
   return new Promise((resolve) => {

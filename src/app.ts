@@ -69,8 +69,8 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
   const fastPaths = enableFastPaths(log);
 
   // A start-up failure names the setting behind it (a bare ECONNREFUSED said nothing of which).
-  const db = await connectDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, log, max: 8 }).catch((err: Error) => {
-    throw new Error(`${config.databaseUrl ? 'DATABASE_URL' : 'embedded database (DATA_DIR/pg)'}: ${err.message}`, { cause: err });
+  const db = await connectDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, log, max: 8, server: sweeper }).catch((err: Error) => {
+    throw new Error(`${config.databaseUrl ? 'DATABASE_URL' : 'embedded database (DATA_DIR/postgres)'}: ${err.message}`, { cause: err });
   });
   const hasher = createHasher();
   let rateStore: RateStore = createMemoryRateStore();

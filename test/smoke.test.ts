@@ -14,7 +14,7 @@ for (const backend of backends()) {
       const json = (await up.body.json()) as { files: Array<{ download_url: string }> };
       const dl = await request(`${srv.url}${json.files[0]!.download_url}`);
       assert.equal(await dl.body.text(), 'hello');
-      // The embedded PGlite runs with small shared buffers (they are resident in the server process).
+      // The embedded PostgreSQL runs with small shared buffers.
       if (backend === 'embedded') assert.equal((await srv.sql`show shared_buffers`)[0]!.shared_buffers, '16MB');
     } finally {
       await srv.close();

@@ -42,7 +42,7 @@ describe('start-up messages', () => {
       });
     const text = await started({ LOG_FORMAT: 'text', PROT: '1' }, /Sluice is ready[^\n]*\n.*\n/);
     assert.match(text, /^Sluice is ready: open http:\/\/127\.0\.0\.1:\d+\/$/m);
-    assert.match(text, /database: embedded \(\S+\/pg\) · state: in-process · storage: disk \(\S+\/files\)/);
+    assert.match(text, /database: embedded \(\S+\/postgres\) · state: in-process · storage: disk \(\S+\/files\)/);
     assert.match(text, /^\d\d:\d\d:\d\d warn  PROT is not a setting; did you mean PORT\?/m);
     assert.doesNotMatch(text, /^\{/m, 'no JSON on a terminal');
     const json = await started({ PROT: '1' }, /"msg":"sluice listening"/);

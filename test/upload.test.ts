@@ -15,7 +15,7 @@ const CAP = 8 * MiB;
 
 /** DATA_DIR entries outside the embedded database, as relative paths. */
 function dataTree(dataDir: string): string[] {
-  return (fs.readdirSync(dataDir, { recursive: true }) as string[]).filter((p) => p !== 'pg' && !p.startsWith(`pg${path.sep}`)).sort();
+  return (fs.readdirSync(dataDir, { recursive: true }) as string[]).filter((p) => p !== 'postgres' && !p.startsWith(`postgres${path.sep}`)).sort();
 }
 
 for (const backend of backends()) {

@@ -135,7 +135,7 @@ async function launch(
 }
 
 export interface SluiceOptions {
-  /** Real PostgreSQL; unset = embedded PGlite in DATA_DIR. */
+  /** Real PostgreSQL; unset = the embedded PostgreSQL in DATA_DIR. */
   databaseUrl?: string;
   /** Real Redis for rate-limit state; unset = the in-process store. */
   redisUrl?: string;

@@ -24,7 +24,7 @@ export function modeLine(config: Pick<Config, 'databaseUrl' | 'redisUrl' | 'data
       return what;
     }
   };
-  const database = config.databaseUrl ? where(config.databaseUrl, 'PostgreSQL') : `embedded (${config.dataDir}/pg)`;
+  const database = config.databaseUrl ? where(config.databaseUrl, 'PostgreSQL') : `embedded (${config.dataDir}/postgres)`;
   const state = config.redisUrl ? where(config.redisUrl, 'Redis') : 'in-process';
   return `database: ${database} · state: ${state} · storage: disk (${config.dataDir}/files)`;
 }

@@ -2,7 +2,8 @@ import { loadConfig, ConfigError, type Config } from '../config.ts';
 import { createLogger, textDestination } from '../log.ts';
 import { banner } from './banner.ts';
 import { startApp, type RunningApp } from '../app.ts';
-import { connectDb } from '../db/client.ts';
+import { connectDb, type Sql } from '../db/client.ts';
+import { importPglite } from '../db/pglite-import.ts';
 import { migrate } from '../db/migrate.ts';
 import { createHasher } from '../storage/hasher.ts';
 import { createDiskStore } from '../storage/disk.ts';
@@ -24,12 +25,13 @@ const USAGE = `usage: sluice <command>
   bundles delete CODE     delete the bundle and its files
   keys create --plan starter|power|max|premium [--label TEXT] [--email ADDR] [--days N]
   keys list               one row per key
-  keys revoke PREFIX      revoke a key`;
+  keys revoke PREFIX      revoke a key
+  import-pglite           copy an earlier release's embedded database (PGlite, DATA_DIR/pg) into the embedded PostgreSQL`;
 
 class CliError extends Error {}
 
-const COMMANDS = new Set(['help', '--help', '-h', 'migrate', 'sweep', 'bundles', 'keys']);
-const TAKES_NOTHING = new Set(['serve', 'help', '--help', '-h', 'migrate', 'sweep']);
+const COMMANDS = new Set(['help', '--help', '-h', 'migrate', 'sweep', 'bundles', 'keys', 'import-pglite']);
+const TAKES_NOTHING = new Set(['serve', 'help', '--help', '-h', 'migrate', 'sweep', 'import-pglite']);
 
 async function main(argv: string[]): Promise<void> {
   const [cmd = 'help', ...rest] = argv;
@@ -57,8 +59,11 @@ async function main(argv: string[]): Promise<void> {
   const log = loggerFor(config, config.logLevel === 'info' ? 'warn' : config.logLevel);
   process.umask(OWNER_ONLY_UMASK);
   if (!config.databaseUrl) usableDataDir(config.dataDir);
-  const db = await connectDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, log, max: 1 });
+  const importing = cmd === 'import-pglite';
+  if (importing && config.databaseUrl) throw new CliError('sluice import-pglite copies into the embedded database: unset DATABASE_URL');
+  const db = await connectDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, log, max: 1, allowLegacy: importing });
   try {
+    if (importing) return await importCommand(config.dataDir, db.sql);
     await migrate(db.sql).then((applied) => cmd === 'migrate' && process.stdout.write(applied.length ? `applied ${applied.join(', ')}\n` : 'up to date\n'));
     if (cmd === 'migrate') return;
     if (cmd === 'sweep') {
@@ -108,6 +113,15 @@ async function main(argv: string[]): Promise<void> {
   } finally {
     await db.close();
   }
+}
+
+async function importCommand(dataDir: string, sql: Sql): Promise<void> {
+  await migrate(sql);
+  const counts = await importPglite(dataDir, sql).catch((err: Error) => {
+    throw new CliError(`import-pglite: ${err.message}`);
+  });
+  const rows = counts.reduce((n, c) => n + c.rows, 0);
+  process.stdout.write(`imported ${rows} rows (${counts.filter((c) => c.rows > 0).map((c) => `${c.table} ${c.rows}`).join(', ') || 'no rows'}) from ${dataDir}/pg; it is left in place: remove it once the server runs well\n`);
 }
 
 async function serve(config: Config): Promise<void> {

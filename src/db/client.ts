@@ -3,9 +3,9 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import postgres from 'postgres';
 import type { Logger } from 'pino';
-import { servePglite } from './pglite-server.ts';
+import { binaries, CLUSTER, ensureCluster, reapStale, SOCKET, startPostmaster, type Postmaster } from './embedded-postgres.ts';
+import { refuseLegacy } from './pglite-import.ts';
 import { isAlive, ownTag, writerAlive } from '../util/process-tag.ts';
-import { restrictTree } from '../util/data-dir.ts';
 
 export type Sql = postgres.Sql<Record<string, never>>;
 
@@ -53,78 +53,98 @@ const baseOptions = {
 } as const;
 
 /**
- * Connects the raw-SQL layer: real PostgreSQL when DATABASE_URL is set, else the embedded PGlite
- * in DATA_DIR/pg, served on a Unix socket in DATA_DIR so the CLI and other workers share it. The
- * first process to need it hosts it; later ones (a CLI while the server runs) connect to it.
+ * Connects the raw-SQL layer: real PostgreSQL when DATABASE_URL is set, else the embedded
+ * PostgreSQL in DATA_DIR/postgres (embedded-postgres.ts), on a Unix socket in that directory so
+ * the CLI and other workers share it. The first process to need it hosts it (starts it and stops
+ * it when it closes or dies); later ones (a CLI while the server runs) connect to it.
  */
 export async function connectDb(opts: {
   databaseUrl: string | undefined;
   dataDir: string;
   log: Logger;
   max: number;
+  /** For `sluice import-pglite`: start although DATA_DIR/pg holds an earlier release's database. */
+  allowLegacy?: boolean;
+  /**
+   * A server (not a CLI command, nor a further worker of the same server): refused where another
+   * server already runs the embedded database of this DATA_DIR.
+   */
+  server?: boolean;
 }): Promise<Db> {
-  if (opts.databaseUrl) {
-    const sql = postgres(opts.databaseUrl, { ...baseOptions, max: opts.max }) as unknown as Sql;
-    await sql`select 1`;
-    return {
-      sql,
-      kind: 'postgres',
-      // postgres.js keeps one extra connection for LISTEN and re-listens after a reconnect; each
-      // (re)listen reports null, since announcements made while it was down are lost.
-      watchBundles: async (onChange) => {
-        await sql.listen(BUNDLE_CHANNEL, (payload) => onChange(bundleId(payload)), () => onChange(null));
-        return true;
-      },
-      close: () => sql.end({ timeout: 5 }),
-    };
-  }
+  if (opts.databaseUrl) return wrap(postgres(opts.databaseUrl, { ...baseOptions, max: opts.max }) as unknown as Sql, 'postgres', async () => {});
   return connectEmbedded(opts);
 }
 
-/**
- * The embedded database is one PGlite session shared by every connection (see pglite-server.ts),
- * so it runs one query at a time whatever the pool size: each process uses ONE connection, on
- * which postgres.js pipelines its queries in order; other processes (the CLI) add one each.
- */
-async function connectEmbedded(opts: { dataDir: string; log: Logger; max: number }): Promise<Db> {
-  await fsp.mkdir(opts.dataDir, { recursive: true, mode: 0o700 });
-  const socketPath = path.join(opts.dataDir, '.s.PGSQL.5432');
-  const lockPath = path.join(opts.dataDir, 'pg.lock');
-  const connect = (): Sql =>
-    postgres({ ...baseOptions, path: socketPath, max: 1, user: 'postgres', database: 'postgres' }) as unknown as Sql;
+function wrap(sql: Sql, kind: Db['kind'], after: () => Promise<void>): Promise<Db> {
+  return sql`select 1`.then(() => ({
+    sql,
+    kind,
+    // postgres.js keeps one extra connection for LISTEN and re-listens after a reconnect; each
+    // (re)listen reports null, since announcements made while it was down are lost.
+    watchBundles: async (onChange) => {
+      await sql.listen(BUNDLE_CHANNEL, (payload) => onChange(bundleId(payload)), () => onChange(null));
+      return true;
+    },
+    close: async () => {
+      await sql.end({ timeout: 5 }).catch(() => {});
+      await after();
+    },
+  }));
+}
 
-  for (let attempt = 0; attempt < 50; attempt++) {
+async function connectEmbedded(opts: { dataDir: string; log: Logger; max: number; allowLegacy?: boolean; server?: boolean }): Promise<Db> {
+  await fsp.mkdir(opts.dataDir, { recursive: true, mode: 0o700 });
+  const clusterDir = path.join(opts.dataDir, CLUSTER);
+  const socketPath = path.join(clusterDir, SOCKET);
+  if (Buffer.byteLength(socketPath) > 107) {
+    throw new Error(`DATA_DIR ${opts.dataDir} is too long a path for the embedded database's socket (${socketPath}): use a shorter DATA_DIR`);
+  }
+  const lockPath = path.join(opts.dataDir, 'db.lock');
+  // Each open connection is a PostgreSQL process of ~5-15 MiB counted against the server's memory:
+  // connections idle for a few seconds are closed (reopening one costs a fork, about a millisecond).
+  const connect = (): Sql =>
+    postgres({ ...baseOptions, idle_timeout: EMBEDDED_IDLE_S, path: socketPath, max: opts.max, user: 'postgres', database: 'postgres' }) as unknown as Sql;
+
+  for (let attempt = 0; attempt < 600; attempt++) {
+    if (takeLock(lockPath, opts.server ? 'server' : 'cli')) {
+      try {
+        return await hostEmbedded(opts, clusterDir, connect, () => fs.rmSync(lockPath, { force: true }));
+      } catch (err) {
+        fs.rmSync(lockPath, { force: true });
+        throw err;
+      }
+    }
+    const holder = readLock(lockPath);
+    if (opts.server && holder?.role === 'server') {
+      throw new Error(`another Sluice server (pid ${holder.pid}) runs on this DATA_DIR: stop it, or give this one its own DATA_DIR`);
+    }
     if (fs.existsSync(socketPath)) {
       const sql = connect();
       try {
-        await sql`select 1`;
-        // The host process hears the single session's announcements; a guest does not.
-        return { sql, kind: 'embedded', watchBundles: async () => false, close: () => sql.end({ timeout: 5 }) };
+        return await wrap(sql, 'embedded', async () => {});
       } catch {
         await sql.end({ timeout: 1 }).catch(() => {});
       }
     }
-    if (takeLock(lockPath)) return hostEmbedded(opts, socketPath, lockPath, connect);
     await new Promise((r) => setTimeout(r, 100)); // another process is starting it
   }
-  throw new Error(`embedded database in ${opts.dataDir} is locked by another process that does not serve it`);
+  throw new Error(`the embedded database in ${opts.dataDir} is locked by another process (${lockPath}) that does not serve it within 60 s`);
 }
 
 /**
- * Exclusive host lock: a file holding our pid and start tag (process-tag.ts); a dead holder's lock
- * is taken over, also when its pid runs again as another process.
+ * Exclusive host lock: a file holding our pid, start tag (process-tag.ts) and role; a dead holder's
+ * lock is taken over, also when its pid runs again as another process.
  */
-function takeLock(lockPath: string): boolean {
-  const mine = `${process.pid} ${ownTag}`;
+function takeLock(lockPath: string, role: 'server' | 'cli'): boolean {
+  const mine = `${process.pid} ${ownTag} ${role}`;
   try {
     fs.writeFileSync(lockPath, mine, { flag: 'wx', mode: 0o600 });
     return true;
   } catch {
-    const [pidText, tag] = fs.readFileSync(lockPath, 'utf8').trim().split(' ');
-    const holder = Number(pidText);
-    if (Number.isInteger(holder) && holder > 0) {
+    const holder = readLock(lockPath);
+    if (holder) {
       // (our own pid: a lock this process left, or its predecessor's under the same pid; ours to take)
-      const alive = holder !== process.pid && (tag === undefined ? isAlive(holder) : writerAlive(holder, tag));
+      const alive = holder.pid !== process.pid && (holder.tag === undefined ? isAlive(holder.pid) : writerAlive(holder.pid, holder.tag));
       if (alive) return false;
     }
     fs.rmSync(lockPath, { force: true });
@@ -137,57 +157,57 @@ function takeLock(lockPath: string): boolean {
   }
 }
 
-const EMBEDDED_SHARED_BUFFERS = '16MB';
+function readLock(lockPath: string): { pid: number; tag: string | undefined; role: string | undefined } | null {
+  let text: string;
+  try {
+    text = fs.readFileSync(lockPath, 'utf8');
+  } catch {
+    return null;
+  }
+  const [pidText, tag, role] = text.trim().split(' ');
+  const pid = Number(pidText);
+  return Number.isInteger(pid) && pid > 0 ? { pid, tag, role } : null;
+}
+
+const RESTART_DELAY_MS = 1000;
+const EMBEDDED_IDLE_S = 5;
 
 async function hostEmbedded(
-  opts: { dataDir: string; log: Logger },
-  socketPath: string,
-  lockPath: string,
+  opts: { dataDir: string; log: Logger; allowLegacy?: boolean },
+  clusterDir: string,
   connect: () => Sql,
+  unlock: () => void,
 ): Promise<Db> {
-  const { PGlite } = await import('@electric-sql/pglite');
-  // PGlite's PostgreSQL keeps its shared buffers inside the server process's memory, and the
-  // default 128 MB of them ends up resident. The embedded database is small and its files sit in
-  // the OS page cache anyway, so 16 MB serves as well and keeps the idle server much smaller.
-  const pgDir = path.join(opts.dataDir, 'pg');
-  // Owner-only before PGlite opens it (a tree an older version left open) and after (what it created).
-  restrictTree(pgDir);
-  const pg = await PGlite.create(pgDir, {
-    startParams: [...PGlite.defaultStartParams, '-c', `shared_buffers=${EMBEDDED_SHARED_BUFFERS}`],
-  });
-  restrictTree(pgDir);
-  // The session listens once, for good: announcements then appear in the output of whichever
-  // connection commits a change, and the socket server hands them to the watchers.
-  await pg.exec(`listen ${BUNDLE_CHANNEL}`);
-  const watchers = new Set<(bundleId: number | null) => void>();
-  fs.rmSync(socketPath, { force: true });
-  const server = await servePglite(pg, socketPath, {
-    onNotification: (channel, payload) => {
-      if (channel !== BUNDLE_CHANNEL) return;
-      for (const w of watchers) w(bundleId(payload));
-    },
-  });
-  fs.chmodSync(socketPath, 0o600);
-  opts.log.info({ socket: socketPath }, 'embedded PGlite database serving');
-  const sql = connect();
-  return {
-    sql,
-    kind: 'embedded',
-    watchBundles: async (onChange) => {
-      watchers.add(onChange);
-      return true;
-    },
-    close: async () => {
-      await sql.end({ timeout: 5 }).catch(() => {});
-      await server.close().catch(() => {});
-      await pg.close().catch(() => {});
-      try {
-        restrictTree(path.join(opts.dataDir, 'pg'));
-      } catch (err) {
-        opts.log.warn({ err }, 'embedded database files not made owner-only');
-      }
-      fs.rmSync(socketPath, { force: true });
-      fs.rmSync(lockPath, { force: true });
-    },
+  const bins = binaries();
+  if (!opts.allowLegacy) refuseLegacy(opts.dataDir, clusterDir);
+  await ensureCluster(opts.dataDir, bins, opts.log);
+  await reapStale(clusterDir, opts.log);
+  let closing = false;
+  let pm: Postmaster;
+  // PostgreSQL stopping on its own (the OOM killer, an operator's kill) is restarted: the pool
+  // reconnects, and PostgreSQL's crash recovery replays what was committed.
+  const start = async (): Promise<void> => {
+    pm = startPostmaster(clusterDir, bins, opts.log);
+    pm.onExit = (code) => {
+      if (closing) return;
+      opts.log.error({ code }, 'the embedded PostgreSQL stopped unexpectedly: restarting it');
+      setTimeout(() => void start().catch((err: Error) => opts.log.error({ err: err.message }, 'the embedded PostgreSQL does not restart')), RESTART_DELAY_MS);
+    };
+    await pm.ready;
   };
+  try {
+    await start();
+  } catch (err) {
+    throw new Error(`the embedded PostgreSQL in ${clusterDir} does not start: ${(err as Error).message}`, { cause: err });
+  }
+  opts.log.info({ socket: path.join(clusterDir, SOCKET) }, 'embedded PostgreSQL serving');
+  const stop = async (): Promise<void> => {
+    closing = true;
+    await pm.stop();
+    unlock();
+  };
+  return wrap(connect(), 'embedded', stop).catch(async (err: unknown) => {
+    await stop();
+    throw err;
+  });
 }

@@ -28,7 +28,7 @@ export async function dropPgDatabase(name: string): Promise<void> {
   await admin.end();
 }
 
-/** A migrated database of the backend's kind in this process: embedded PGlite or a fresh PostgreSQL database. */
+/** A migrated database of the backend's kind in this process: the embedded PostgreSQL or a fresh database on the test server. */
 export async function database(backend: Backend): Promise<{ db: Db; dataDir: string; drop: () => Promise<void> }> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'sl-db-'));
   const pg = backend === 'postgres' ? await createPgDatabase() : null;
