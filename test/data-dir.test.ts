@@ -52,8 +52,8 @@ for (const backend of backends()) {
       await srv?.close();
     });
 
-    // As root, the embedded PostgreSQL runs as nobody (it refuses root): DATA_DIR itself lets nobody's
-    // group pass (0710), without listing it; everything in it stays owner-only.
+    // As root where user namespaces are not allowed, the embedded PostgreSQL runs as nobody (it refuses
+    // root): DATA_DIR itself then lets nobody's group pass (0710), without listing it.
     const rootPassage = backend === 'embedded' && process.getuid?.() === 0 ? '710 ' : null;
     test('whatever the umask, every directory is 0700 and every file 0600, the embedded database included', async () => {
       await created(srv, [file('a.txt', 'hello'), file('b.bin', Buffer.alloc(100_000, 1))]);

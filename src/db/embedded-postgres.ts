@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { spawn, type ChildProcess } from 'node:child_process';
+import { asDbUser, canTraverse, dbUser, fixOwner, type DbUser } from './embedded-user.ts';
 import { createRequire } from 'node:module';
 import type { Logger } from 'pino';
 
@@ -91,17 +92,6 @@ function restoreLibraryLinks(root: string): void {
   }
 }
 
-/** Who runs PostgreSQL: this process's user, or `nobody` for root (PostgreSQL refuses to run as root). */
-export function dbUser(): { uid: number; gid: number; name: string } | null {
-  if (process.getuid?.() !== 0) return null;
-  const line = fs.readFileSync('/etc/passwd', 'utf8').split('\n').find((l) => l.startsWith('nobody:'));
-  const [, , uid, gid] = line?.split(':') ?? [];
-  if (uid === undefined || gid === undefined) {
-    throw new Error('running as root, and there is no user "nobody" to run the embedded PostgreSQL as: run sluice as an ordinary user');
-  }
-  return { uid: Number(uid), gid: Number(gid), name: 'nobody' };
-}
-
 /** The last meaningful line a failed PostgreSQL program wrote: the cause, in its own words. */
 function cause(output: string): string {
   const lines = output.split('\n').map((l) => l.trim()).filter((l) => l && !/^(HINT|DETAIL|LOG):/.test(l));
@@ -109,9 +99,10 @@ function cause(output: string): string {
   return (fatal ?? lines.at(-1) ?? 'no output').replace(/^\S+ \S+ \S+ \[\d+\] /, '');
 }
 
-function run(cmd: string, args: string[], user: ReturnType<typeof dbUser>): Promise<void> {
+function run(command: string, argv: string[], user: DbUser | null): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], ...(user && { uid: user.uid, gid: user.gid }), env: { ...process.env, LC_ALL: 'C' } });
+    const { cmd, args, ids } = asDbUser(user, command, argv);
+    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], ...ids, env: { ...process.env, LC_ALL: 'C' } });
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d));
     child.stderr.on('data', (d: Buffer) => (out += d));
@@ -128,7 +119,7 @@ function run(cmd: string, args: string[], user: ReturnType<typeof dbUser>): Prom
 export async function ensureCluster(dataDir: string, bins: Binaries, log: Logger): Promise<string> {
   const dir = path.join(dataDir, CLUSTER);
   const user = dbUser();
-  if (user) {
+  if (user?.mode === 'nobody') {
     // Only the database's group may pass through DATA_DIR (not list it); everything else in it stays root's.
     fs.chownSync(dataDir, 0, user.gid);
     fs.chmodSync(dataDir, 0o710);
@@ -142,7 +133,7 @@ export async function ensureCluster(dataDir: string, bins: Binaries, log: Logger
     if (found !== bins.major) {
       throw new Error(`${dir} holds a PostgreSQL ${found} database and this build embeds PostgreSQL ${bins.major}: upgrade it with pg_upgrade, or dump it with PostgreSQL ${found}'s pg_dump and load it into a new DATA_DIR`);
     }
-    if (user) fixOwner(dir, user);
+    if (user) fixOwner(dir, user.mode === 'nobody' ? user : { uid: 0, gid: 0 });
     return dir;
   }
   if (fs.existsSync(dir) && fs.readdirSync(dir).length > 0) {
@@ -151,7 +142,7 @@ export async function ensureCluster(dataDir: string, bins: Binaries, log: Logger
   const temp = path.join(dataDir, `${CLUSTER}.init`);
   await fsp.rm(temp, { recursive: true, force: true });
   await fsp.mkdir(temp, { mode: 0o700 });
-  if (user) fs.chownSync(temp, user.uid, user.gid);
+  if (user?.mode === 'nobody') fs.chownSync(temp, user.uid, user.gid);
   log.info({ dir }, 'creating the embedded PostgreSQL database');
   try {
     // initdb's own flush fsyncs each of its ~1,000 files (seconds on a slow disk); one syncfs of
@@ -165,23 +156,6 @@ export async function ensureCluster(dataDir: string, bins: Binaries, log: Logger
   await fsp.rm(dir, { recursive: true, force: true });
   await fsp.rename(temp, dir);
   return dir;
-}
-
-function canTraverse(dir: string): boolean {
-  for (let d = dir; ; d = path.dirname(d)) {
-    if ((fs.statSync(d).mode & 0o001) === 0) return false;
-    if (d === path.dirname(d)) return true;
-  }
-}
-
-/** A cluster an unprivileged run made, now run by root: hand its files to nobody. */
-function fixOwner(dir: string, user: { uid: number; gid: number }): void {
-  if (fs.statSync(dir).uid === user.uid) return;
-  const walk = (p: string): void => {
-    fs.lchownSync(p, user.uid, user.gid);
-    if (fs.lstatSync(p).isDirectory()) for (const n of fs.readdirSync(p)) walk(path.join(p, n));
-  };
-  walk(dir);
 }
 
 /**
@@ -255,10 +229,11 @@ export function startPostmaster(dir: string, bins: Binaries, log: Logger): Postm
   // Its own session (setsid), as a service's PostgreSQL has: a terminal's Ctrl-C reaches the server,
   // which then stops the database after its last query, and with the kernel's autogroup scheduling
   // the database gets its own CPU share instead of splitting the server's.
-  const child: ChildProcess = spawn('/bin/sh', ['-c', KEEPER, 'sluice-db', bins.postgres, ...args], {
+  const run = asDbUser(user, '/bin/sh', ['-c', KEEPER, 'sluice-db', bins.postgres, ...args]);
+  const child: ChildProcess = spawn(run.cmd, run.args, {
     detached: true,
     stdio: ['ignore', 'ignore', 'pipe', 'pipe'],
-    ...(user && { uid: user.uid, gid: user.gid }),
+    ...run.ids,
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', LC_ALL: 'C', TZ: 'UTC' },
   });
   let output = '';
