@@ -64,7 +64,8 @@ async function open(code: string, key: string, token: string | null, say: (t: st
   const items = new Map<number, SaveItem>();
   for (const f of content) {
     const m = byStored.get(f.name);
-    items.set(f.id, { url: `/d/${f.id}${q}`, name: m?.name ?? f.name, type: m?.type ?? 'application/octet-stream', size: m?.size ?? f.size });
+    // Without a manifest entry a file is named as stored, less the `.age` a shell upload ends with.
+    items.set(f.id, { url: `/d/${f.id}${q}`, name: m?.name ?? (f.name.replace(/\.age$/i, '') || f.name), type: m?.type ?? 'application/octet-stream', size: m?.size ?? f.size });
   }
   render(code, key, items, manifest, manifestRow?.id ?? null, say);
 }
@@ -105,7 +106,7 @@ function render(code: string, key: string, items: Map<number, SaveItem>, manifes
   });
   const intro = manifest
     ? 'End-to-end encrypted: names and files are decrypted in this browser with the key in this link.'
-    : 'End-to-end encrypted: files are decrypted in this browser with the key in this link. They were uploaded without a file list, so their names are shown as stored.';
+    : 'End-to-end encrypted: files are decrypted in this browser with the key in this link. They were uploaded without a file list, so their names are shown as stored (less “.age”).';
   say(intro);
   document.body.setAttribute('data-e2e', 'ready');
 
