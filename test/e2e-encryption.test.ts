@@ -235,6 +235,19 @@ describe(`end-to-end encryption with age (${backends()[0]})`, { skip }, () => {
       await page.locator('#e2e-note.error', { hasText: what }).waitFor();
       assert.match((await page.locator('#e2e-note').textContent()) ?? '', /could not be decrypted: it is damaged or was changed/);
     }
+
+    // Encrypted and password-protected: the names are decrypted once the password opens the list.
+    const locked = JSON.parse(execFileSync('sh', ['-c',
+      `age -r "$R" "$DIR/notes.bin" | curl -sf -F 'files[]=@-;filename=locked.age' -F encrypted=1 -F access_password=hunter22 "$BASE/api/v1/upload"`,
+    ], { env: { ...process.env, R: recipient, DIR: dir, BASE: srv.url } }).toString()) as { share_url: string };
+    await page.goto(`${srv.url}${locked.share_url}#key=${identity}`);
+    await page.fill('#pw', 'hunter22');
+    await page.click('#unlock button');
+    await page.locator('body[data-e2e=ready]').waitFor();
+    assert.deepEqual(await page.locator('#files li.file .name').allTextContents(), ['locked']);
+    const [lockedDl] = await Promise.all([page.waitForEvent('download'), page.locator('#files li.file a.btn').click()]);
+    await lockedDl.saveAs(saved);
+    assert.ok(fs.readFileSync(saved).equals(plain));
     await page.close();
     assert.deepEqual(problems, []);
   });

@@ -71,7 +71,7 @@
       queue.appendChild(li);
     });
     var size = picked.reduce(function (n, it) { return n + it.file.size; }, 0);
-    sendBtn.disabled = busy || picked.length === 0;
+    sendBtn.disabled = busy || (picked.length === 0 && !manifestDue());
     if (!busy) sendBtn.textContent = picked.length ? (token ? 'Add ' : 'Upload ') + picked.length + (picked.length === 1 ? ' file' : ' files') + ' \u00b7 ' + human(size) : (token ? 'Add files' : 'Upload');
   }
   function add(files) {
@@ -260,8 +260,10 @@
     e.preventDefault();
     begin();
   });
+  // An encrypted bundle whose files are all up but whose manifest failed: "Upload" sends the manifest.
+  function manifestDue() { return !!(e2e && made && !e2e.manifest); }
   function begin() {
-    if (busy || picked.length === 0) return;
+    if (busy || (picked.length === 0 && !manifestDue())) return;
     if (!token && encryptBox && encryptBox.checked && !e2e) {
       if (!window.SluiceAge || !canTus) return showError('This browser cannot encrypt uploads.');
       busy = true;
