@@ -11,6 +11,7 @@ import { backends, startServer, type TestServer } from './helpers/server.ts';
 import { chromiumSkip, launchChromium } from './helpers/browser.ts';
 import { prerequisite } from './helpers/prereq.ts';
 import { freePort } from './helpers/services.ts';
+import { hashFile, renderersRss } from './helpers/process-memory.ts';
 
 // End-to-end encryption (age): the page encrypts, the server keeps ciphertext and neutral names only,
 // the share link's fragment carries the key, and Debian's `age` reads every file too.
@@ -33,7 +34,8 @@ describe(`end-to-end encryption with age (${backends()[0]})`, { skip }, () => {
 
   before(async () => {
     const port = await freePort();
-    srv = await startServer(backends()[0]!, { PORT: String(port), BASE_URL: `http://127.0.0.1:${port}` });
+    // Room for the opt-in 2 GiB file in one anonymous bundle.
+    srv = await startServer(backends()[0]!, { PORT: String(port), BASE_URL: `http://127.0.0.1:${port}`, ANON_MAX_BUNDLE_BYTES: String(3 * 1024 * MiB) });
     browser = await launchChromium();
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sl-e2e-'));
   });
@@ -274,7 +276,8 @@ describe(`end-to-end encryption with age (${backends()[0]})`, { skip }, () => {
       await page.setInputFiles('#pick', plain);
       await page.check('#encrypt');
       await page.click('#send');
-      await page.locator('#result').waitFor({ state: 'visible', timeout: 3_000_000 });
+      await page.locator('#result:visible, #error:visible').first().waitFor({ timeout: 3_000_000 });
+      assert.equal(await page.locator('#error').isVisible(), false, (await page.locator('#error').textContent()) ?? '');
       const up = Date.now() - t0;
       phase = 'download';
       await page.goto(await page.inputValue('#share-link'));
@@ -296,40 +299,3 @@ describe(`end-to-end encryption with age (${backends()[0]})`, { skip }, () => {
     }
   });
 });
-
-/** SHA-256 of a file, streamed. */
-async function hashFile(file: string): Promise<string> {
-  const h = createHash('sha256');
-  for await (const chunk of fs.createReadStream(file, { highWaterMark: 4 * MiB })) h.update(chunk as Buffer);
-  return h.digest('hex');
-}
-
-/** Resident memory of the renderer processes (pages, service workers) of browsers this process started, from /proc. */
-function renderersRss(ancestor: number): number {
-  const parent = new Map<number, number>();
-  for (const p of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(p)) continue;
-    try {
-      const stat = fs.readFileSync(`/proc/${p}/stat`, 'utf8');
-      parent.set(Number(p), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
-    } catch {
-      // gone meanwhile
-    }
-  }
-  const descends = (pid: number): boolean => {
-    for (let p = parent.get(pid); p !== undefined && p > 1; p = parent.get(p)) if (p === ancestor) return true;
-    return false;
-  };
-  let sum = 0;
-  for (const pid of parent.keys()) {
-    if (!descends(pid)) continue;
-    try {
-      if (!fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('--type=renderer')) continue;
-      const rss = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
-      sum += Number(rss?.[1] ?? 0) * 1024;
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return sum;
-}

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { buildSync } from 'esbuild';
+import { buildSync, stop } from 'esbuild';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -62,6 +62,8 @@ function clientBundles(): Map<string, Buffer> {
     logLevel: 'error',
   });
   bundled = new Map(out.outputFiles.map((f) => [path.basename(f.path), Buffer.from(f.contents)]));
+  // The sync API keeps a worker thread and an esbuild process for later calls: there are none.
+  void stop();
   return bundled;
 }
 
