@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { buildSync, stop } from 'esbuild';
+import { build, stop } from 'esbuild';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -8,8 +8,8 @@ import { endHead, send, writeHead } from '../http/reply.ts';
 import { fromRoot } from '../paths.ts';
 
 interface Asset {
-  /** Read on the first request for a bundle (see clientBundles). */
-  readonly body: Buffer | (() => Buffer);
+  /** Built on the first request for a bundle (see clientBundles). */
+  readonly body: Buffer | (() => Promise<Buffer>);
   readonly type: string;
   /** First 16 hex digits of the SHA-256: the `?v=` cache buster. */
   readonly version: string;
@@ -20,7 +20,7 @@ export interface Assets {
   /** `/static/<name>?v=<hash>`: cacheable forever, since the hash changes with the bytes. */
   url(name: string): string;
   /** GET|HEAD /static/:name */
-  serve(ctx: Ctx): void;
+  serve(ctx: Ctx): void | Promise<void>;
 }
 
 const TYPES: Record<string, string> = {
@@ -40,30 +40,37 @@ const BUNDLES: Record<string, string> = {
   'age-sw.js': 'age-sw.ts',
 };
 
-let bundled: Map<string, Buffer> | null = null;
+let bundled: Promise<Map<string, Buffer>> | null = null;
 
 /**
  * The bundles, built in memory on first use, once per process (a fraction of a second; nothing is
  * written, so a read-only install serves them too). IIFE scripts without eval: fine under
- * script-src 'self'.
+ * script-src 'self'. esbuild's helper process is stopped after the build; a failed build is tried
+ * again on the next request.
  */
-function clientBundles(): Map<string, Buffer> {
-  if (bundled) return bundled;
-  const out = buildSync({
-    entryPoints: Object.fromEntries(Object.entries(BUNDLES).map(([name, entry]) => [name.replace(/\.js$/, ''), path.join(CLIENT_DIR, entry)])),
-    outdir: '/',
-    bundle: true,
-    write: false,
-    format: 'iife',
-    platform: 'browser',
-    target: 'es2022',
-    minify: true,
-    legalComments: 'none',
-    logLevel: 'error',
-  });
-  bundled = new Map(out.outputFiles.map((f) => [path.basename(f.path), Buffer.from(f.contents)]));
-  // The sync API keeps a worker thread and an esbuild process for later calls: there are none.
-  void stop();
+function clientBundles(): Promise<Map<string, Buffer>> {
+  bundled ??= (async () => {
+    try {
+      const out = await build({
+        entryPoints: Object.fromEntries(Object.entries(BUNDLES).map(([name, entry]) => [name.replace(/\.js$/, ''), path.join(CLIENT_DIR, entry)])),
+        outdir: '/',
+        bundle: true,
+        write: false,
+        format: 'iife',
+        platform: 'browser',
+        target: 'es2022',
+        minify: true,
+        legalComments: 'none',
+        logLevel: 'error',
+      });
+      return new Map(out.outputFiles.map((f) => [path.basename(f.path), Buffer.from(f.contents)]));
+    } catch (err) {
+      bundled = null;
+      throw err;
+    } finally {
+      await stop();
+    }
+  })();
   return bundled;
 }
 
@@ -119,7 +126,7 @@ export function loadAssets(dir = STATIC_DIR): Assets {
   const client = clientVersion();
   for (const name of Object.keys(BUNDLES)) {
     const hex = createHash('sha256').update(client).update(name).digest('hex');
-    assets.set(name, { body: () => clientBundles().get(name)!, type: TYPES['.js']!, version: hex.slice(0, 16), etag: `"${hex}"` });
+    assets.set(name, { body: async () => (await clientBundles()).get(name)!, type: TYPES['.js']!, version: hex.slice(0, 16), etag: `"${hex}"` });
   }
 
   return {
@@ -128,7 +135,7 @@ export function loadAssets(dir = STATIC_DIR): Assets {
       if (!a) throw new Error(`unknown static asset ${name}`);
       return `/static/${name}?v=${a.version}`;
     },
-    serve(ctx) {
+    async serve(ctx) {
       const a = assets.get(ctx.params[0] ?? '');
       const base: Array<[string, string]> = [['X-Content-Type-Options', 'nosniff'], ...(EXTRA_HEADERS[ctx.params[0] ?? ''] ?? [])];
       if (!a) {
@@ -147,7 +154,9 @@ export function loadAssets(dir = STATIC_DIR): Assets {
         });
         return;
       }
-      send(ctx, 200, typeof a.body === 'function' ? a.body() : a.body, [...headers, ['Content-Type', a.type]]);
+      const body = typeof a.body === 'function' ? await a.body() : a.body;
+      if (ctx.aborted) return;
+      send(ctx, 200, body, [...headers, ['Content-Type', a.type]]);
     },
   };
 }
