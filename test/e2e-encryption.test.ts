@@ -266,7 +266,9 @@ describe(`end-to-end encryption with age (${backends()[0]})`, { skip }, () => {
     const peaks = { upload: 0, download: 0, heap: 0 };
     let phase: 'upload' | 'download' = 'upload';
     const timer = setInterval(() => {
-      peaks[phase] = Math.max(peaks[phase], renderersRss(process.pid));
+      const rss = renderersRss(process.pid);
+      peaks[phase] = Math.max(peaks[phase], rss);
+      if (process.env.SLUICE_E2E_RSS_LOG) fs.appendFileSync(process.env.SLUICE_E2E_RSS_LOG, `${new Date().toISOString()} ${phase} ${(rss / MiB).toFixed(0)} MiB\n`);
       page.evaluate(() => (performance as unknown as { memory?: { usedJSHeapSize: number } }).memory?.usedJSHeapSize ?? 0)
         .then((h) => (peaks.heap = Math.max(peaks.heap, h)), () => {});
     }, 500);

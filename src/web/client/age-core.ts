@@ -43,41 +43,57 @@ export async function encryptFile(file: Blob, recipient: string): Promise<{ stre
   return { stream, size: stream.size(file.size) };
 }
 
+/** What tus-js-client asks of a custom `fileReader`'s source. */
+export interface TusSource {
+  readonly size: number;
+  slice(start: number, end: number): Promise<{ value: Uint8Array; done: boolean }>;
+  close(): void;
+}
+
 /**
- * A reader of `stream` that answers each read with `pieceBytes` (the last piece: what is left),
- * gathered into one buffer. tus-js-client joins what a reader yields by copying, so the cipher's
- * 64 KiB chunks fed to it one by one would cost time quadratic in the tus chunk size.
+ * A tus-js-client `fileReader` over a ciphertext stream: each chunk is read into one buffer, reused
+ * for the next (XMLHttpRequest copies a body when sent), so a file of any size costs about one
+ * chunk of memory. A PATCH retried after a break is served again from the buffer, from the server's
+ * offset; going further back is impossible, and the upload then fails (the page starts the file over).
  */
-export function pieces(stream: ReadableStream<Uint8Array>, pieceBytes: number): { read(): Promise<ReadableStreamReadResult<Uint8Array>> } {
+export function tusFileReader(stream: ReadableStream<Uint8Array>, size: number, chunkBytes: number): { openFile(): Promise<TusSource> } {
   const reader = stream.getReader();
+  const buf = new Uint8Array(Math.max(1, Math.min(chunkBytes, size)));
+  let start0 = 0;
+  let len = 0;
   let carry: Uint8Array | null = null;
-  let ended = false;
-  return {
-    async read() {
-      if (ended && !carry) return { done: true, value: undefined };
-      const buf = new Uint8Array(pieceBytes);
-      let used = 0;
-      while (used < pieceBytes) {
-        let chunk = carry;
-        carry = null;
-        if (!chunk) {
-          if (ended) break;
-          const r = await reader.read();
-          if (r.done) {
-            ended = true;
-            break;
-          }
-          chunk = r.value;
-        }
-        const n = Math.min(chunk.length, pieceBytes - used);
-        buf.set(chunk.subarray(0, n), used);
-        used += n;
-        if (n < chunk.length) carry = chunk.subarray(n);
+  const fill = async (n: number): Promise<number> => {
+    let used = 0;
+    while (used < n) {
+      let chunk = carry;
+      carry = null;
+      if (!chunk) {
+        const r = await reader.read();
+        if (r.done) break;
+        chunk = r.value;
       }
-      if (used === 0) return { done: true, value: undefined };
-      return { done: false, value: buf.subarray(0, used) };
+      const k = Math.min(chunk.length, n - used);
+      buf.set(chunk.subarray(0, k), used);
+      used += k;
+      if (k < chunk.length) carry = chunk.subarray(k);
+    }
+    return used;
+  };
+  const source: TusSource = {
+    size,
+    async slice(start, end) {
+      // `done` stays false: tus-js-client finishes when the server's offset reaches the size.
+      if (start >= start0 && start < start0 + len) return { value: buf.subarray(start - start0, Math.min(end, start0 + len) - start0), done: false };
+      if (start !== start0 + len) throw new Error('the encrypted upload cannot go back to an earlier offset');
+      len = await fill(Math.min(end - start, buf.length));
+      start0 = start;
+      return { value: buf.subarray(0, len), done: false };
+    },
+    close() {
+      reader.cancel().catch(() => {});
     },
   };
+  return { openFile: () => Promise.resolve(source) };
 }
 
 export async function encryptBytes(data: Uint8Array | string, recipient: string): Promise<Uint8Array> {

@@ -108,6 +108,8 @@
   // manifest's entries (the real names), kept with `made` across a failed attempt.
   var e2e = null;
   var encryptBox = $('encrypt');
+  // Ciphertext goes up in chunks of at most 16 MiB: the page holds about one chunk in memory.
+  var E2E_CHUNK = Math.min(tusChunk, 16 * MiB);
 
   function errorText(status, body, retryAfter) {
     var msg = body && body.error ? body.error : 'Upload failed (HTTP ' + status + ')';
@@ -205,16 +207,16 @@
   /** One file through tus: chunks of tusChunk, retried and resumed from the server's offset after a break. */
   function sendTus(task, progress, ok, bad) {
     var it = task.items[0];
-    if (!e2e || it.sealed) return startTus(it, it.file, it.file.size, progress, ok, bad);
+    if (!e2e || it.sealed) return startTus(it, null, it.file.size, progress, ok, bad);
     // A fresh file key per attempt: a failed encrypted upload starts over rather than resumes.
     it.stored = it.stored || ++e2e.count + '.age';
     window.SluiceAge.encryptFile(it.file, e2e.recipient).then(function (c) {
-      startTus(it, window.SluiceAge.pieces(c.stream, tusChunk), c.size, progress, ok, bad);
+      startTus(it, window.SluiceAge.tusFileReader(c.stream, c.size, E2E_CHUNK), c.size, progress, ok, bad);
     }, function (err) { bad('Could not encrypt ' + it.file.name + ': ' + err.message); });
   }
 
-  /** `source` is the file itself, or the reader of its ciphertext (then `size` is the ciphertext's). */
-  function startTus(it, source, size, progress, ok, bad) {
+  /** `reader` is null for the file itself, or reads its ciphertext (then `size` is the ciphertext's). */
+  function startTus(it, reader, size, progress, ok, bad) {
     var f = it.file;
     var type = f.type || 'application/octet-stream';
     var meta = e2e ? { filename: it.stored || f.name, filetype: 'application/octet-stream' } : { filename: f.name, filetype: type };
@@ -224,12 +226,12 @@
       var fields = bundleFields();
       Object.keys(fields).forEach(function (k) { meta[k] = fields[k]; });
     }
-    var upload = new window.tus.Upload(source, {
+    var opts = {
       endpoint: window.location.origin + '/api/v1/tus/',
       // After a failed attempt the next click resumes this file's upload instead of starting over.
       uploadUrl: e2e ? null : it.tusUrl || null,
       uploadSize: size,
-      chunkSize: tusChunk,
+      chunkSize: reader ? E2E_CHUNK : tusChunk,
       retryDelays: RETRY_DELAYS,
       metadata: meta,
       // The page keeps the URL in memory only: a reload starts afresh (its bundle context is gone).
@@ -252,7 +254,10 @@
         it.tusUrl = upload.url;
         bad(describeTus(err));
       },
-    });
+    };
+    // Only when set: the option's absence selects tus-js-client's own reader of the file.
+    if (reader) opts.fileReader = reader;
+    var upload = new window.tus.Upload(f, opts);
     upload.start();
   }
 
