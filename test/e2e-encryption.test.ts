@@ -292,8 +292,9 @@ describe(`end-to-end encryption with age (${backends()[0]})`, { skip }, () => {
       assert.equal(await hashFile(saved), await hashFile(plain));
       fs.rmSync(saved);
       t.diagnostic(`2 GiB: upload ${(up / 1000).toFixed(0)} s, download ${(down / 1000).toFixed(0)} s; renderer RSS peak upload ${(peaks.upload / MiB).toFixed(0)} MiB, download ${(peaks.download / MiB).toFixed(0)} MiB; JS heap peak ${(peaks.heap / MiB).toFixed(0)} MiB`);
-      // The file is 2048 MiB: holding it (or its ciphertext) would show as gigabytes.
-      assert.ok(peaks.upload < 768 * MiB && peaks.download < 768 * MiB, JSON.stringify(peaks));
+      // The file is 2048 MiB: holding it (or its ciphertext) would show as gigabytes. The sum covers every
+      // renderer (about 250 MiB idle) and the garbage the collector has not yet reclaimed.
+      assert.ok(peaks.upload < 1024 * MiB && peaks.download < 1024 * MiB, JSON.stringify(peaks));
     } finally {
       clearInterval(timer);
       fs.rmSync(plain, { force: true });
