@@ -194,5 +194,28 @@ for (const backend of backends()) {
       await srv.sql`update bundles set expires_at = now() - interval '1 minute' where short_code = ${b.short_code}`;
       assertHtmlPage(await call(srv, 'GET', b.upload_url), 404);
     });
+
+    test('an encrypted bundle: no previews, a link card without its description, the decrypting script, no add form', async () => {
+      const b = await uploaded(srv, [{ name: 'photo.png', data: Buffer.alloc(2048, 1), type: 'image/png' }], {
+        fields: { description: 'Secret plans', encrypted: '1' },
+      });
+      const r = await call(srv, 'GET', `/${b.short_code}`);
+      assertHtmlPage(r, 200);
+      assert.match(r.text, /<section class="card share" id="share" data-code="[^"]+" data-encrypted="1" data-sw="\/static\/age-sw\.js\?v=[0-9a-f]{16}">/);
+      assert.match(r.text, /src="\/static\/age\.js\?v=[0-9a-f]{16}"/);
+      assert.ok(!r.text.includes('?preview=1'), 'no thumbnail');
+      assert.equal(metaContent(r.text, 'og:title'), '1 file on Sluice');
+      assert.match(metaContent(r.text, 'og:description') ?? '', /end-to-end encrypted/);
+      assert.equal((await call(srv, 'GET', `/d/${b.files[0].id}?preview=1`)).status, 404);
+      const sw = await call(srv, 'GET', /\/static\/age-sw\.js\?v=[0-9a-f]{16}/.exec(r.text)![0]);
+      assert.equal(sw.status, 200);
+      assert.equal(sw.headers['service-worker-allowed'], '/e2e/');
+      assert.match(String(sw.headers['content-type']), /^text\/javascript/);
+      assert.doesNotMatch(sw.text, /\beval\(|new Function\(/);
+      const manage = await call(srv, 'GET', b.upload_url);
+      assertHtmlPage(manage, 200);
+      assert.ok(!manage.text.includes('id="compose"'), 'the page cannot add files without the key');
+      assert.ok(!manage.text.includes('?preview=1'));
+    });
   });
 }

@@ -239,11 +239,12 @@ export interface DownloadRow extends FileRow {
   access_password_hash: string | null;
   api_key_id: number | null;
   notify_email: string | null;
+  is_encrypted: boolean;
 }
 
 export async function findDownloadableFile(sql: Sql, fileId: number): Promise<DownloadRow | undefined> {
   const [f] = await sql<DownloadRow[]>`
-    select f.*, b.short_code, b.access_password_hash, b.api_key_id, b.notify_email
+    select f.*, b.short_code, b.access_password_hash, b.api_key_id, b.notify_email, b.is_encrypted
     from files f join bundles b on b.id = f.bundle_id
     where f.id = ${fileId} and ${sql.unsafe(ACTIVE_BUNDLE)}`;
   return f;

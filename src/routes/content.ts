@@ -65,9 +65,10 @@ async function fileOrPreview(ctx: Ctx, deps: Deps, previews: Previews): Promise<
     return;
   }
   if (!readable && !deps.signer.verifyPreview(file.id, exp, sig)) throw new AppError('FILE_NOT_FOUND');
-  // Untrusted SVG is never rasterized; the content itself is sniffed again before decoding.
+  // Untrusted SVG is never rasterized; the content itself is sniffed again before decoding. An
+  // encrypted bundle holds ciphertext whatever its type says: nothing to preview.
   const mime = file.mime_type.toLowerCase();
-  if (!mime.startsWith('image/') || mime.startsWith('image/svg')) throw new AppError('FILE_NOT_FOUND');
+  if (!mime.startsWith('image/') || mime.startsWith('image/svg') || file.is_encrypted) throw new AppError('FILE_NOT_FOUND');
   const etag = `"${THUMB_ETAG}-${fileTag(file)}"`;
   const headers: Array<[string, string]> = [
     ['ETag', etag],

@@ -42,8 +42,8 @@ async function myBundles(ctx: Ctx, deps: Deps): Promise<void> {
           download_count: f.download_count,
           download_url: `/api/v1/download/${f.id}`,
         };
-        // Previews are raster images only: SVG is never rasterized (untrusted markup).
-        if (f.mime_type.startsWith('image/') && f.mime_type !== 'image/svg+xml') {
+        // Previews are raster images only: SVG is never rasterized (untrusted markup), ciphertext has none.
+        if (f.mime_type.startsWith('image/') && f.mime_type !== 'image/svg+xml' && !b.is_encrypted) {
           const base = `/d/${f.id}?preview=1`;
           out.thumbnail_url = b.access_password_hash === null ? base : `${base}&${deps.signer.previewQuery(f.id)}`;
         }

@@ -39,6 +39,8 @@ export interface BundleView {
   readonly file_count: number;
   readonly total_size_bytes: number;
   readonly expires_at: Date | null;
+  /** Encrypted in the browser or shell with age: the server holds ciphertext and neutral names. */
+  readonly is_encrypted?: boolean;
 }
 
 /** Expiry in UTC for the HTML; share.js/upload.js rewrite it in the viewer's local time. */
@@ -53,9 +55,10 @@ function badge(f: FileView): string {
 }
 
 /** One row of a file list; `query` carries an access token (`?t=…`) for locked bundles. */
-export function fileRow(f: FileView, o: { query?: string; manage?: boolean } = {}): Safe {
+export function fileRow(f: FileView, o: { query?: string; manage?: boolean; encrypted?: boolean } = {}): Safe {
   const q = o.query ?? '';
-  const thumb = f.mime_type.startsWith('image/')
+  // Ciphertext has no preview: the server cannot see what an encrypted file is.
+  const thumb = f.mime_type.startsWith('image/') && !o.encrypted
     ? html`<img src="/d/${f.id}?preview=1${q ? `&${q.slice(1)}` : ''}" alt="" loading="lazy" decoding="async">`
     : html`<span class="badge">${badge(f)}</span>`;
   const action = o.manage
@@ -73,8 +76,10 @@ ${action}
  * are) and no image (/og/ answers 404 without a credential, as every content path does).
  */
 function ogTags(v: View, b: BundleView, locked: boolean): Safe {
-  const title = b.description && !locked ? b.description.slice(0, 80) : `${plural(b.file_count, 'file')} on Sluice`;
-  const desc = `${plural(b.file_count, 'file')}, ${humanSize(b.total_size_bytes)} shared with Sluice${locked ? ' (password-protected)' : ''}`;
+  // An encrypted bundle's card names nothing the uploader typed, even a description sent in clear.
+  const title = b.description && !locked && !b.is_encrypted ? b.description.slice(0, 80) : `${plural(b.file_count, 'file')} on Sluice`;
+  const note = [locked ? 'password-protected' : '', b.is_encrypted ? 'end-to-end encrypted' : ''].filter(Boolean).join(', ');
+  const desc = `${plural(b.file_count, 'file')}, ${humanSize(b.total_size_bytes)} shared with Sluice${note ? ` (${note})` : ''}`;
   const image = `${v.baseUrl}/og/${b.short_code}.png`;
   return html`<meta name="description" content="${desc}">
 <meta property="og:type" content="website">
@@ -145,17 +150,21 @@ export function sharePage(v: View, b: BundleView, files: readonly FileView[] | n
 <ul class="files" id="files"></ul>
 </div>`
       : html`<div class="actions"><a class="btn primary" id="zip" href="/zip/${code}${query}" download>Download all as .zip</a></div>
-<ul class="files" id="files">${shown!.map((f) => fileRow(f, { query }))}</ul>
+<ul class="files" id="files">${shown!.map((f) => fileRow(f, { query, encrypted: b.is_encrypted === true }))}</ul>
 ${nav}`;
-  const body = html`<section class="card share" id="share" data-code="${code}">
-<p class="eyebrow">Shared files</p>
+  const enc = b.is_encrypted === true;
+  // age.js reads the key from the link's fragment and decrypts here (see src/web/client/age-share.ts).
+  const body = html`<section class="card share" id="share" data-code="${code}"${enc ? html` data-encrypted="1" data-sw="${v.asset('age-sw.js')}"` : null}>
+<p class="eyebrow">Shared files${enc ? ' · end-to-end encrypted' : ''}</p>
 <h1>${plural(b.file_count, 'file')} <span class="muted">· ${humanSize(b.total_size_bytes)}</span></h1>
 ${b.description && files !== null ? html`<p class="desc">${b.description}</p>` : null}
 <p class="meta">${expiry(b.expires_at)}</p>
+${enc ? html`<p class="e2e-note" id="e2e-note" role="status">These files are end-to-end encrypted. Decrypting them needs this page's script and the key in the link.</p>` : null}
 ${list}
 </section>`;
   const head = ogTags(v, b, files === null);
-  return layout({ title: `${plural(b.file_count, 'file')} · Sluice`, head, body, scripts: ['common.js', 'share.js'], asset: v.asset });
+  const scripts = enc ? ['common.js', 'share.js', 'age.js'] : ['common.js', 'share.js'];
+  return layout({ title: `${plural(b.file_count, 'file')} · Sluice`, head, body, scripts, asset: v.asset });
 }
 
 /** The upload form; with `token` it appends to that bundle instead of creating one. */
@@ -175,7 +184,8 @@ ${o.token
 <label>Description <textarea name="description" maxlength="1000" rows="2" placeholder="What is this?"></textarea></label>
 <label>Password <input type="password" name="access_password" autocomplete="new-password" placeholder="Leave empty for a public link"></label>
 <label>Notify me of downloads <input type="email" name="notify_email" maxlength="255" placeholder="you@example.com"></label>
-</details>`}
+</details>
+<label class="check"><input type="checkbox" id="encrypt" name="encrypt"> Encrypt in this browser <span class="muted">· names, description and files; the server never sees the key</span></label>`}
 <div class="total" id="total" hidden><progress id="total-bar" max="1" value="0"></progress><span id="total-text"></span></div>
 <p class="error" id="error" role="alert" hidden></p>
 <button class="btn primary big" id="send" type="submit" disabled>${o.token ? 'Add files' : 'Upload'}</button>
@@ -199,11 +209,12 @@ ${uploadForm(v, { maxBytes, upload })}
 <p class="eyebrow">Done</p>
 <h2>Your link is ready</h2>
 ${linkBox('share-link', '', 'Share link')}
+<p class="e2e-note warn" id="e2e-warning" hidden>This link is the key. Anyone who has it can decrypt the files, and nobody can without it: the server does not keep the key, so a lost link cannot be recovered.</p>
 <div class="qr-wrap"><img id="qr" class="qr" alt="QR code of the share link"></div>
 ${linkBox('upload-link', '', 'Upload link: keep this to add or delete files')}
 <div class="actions"><a class="btn primary" id="open-share" href="/">Open share page</a><a class="btn" href="/">Share more files</a></div>
 </section>`;
-  return layout({ title: 'Sluice · share files', body, scripts: ['qrcode.js', 'common.js', 'tus.js', 'upload.js'], asset: v.asset });
+  return layout({ title: 'Sluice · share files', body, scripts: ['qrcode.js', 'common.js', 'tus.js', 'age.js', 'upload.js'], asset: v.asset });
 }
 
 /**
@@ -222,7 +233,7 @@ export function managePage(
       ? html`<p class="muted">The files already in this bundle are listed once it is unlocked.</p>
 ${unlockForm(b.short_code)}
 <ul class="files" id="files"></ul>`
-      : html`<ul class="files" id="files">${files.map((f) => fileRow(f, { manage: true, query }))}</ul>
+      : html`<ul class="files" id="files">${files.map((f) => fileRow(f, { manage: true, query, encrypted: b.is_encrypted === true }))}</ul>
 ${files.length === 0 ? html`<p class="muted" id="empty">No files left in this bundle.</p>` : null}`;
   const body = html`<section class="card" id="manage" data-token="${token}" data-code="${b.short_code}">
 <p class="eyebrow">Manage bundle</p>
@@ -232,10 +243,12 @@ ${linkBox('share-link', shareUrl, 'Share link')}
 <div class="qr-wrap"><img id="qr" class="qr" alt="QR code of the share link" data-qr="${shareUrl}"></div>
 ${list}
 </section>
-<section class="card" id="compose">
+${b.is_encrypted
+  ? html`<section class="card"><h2>Add files</h2><p class="muted">This bundle is end-to-end encrypted: files are added to it from a shell, encrypted with age to the bundle's recipient (see the README).</p></section>`
+  : html`<section class="card" id="compose">
 <h2>Add files</h2>
 ${uploadForm(v, { token, maxBytes, upload })}
-</section>`;
+</section>`}`;
   return layout({ title: `Manage ${b.short_code} · Sluice`, body, scripts: ['qrcode.js', 'common.js', 'tus.js', 'upload.js'], asset: v.asset });
 }
 

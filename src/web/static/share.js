@@ -17,6 +17,7 @@
   // Every file row is built with textContent: names are data, never markup.
   function row(f, q) {
     var li = el('li', 'file');
+    li.setAttribute('data-id', f.id);
     var thumb = el('span', 'thumb');
     if (/^image\//.test(f.mime_type)) {
       var img = el('img');
@@ -62,5 +63,7 @@
     document.getElementById('zip').href = '/zip/' + encodeURIComponent(code) + q;
     form.hidden = true;
     document.getElementById('unlocked').hidden = false;
+    // age.js decrypts the names of an encrypted bundle once its rows are here.
+    document.dispatchEvent(new CustomEvent('sluice:unlocked', { detail: token }));
   }
 })();

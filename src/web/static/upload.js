@@ -71,7 +71,7 @@
       queue.appendChild(li);
     });
     var size = picked.reduce(function (n, it) { return n + it.file.size; }, 0);
-    sendBtn.disabled = busy || picked.length === 0;
+    sendBtn.disabled = busy || (picked.length === 0 && !manifestDue());
     if (!busy) sendBtn.textContent = picked.length ? (token ? 'Add ' : 'Upload ') + picked.length + (picked.length === 1 ? ' file' : ' files') + ' \u00b7 ' + human(size) : (token ? 'Add files' : 'Upload');
   }
   function add(files) {
@@ -104,6 +104,12 @@
   var RETRY_DELAYS = [0, 1000, 3000, 5000, 10000, 20000, 30000, 60000];
   // The bundle this page made, kept after a failure so "Upload" sends the rest into it.
   var made = null;
+  // End-to-end encryption (age.js): the bundle's key, the stored names given so far and the
+  // manifest's entries (the real names), kept with `made` across a failed attempt.
+  var e2e = null;
+  var encryptBox = $('encrypt');
+  // Ciphertext goes up in chunks of at most 16 MiB: the page holds about one chunk in memory.
+  var E2E_CHUNK = Math.min(tusChunk, 16 * MiB);
 
   function errorText(status, body, retryAfter) {
     var msg = body && body.error ? body.error : 'Upload failed (HTTP ' + status + ')';
@@ -132,8 +138,10 @@
     var out = {};
     ['description', 'access_password', 'notify_email'].forEach(function (name) {
       var f = form.elements[name];
-      if (f && f.value !== '') out[name] = f.value;
+      // An encrypted bundle's description travels inside its manifest, never in clear.
+      if (f && f.value !== '' && !(e2e && name === 'description')) out[name] = f.value;
     });
+    if (e2e) out.encrypted = '1';
     return out;
   }
   function mark(it, part) {
@@ -145,6 +153,8 @@
   function plan(items) {
     var tasks = [];
     var batch = null;
+    // Encrypted files are streamed through the cipher into tus, whatever their size.
+    if (e2e) return items.map(function (it) { return { tus: true, items: [it], bytes: it.file.size }; });
     items.forEach(function (it) {
       if (canTus && it.file.size > tusThreshold) return;
       if (!batch || (batch.items.length > 0 && batch.bytes + it.file.size > BATCH_BYTES)) {
@@ -197,20 +207,31 @@
   /** One file through tus: chunks of tusChunk, retried and resumed from the server's offset after a break. */
   function sendTus(task, progress, ok, bad) {
     var it = task.items[0];
+    if (!e2e || it.sealed) return startTus(it, null, it.file.size, progress, ok, bad);
+    // A fresh file key per attempt: a failed encrypted upload starts over rather than resumes.
+    it.stored = it.stored || ++e2e.count + '.age';
+    window.SluiceAge.encryptFile(it.file, e2e.recipient).then(function (c) {
+      startTus(it, window.SluiceAge.tusFileReader(c.stream, c.size, E2E_CHUNK), c.size, progress, ok, bad);
+    }, function (err) { bad('Could not encrypt ' + it.file.name + ': ' + err.message); });
+  }
+
+  /** `reader` is null for the file itself, or reads its ciphertext (then `size` is the ciphertext's). */
+  function startTus(it, reader, size, progress, ok, bad) {
     var f = it.file;
     var type = f.type || 'application/octet-stream';
-    var meta = { filename: f.name, filetype: type };
+    var meta = e2e ? { filename: it.stored || f.name, filetype: 'application/octet-stream' } : { filename: f.name, filetype: type };
     var tok = appendToken();
     if (tok) meta.upload_token = tok;
     else {
       var fields = bundleFields();
       Object.keys(fields).forEach(function (k) { meta[k] = fields[k]; });
     }
-    var upload = new window.tus.Upload(f, {
+    var opts = {
       endpoint: window.location.origin + '/api/v1/tus/',
       // After a failed attempt the next click resumes this file's upload instead of starting over.
-      uploadUrl: it.tusUrl || null,
-      chunkSize: tusChunk,
+      uploadUrl: e2e ? null : it.tusUrl || null,
+      uploadSize: size,
+      chunkSize: reader ? E2E_CHUNK : tusChunk,
       retryDelays: RETRY_DELAYS,
       metadata: meta,
       // The page keeps the URL in memory only: a reload starts afresh (its bundle context is gone).
@@ -222,6 +243,7 @@
       onSuccess: function (payload) {
         var r = payload.lastResponse;
         it.tusUrl = null;
+        if (e2e && !it.sealed) e2e.entries.push({ stored: it.stored, name: f.name, type: type, size: f.size });
         ok({
           token: r.getHeader('Sluice-Upload-Token') || null,
           shareUrl: r.getHeader('Sluice-Share-Url'),
@@ -232,13 +254,32 @@
         it.tusUrl = upload.url;
         bad(describeTus(err));
       },
-    });
+    };
+    // Only when set: the option's absence selects tus-js-client's own reader of the file.
+    if (reader) opts.fileReader = reader;
+    var upload = new window.tus.Upload(f, opts);
     upload.start();
   }
 
   form.addEventListener('submit', function (e) {
     e.preventDefault();
-    if (busy || picked.length === 0) return;
+    begin();
+  });
+  // An encrypted bundle whose files are all up but whose manifest failed: "Upload" sends the manifest.
+  function manifestDue() { return !!(e2e && made && !e2e.manifest); }
+  function begin() {
+    if (busy || (picked.length === 0 && !manifestDue())) return;
+    if (!token && encryptBox && encryptBox.checked && !e2e) {
+      if (!window.SluiceAge || !canTus) return showError('This browser cannot encrypt uploads.');
+      busy = true;
+      window.SluiceAge.newKey().then(function (k) {
+        e2e = { identity: k.identity, recipient: k.recipient, count: 0, entries: [], manifest: false };
+        busy = false;
+        begin();
+      }, function (err) { busy = false; showError('Could not make a key: ' + err.message); });
+      return;
+    }
+    if (encryptBox) encryptBox.disabled = true;
     var tasks = plan(picked);
     var all = picked.reduce(function (n, it) { return n + it.file.size; }, 0);
     var doneBytes = 0;
@@ -254,6 +295,7 @@
       totalText.textContent = human(Math.min(now, all)) + ' of ' + human(all);
     }
     function step() {
+      if (next === tasks.length && e2e && !e2e.manifest) return sendManifest();
       if (next === tasks.length) return finished();
       var task = tasks[next++];
       (task.tus ? sendTus : sendMultipart)(task, progress, function (r) {
@@ -265,9 +307,26 @@
         step();
       }, function (msg) {
         busy = false;
-        var sent = picked.filter(function (it) { return it.sent; }).length;
+        if (e2e) e2e.manifest = false;
+      var sent = picked.filter(function (it) { return it.sent; }).length;
         picked = picked.filter(function (it) { return !it.sent; });
         fail(sent > 0 && made ? msg + ' ' + sent + (sent === 1 ? ' file is' : ' files are') + ' already in the bundle: upload again to add the rest to it.' : msg);
+      });
+    }
+    // Last, the manifest: the real names and the description, encrypted like the files.
+    function sendManifest() {
+      e2e.manifest = true;
+      var desc = form.elements.description ? form.elements.description.value : '';
+      var body = JSON.stringify({ sluice_manifest: 1, description: desc || null, files: e2e.entries });
+      window.SluiceAge.encryptBytes(body, e2e.recipient).then(function (bytes) {
+        var file = new File([bytes], window.SluiceAge.MANIFEST_NAME, { type: 'application/octet-stream' });
+        var it = { file: file, sealed: true, stored: file.name, bar: el('progress'), li: el('li') };
+        tasks.push({ tus: true, items: [it], bytes: 0 });
+        step();
+      }, function (err) {
+        e2e.manifest = false;
+        busy = false;
+        fail('Could not encrypt the file list: ' + err.message);
       });
     }
     function finished() {
@@ -281,7 +340,7 @@
       created({ share_url: m.shareUrl, upload_url: '/u/' + m.token });
     }
     step();
-  });
+  }
 
   function fail(msg) {
     total.hidden = true;
@@ -291,10 +350,12 @@
 
   function created(body) {
     var base = form.getAttribute('data-base');
-    var share = base + body.share_url;
+    // The key rides in the fragment: browsers never send it to the server.
+    var share = base + body.share_url + (e2e ? '#key=' + e2e.identity : '');
+    $('e2e-warning').hidden = !e2e;
+    $('open-share').href = body.share_url + (e2e ? '#key=' + e2e.identity : '');
     $('share-link').value = share;
     $('upload-link').value = base + body.upload_url;
-    $('open-share').href = body.share_url;
     drawQr($('qr'), share);
     $('compose').hidden = true;
     $('result').hidden = false;
