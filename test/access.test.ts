@@ -268,7 +268,7 @@ for (const backend of backends()) {
         key,
         fields: { description: 'first bundle' },
       });
-      const b2 = await make([{ name: 'pic.png', data: PNG }], { key, fields: { access_password: 'pw2', encrypted: '1' } });
+      const b2 = await make([{ name: 'pic.png', data: PNG }], { key, fields: { access_password: 'pw2' } });
       await make([{ name: 'x.txt', data: 'not mine' }], { key: other });
       const list = async (agent?: ReturnType<typeof from>): Promise<Json[]> => {
         const r = await call(srv, 'GET', '/api/v1/my/bundles', { headers: bearer(key), agent });
@@ -301,7 +301,7 @@ for (const backend of backends()) {
         assert.equal(m.view_count, 0);
       }
       assert.deepEqual([m1.is_encrypted, m1.password_protected, m1.description], [false, false, 'first bundle']);
-      assert.deepEqual([m2.is_encrypted, m2.password_protected, m2.description ?? ''], [true, true, '']);
+      assert.deepEqual([m2.is_encrypted, m2.password_protected, m2.description ?? ''], [false, true, '']);
 
       const [pic1, notes] = m1.files as [Json, Json];
       assert.deepEqual(notes, { id: b1.files[1].id, name: 'notes.txt', size: 5, mime_type: 'text/plain', download_count: 0, download_url: `/api/v1/download/${b1.files[1].id}` });
@@ -326,6 +326,13 @@ for (const backend of backends()) {
       });
       const after = await list();
       assert.equal(after[1].files[0].download_count, 0, 'pic.png of b1 was not downloaded');
+
+      // An end-to-end encrypted bundle's files are ciphertext to the server: flagged, and no thumbnail.
+      const b3 = await make([{ name: 'pic.png', data: PNG }], { key, fields: { encrypted: '1' } });
+      const [m3] = await list();
+      assert.equal(m3.short_code, b3.short_code);
+      assert.equal(m3.is_encrypted, true);
+      assert.equal(m3.files[0].thumbnail_url, undefined);
     });
 
     test('/my/bundles lists at most 100 bundles', { timeout: 120_000 }, async () => {
