@@ -28,6 +28,8 @@ import { verifyAccessRoutes } from './routes/verify-access.ts';
 import { zipRoutes } from './routes/zip.ts';
 import { contentRoutes } from './routes/content.ts';
 import { pageRoutes } from './routes/pages.ts';
+import { vanityRoutes } from './routes/vanity.ts';
+import { reservedNames } from './sharing/vanity.ts';
 import { unsubscribeRoutes, unsubscribeUrl } from './routes/unsubscribe.ts';
 import { tusRoutes } from './tus/routes.ts';
 import { createSigner } from './auth/signing.ts';
@@ -156,6 +158,8 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
       downloads,
       downloadCounts,
       viewCounts,
+      // Filled from the route table below, so a new route's first segment is reserved with it.
+      reservedNames: new Set<string>(),
     };
     const notFound: Route = {
       method: 'any',
@@ -174,6 +178,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
       ...bundleRoutes(deps),
       ...downloadRoutes(deps),
       ...myRoutes(deps),
+      ...vanityRoutes(deps),
       ...verifyAccessRoutes(deps),
       ...zipRoutes(deps),
       ...contentRoutes(deps),
@@ -184,6 +189,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
       apiNotFound,
       notFound,
     ];
+    for (const name of reservedNames(routes.map((r) => r.pattern))) (deps.reservedNames as Set<string>).add(name);
     const server = createHttpServer({ binding, routes, log, admit: (ctx) => access.admit(ctx), content, metrics });
     // A worker shares its supervisor's port on purpose; anyone else must have it alone.
     if (config.workerIndex === null && config.port !== 0) await ensurePortFree(config.host, config.port);

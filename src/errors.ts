@@ -42,6 +42,14 @@ export const ERRORS = {
   INTERNAL: [500, 'Internal server error'],
   UNAVAILABLE: [503, 'Server is shutting down'],
   WEBHOOK_TOO_EARLY: [503, 'Event arrived before the purchase it refers to; deliver it again later'],
+  // Sharing additions (vanity names, download limits, upload requests).
+  INVALID_VANITY: [400, 'vanity must be 3 to 48 letters, digits, _ or -, starting with a letter or digit'],
+  VANITY_RESERVED: [400, 'vanity names a path this server uses itself: choose another'],
+  VANITY_TAKEN: [409, 'vanity is already in use by another bundle'],
+  VANITY_NEEDS_KEY: [401, 'vanity URLs need a Premium API key (Authorization: Bearer)'],
+  VANITY_NEEDS_PREMIUM: [403, 'vanity URLs are a Premium plan feature'],
+  INVALID_JSON: [400, 'Expected a JSON object body'],
+  INVALID_MAX_DOWNLOADS: [400, 'max_downloads must be a whole number from 1 to 1000'],
 } as const satisfies Record<string, readonly [number, string]>;
 
 export type ErrorCode = keyof typeof ERRORS;

@@ -20,6 +20,8 @@ export interface BundleRow {
   created_at: Date;
   expires_at: Date | null;
   is_expired: boolean;
+  /** A Premium bundle's vanity name (sql/0026_vanity.sql). */
+  vanity: string | null;
 }
 
 export interface FileRow {

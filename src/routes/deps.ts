@@ -95,6 +95,8 @@ export interface Deps {
   readonly downloadCounts?: DownloadCounts;
   /** bundles' view_count (share-page views), batched. Absent in tests that build route tables. */
   readonly viewCounts?: BatchedCounts;
+  /** Names a vanity URL may not take: every first path segment served, plus a fixed list (sharing/vanity.ts). */
+  readonly reservedNames: ReadonlySet<string>;
 }
 
 export const fileJson = (f: FileRow): Record<string, unknown> => ({

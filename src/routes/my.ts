@@ -7,6 +7,7 @@ import { SHORT_CODE_RE } from '../auth/tokens.ts';
 import { PLANS } from '../auth/plans.ts';
 import { sqlUtc } from '../util/time.ts';
 import type { Deps } from './deps.ts';
+import { vanityUrl } from '../sharing/vanity.ts';
 
 export function myRoutes(deps: Deps): Route[] {
   return [
@@ -39,6 +40,7 @@ async function myBundles(ctx: Ctx, deps: Deps): Promise<void> {
     bundles: bundles.map((b) => ({
       short_code: b.short_code,
       share_url: `/${b.short_code}`,
+      vanity_url: vanityUrl(b.vanity),
       created_at: sqlUtc(b.created_at),
       expires_at: b.expires_at ? sqlUtc(b.expires_at) : null,
       total_size_bytes: b.total_size_bytes,

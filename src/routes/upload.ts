@@ -11,7 +11,8 @@ import { newFileKey } from '../storage/disk.ts';
 import { isoUtc, DAY_MS } from '../util/time.ts';
 import { isEmail, descriptionProblem, cleanDescription } from '../util/names.ts';
 import { refuseOtherSite } from '../http/cross-site.ts';
-import { fileJson, type Deps } from './deps.ts';
+import { fileJson, type Caller, type Deps } from './deps.ts';
+import { applySharing, precheckSharing, sharingFields, sharingJson } from '../sharing/fields.ts';
 
 export function uploadRoutes(deps: Deps): Route[] {
   /**
@@ -38,8 +39,10 @@ async function createBundle(ctx: Ctx, deps: Deps): Promise<void> {
   const ingest = ingestMultipart(ctx, deps.disk);
   let result: IngestResult;
   let uploader;
+  let caller: Caller;
   try {
-    uploader = deps.access.uploaderFor(await deps.access.admit(ctx));
+    caller = await deps.access.admit(ctx);
+    uploader = deps.access.uploaderFor(caller);
     refuseOtherSite(ctx, deps.origin(ctx));
   } catch (err) {
     ingest.cancel();
@@ -60,6 +63,8 @@ async function createBundle(ctx: Ctx, deps: Deps): Promise<void> {
     if (problem) throw new AppError(problem);
     const notifyEmail = optional(f.notify_email);
     if (notifyEmail !== null && !isEmail(notifyEmail)) throw new AppError('INVALID_EMAIL');
+    const sharing = sharingFields((name) => f[name], caller, deps.reservedNames);
+    await precheckSharing(deps.sql, sharing);
     if (result.files.length === 0) throw new AppError('NO_FILES');
     const password = optional(f.access_password);
     const accessPasswordHash = password === null ? null : await deps.passwords.hash(password);
@@ -87,6 +92,7 @@ async function createBundle(ctx: Ctx, deps: Deps): Promise<void> {
       await deleteBundle(deps.sql, bundle.id);
       throw new AppError('MALFORMED_MULTIPART', 'client went away');
     }
+    await applySharing(deps, bundle.id, sharing);
     sendJson(ctx, 201, {
       success: true,
       short_code: bundle.short_code,
@@ -95,6 +101,7 @@ async function createBundle(ctx: Ctx, deps: Deps): Promise<void> {
       upload_token: token,
       expires_at: bundle.expires_at ? isoUtc(bundle.expires_at) : null,
       files: files.map(fileJson),
+      ...sharingJson(sharing),
     });
   } catch (err) {
     await discard(deps, result.files, committed);

@@ -5,10 +5,10 @@ import type { Route } from '../http/server.ts';
 import { contentDisposition, parseRange } from '../http/range.ts';
 import { AppError } from '../errors.ts';
 import { findActiveBundle, type FileRow } from '../db/bundles.ts';
-import { SHORT_CODE_RE } from '../auth/tokens.ts';
 import { createZipPlans, type ZipPlans } from '../zip/plan.ts';
 import { sendZipRange } from '../zip/stream.ts';
 import type { Deps } from './deps.ts';
+import { resolveCode } from '../sharing/vanity.ts';
 
 /** Bumped whenever the archive bytes for the same files would change (layout, naming rules). */
 const FORMAT_VERSION = 'z1';
@@ -45,8 +45,9 @@ export function zipEtag(): { add(f: FileRow): void; digest(): string } {
  * ETag stops a resume with the old one.
  */
 async function sendZip(ctx: Ctx, deps: Deps, plans: ZipPlans, listedAgain = false): Promise<void> {
-  const code = ctx.params[0] ?? '';
-  if (!SHORT_CODE_RE.test(code)) throw new AppError('BUNDLE_NOT_FOUND');
+  // A short code, or a Premium bundle's vanity name.
+  const code = await resolveCode(deps.sql, ctx.params[0] ?? '');
+  if (code === undefined) throw new AppError('BUNDLE_NOT_FOUND');
   const bundle = await findActiveBundle(deps.sql, code);
   if (!bundle) throw new AppError('BUNDLE_NOT_FOUND');
   const caller = await deps.access.callerOf(ctx);

@@ -75,6 +75,7 @@ export async function appendBody(
     headers.push(['Sluice-Short-Code', done.bundle.short_code], ['Sluice-Share-Url', `/${done.bundle.short_code}`]);
     headers.push(['Sluice-File-Id', String(done.fileId)]);
     if (done.uploadToken) headers.push(['Sluice-Upload-Token', done.uploadToken]);
+    if (done.bundle.vanity) headers.push(['Sluice-Vanity-Url', `/${done.bundle.vanity}`]);
   }
   return headers;
 }

@@ -6,6 +6,7 @@ import { newFileKey } from '../storage/disk.ts';
 import { DAY_MS } from '../util/time.ts';
 import { markCompleted, type TusRow } from './store.ts';
 import { settlePart } from './part-io.ts';
+import { applySharing, NO_SHARING } from '../sharing/fields.ts';
 
 export interface Completed {
   readonly bundle: BundleRow;
@@ -54,7 +55,8 @@ export async function completeUpload(deps: Deps, row: TusRow, partPath: string):
         },
         [file],
       );
-      done = { bundle, fileId: files[0]!.id, uploadToken: token };
+      await applySharing(deps, bundle.id, nb.sharing ?? NO_SHARING);
+      done = { bundle: { ...bundle, vanity: nb.sharing?.vanity ?? null }, fileId: files[0]!.id, uploadToken: token };
     }
   } catch (err) {
     await fsp.rename(deps.disk.filePath(key), partPath).catch(() => deps.disk.remove(key));

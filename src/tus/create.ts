@@ -2,7 +2,8 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import type { Ctx } from '../http/context.ts';
 import { send } from '../http/reply.ts';
-import type { Deps, Uploader } from '../routes/deps.ts';
+import type { Caller, Deps, Uploader } from '../routes/deps.ts';
+import { precheckSharing, sharingFields } from '../sharing/fields.ts';
 import { findBundleByTokenHash } from '../db/bundles.ts';
 import { hashSecret, secretMatches, UPLOAD_TOKEN_RE } from '../auth/tokens.ts';
 import { newStorageKey } from '../storage/disk.ts';
@@ -36,9 +37,10 @@ export async function createUpload(ctx: Ctx, deps: Deps, dir: string): Promise<v
     replyError(ctx, err, (e) => deps.log.error({ err: e, reqId: ctx.id, route: 'POST /api/v1/tus/' }, 'tus creation failed'), withBody);
   };
   let uploader: Uploader;
+  let caller: Caller;
   try {
     // Admitted first: a refused creation (412) counts and carries the X-RateLimit headers too.
-    const caller = await deps.access.admit(ctx);
+    caller = await deps.access.admit(ctx);
     refuseOtherSite(ctx, deps.origin(ctx));
     checkResumable(h);
     uploader = deps.access.uploaderFor(caller);
@@ -112,8 +114,11 @@ export async function createUpload(ctx: Ctx, deps: Deps, dir: string): Promise<v
       if (problem) throw new AppError(problem);
       const notifyEmail = optional(meta.notify_email);
       if (notifyEmail !== null && !isEmail(notifyEmail)) throw new AppError('INVALID_EMAIL');
+      const sharing = sharingFields((name) => meta[name], caller, deps.reservedNames);
+      await precheckSharing(deps.sql, sharing);
       const password = optional(meta.access_password);
       const newBundle = {
+        sharing,
         description,
         accessPasswordHash: password === null ? null : await deps.passwords.hash(password),
         notifyEmail,

@@ -20,7 +20,7 @@ export const TUS_HEADERS: ReadonlyArray<readonly [string, string]> = [
   [
     'Access-Control-Expose-Headers',
     'Location, Upload-Offset, Upload-Length, Upload-Expires, Upload-Metadata, Upload-Defer-Length, Upload-Concat, Tus-Resumable, ' +
-      'Tus-Version, Tus-Extension, Tus-Max-Size, Tus-Checksum-Algorithm, Sluice-Short-Code, Sluice-Share-Url, Sluice-File-Id, Sluice-Upload-Token',
+      'Tus-Version, Tus-Extension, Tus-Max-Size, Tus-Checksum-Algorithm, Sluice-Short-Code, Sluice-Share-Url, Sluice-File-Id, Sluice-Upload-Token, Sluice-Vanity-Url',
   ],
 ];
 

@@ -1,6 +1,7 @@
 import type { Sql } from '../db/client.ts';
 import { lockWithReserved } from '../db/bundle-room.ts';
 import { TusError } from './protocol.ts';
+import type { SharingFields } from '../sharing/fields.ts';
 
 /** The new bundle's fields, fixed at creation (the password is already hashed). */
 export interface NewBundleFields {
@@ -11,6 +12,8 @@ export interface NewBundleFields {
   maxSizeBytes: number;
   /** null: never expires. */
   expiryDays: number | null;
+  /** Vanity name and the like (sharing/fields.ts); absent in rows written before them. */
+  sharing?: SharingFields;
 }
 
 export interface TusRow {
