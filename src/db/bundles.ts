@@ -22,6 +22,8 @@ export interface BundleRow {
   is_expired: boolean;
   /** A Premium bundle's vanity name (sql/0026_vanity.sql). */
   vanity: string | null;
+  /** Complete downloads allowed of each file; null: no limit (sql/0027_download_limits.sql). */
+  max_downloads: number | null;
 }
 
 export interface FileRow {
@@ -33,6 +35,8 @@ export interface FileRow {
   mime_type: string;
   crc32: number;
   download_count: number;
+  /** Complete downloads counted against the bundle's max_downloads. */
+  downloads_done: number;
   created_at: Date;
 }
 
@@ -196,6 +200,7 @@ export interface FileSummary {
   name: string;
   size: number;
   mime_type: string;
+  downloads_done: number;
 }
 
 /** An active bundle with its file list (the hot read path, behind the bundle cache). */
@@ -241,11 +246,12 @@ export interface DownloadRow extends FileRow {
   access_password_hash: string | null;
   api_key_id: number | null;
   notify_email: string | null;
+  max_downloads: number | null;
 }
 
 export async function findDownloadableFile(sql: Sql, fileId: number): Promise<DownloadRow | undefined> {
   const [f] = await sql<DownloadRow[]>`
-    select f.*, b.short_code, b.access_password_hash, b.api_key_id, b.notify_email
+    select f.*, b.short_code, b.access_password_hash, b.api_key_id, b.notify_email, b.max_downloads
     from files f join bundles b on b.id = f.bundle_id
     where f.id = ${fileId} and (b.expires_at is null or b.expires_at > now())`;
   return f;

@@ -8,6 +8,7 @@ import { PLANS } from '../auth/plans.ts';
 import { sqlUtc } from '../util/time.ts';
 import type { Deps } from './deps.ts';
 import { vanityUrl } from '../sharing/vanity.ts';
+import { downloadsRemaining } from '../sharing/limits.ts';
 
 export function myRoutes(deps: Deps): Route[] {
   return [
@@ -49,6 +50,7 @@ async function myBundles(ctx: Ctx, deps: Deps): Promise<void> {
       is_encrypted: b.is_encrypted,
       password_protected: b.access_password_hash !== null,
       description: b.description ?? '',
+      max_downloads: b.max_downloads,
       files: (byBundle.get(b.id) ?? []).map((f) => {
         const out: Record<string, unknown> = {
           id: f.id,
@@ -56,6 +58,7 @@ async function myBundles(ctx: Ctx, deps: Deps): Promise<void> {
           size: f.size,
           mime_type: f.mime_type,
           download_count: f.download_count,
+          downloads_remaining: downloadsRemaining(b.max_downloads, f.downloads_done),
           download_url: `/api/v1/download/${f.id}`,
         };
         // Previews are raster images only: SVG is never rasterized (untrusted markup).

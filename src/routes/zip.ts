@@ -9,6 +9,7 @@ import { createZipPlans, type ZipPlans } from '../zip/plan.ts';
 import { sendZipRange } from '../zip/stream.ts';
 import type { Deps } from './deps.ts';
 import { resolveCode } from '../sharing/vanity.ts';
+import { limitedResponse, zipPieces } from '../sharing/limits.ts';
 
 /** Bumped whenever the archive bytes for the same files would change (layout, naming rules). */
 const FORMAT_VERSION = 'z1';
@@ -82,14 +83,20 @@ async function sendZip(ctx: Ctx, deps: Deps, plans: ZipPlans, listedAgain = fals
     sendHeaders(ctx, status, headers, length);
     return;
   }
+  // A limited bundle: this client's download of every file the range reaches is taken first.
+  const reached = bundle.max_downloads === null ? [] : zipPieces(layout, files, start, start + length);
+  const limited = reached.length === 0 ? null : await limitedResponse(deps, ctx, bundle.id, reached);
   let complete: boolean;
   try {
     complete = await sendZipRange(ctx, layout, paths, status, headers, start, length);
   } catch (err) {
+    // (nothing was sent: the retry takes the sessions again)
+    await limited?.credit([]);
     // (streamBody rejects only before the first byte: nothing was sent yet)
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT' || ctx.aborted) throw err;
     if (!listedAgain) return sendZip(ctx, deps, plans, true);
     throw new AppError('FILE_NOT_FOUND');
   }
+  await limited?.credit(zipPieces(layout, files, start, start + Math.min(ctx.bytesOut, length)));
   if (complete && start + length === layout.size) void deps.downloads?.downloaded(bundle.id, bundle.notify_email, `${bundle.short_code}.zip`, files.length);
 }

@@ -130,7 +130,7 @@
   function appendToken() { return token || (made && made.token); }
   function bundleFields() {
     var out = {};
-    ['description', 'access_password', 'notify_email'].forEach(function (name) {
+    ['description', 'access_password', 'notify_email', 'max_downloads'].forEach(function (name) {
       var f = form.elements[name];
       if (f && f.value !== '') out[name] = f.value;
     });
