@@ -8,7 +8,7 @@ import { PLANS } from '../auth/plans.ts';
 import { sqlUtc } from '../util/time.ts';
 import type { Deps } from './deps.ts';
 import { vanityUrl } from '../sharing/vanity.ts';
-import { downloadsRemaining } from '../sharing/limits.ts';
+import { limitJson } from '../sharing/limits.ts';
 
 export function myRoutes(deps: Deps): Route[] {
   return [
@@ -41,7 +41,7 @@ async function myBundles(ctx: Ctx, deps: Deps): Promise<void> {
     bundles: bundles.map((b) => ({
       short_code: b.short_code,
       share_url: `/${b.short_code}`,
-      vanity_url: vanityUrl(b.vanity),
+      ...(b.vanity ? { vanity_url: vanityUrl(b.vanity) } : {}),
       created_at: sqlUtc(b.created_at),
       expires_at: b.expires_at ? sqlUtc(b.expires_at) : null,
       total_size_bytes: b.total_size_bytes,
@@ -50,7 +50,7 @@ async function myBundles(ctx: Ctx, deps: Deps): Promise<void> {
       is_encrypted: b.is_encrypted,
       password_protected: b.access_password_hash !== null,
       description: b.description ?? '',
-      max_downloads: b.max_downloads,
+      ...limitJson(b.max_downloads),
       files: (byBundle.get(b.id) ?? []).map((f) => {
         const out: Record<string, unknown> = {
           id: f.id,
@@ -58,9 +58,9 @@ async function myBundles(ctx: Ctx, deps: Deps): Promise<void> {
           size: f.size,
           mime_type: f.mime_type,
           download_count: f.download_count,
-          downloads_remaining: downloadsRemaining(b.max_downloads, f.downloads_done),
           download_url: `/api/v1/download/${f.id}`,
         };
+        if (b.max_downloads !== null) out.downloads_remaining = Math.max(0, b.max_downloads - f.downloads_done);
         // Previews are raster images only: SVG is never rasterized (untrusted markup).
         if (f.mime_type.startsWith('image/') && f.mime_type !== 'image/svg+xml') {
           const base = `/d/${f.id}?preview=1`;

@@ -156,14 +156,17 @@ export function parseMaxDownloads(raw: string | undefined): number | null {
   return Number(raw);
 }
 
-/** Downloads left of a file of a bundle with this limit; null without one. */
-export const downloadsRemaining = (max: number | null, done: number): number | null => (max === null ? null : Math.max(0, max - done));
-
-/** A listed file as answers show it: `downloads_done` is internal, `downloads_remaining` public. */
-export function fileWithRemaining<F extends { downloads_done: number }>(f: F, max: number | null): Omit<F, 'downloads_done'> & { downloads_remaining: number | null } {
+/**
+ * A listed file as answers show it: `downloads_done` is internal; `downloads_remaining` is added
+ * only in a limited bundle, so the interface's answers keep exactly their fields otherwise.
+ */
+export function fileWithRemaining<F extends { downloads_done: number }>(f: F, max: number | null): Omit<F, 'downloads_done'> & { downloads_remaining?: number } {
   const { downloads_done, ...rest } = f;
-  return { ...rest, downloads_remaining: downloadsRemaining(max, downloads_done) };
+  return max === null ? rest : { ...rest, downloads_remaining: Math.max(0, max - downloads_done) };
 }
+
+/** `max_downloads` for a bundle answer: present only when the bundle has a limit. */
+export const limitJson = (max: number | null): { max_downloads?: number } => (max === null ? {} : { max_downloads: max });
 
 /** What a response of a limited bundle does once its bytes went out. */
 export interface LimitedResponse {

@@ -181,6 +181,8 @@ ${o.token
 <label>Password <input type="password" name="access_password" autocomplete="new-password" placeholder="Leave empty for a public link"></label>
 <label>Notify me of downloads <input type="email" name="notify_email" maxlength="255" placeholder="you@example.com"></label>
 <label>Download limit <input type="number" name="max_downloads" min="1" max="1000" step="1" inputmode="numeric" placeholder="Unlimited: each file can be downloaded this many times"></label>
+<label>API key <input type="password" id="api-key" autocomplete="off" spellcheck="false" placeholder="sk_… kept in this browser only, sent only to this site"></label>
+<label id="vanity-row" hidden>Vanity name (Premium) <input name="vanity" maxlength="48" spellcheck="false" placeholder="team-photos"></label>
 </details>`}
 <div class="total" id="total" hidden><progress id="total-bar" max="1" value="0"></progress><span id="total-text"></span></div>
 <p class="error" id="error" role="alert" hidden></p>
