@@ -29,6 +29,7 @@ import { zipRoutes } from './routes/zip.ts';
 import { contentRoutes } from './routes/content.ts';
 import { pageRoutes } from './routes/pages.ts';
 import { vanityRoutes } from './routes/vanity.ts';
+import { requestRoutes } from './routes/requests.ts';
 import { reservedNames } from './sharing/vanity.ts';
 import { unsubscribeRoutes, unsubscribeUrl } from './routes/unsubscribe.ts';
 import { tusRoutes } from './tus/routes.ts';
@@ -179,6 +180,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
       ...downloadRoutes(deps),
       ...myRoutes(deps),
       ...vanityRoutes(deps),
+      ...requestRoutes(deps),
       ...verifyAccessRoutes(deps),
       ...zipRoutes(deps),
       ...contentRoutes(deps),

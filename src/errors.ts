@@ -50,6 +50,8 @@ export const ERRORS = {
   VANITY_NEEDS_PREMIUM: [403, 'vanity URLs are a Premium plan feature'],
   INVALID_JSON: [400, 'Expected a JSON object body'],
   INVALID_MAX_DOWNLOADS: [400, 'max_downloads must be a whole number from 1 to 1000'],
+  REQUEST_NOT_FOUND: [404, 'Upload request not found, closed or expired'],
+  INVALID_REQUEST_FIELD: [400, 'Invalid upload request field'],
 } as const satisfies Record<string, readonly [number, string]>;
 
 export type ErrorCode = keyof typeof ERRORS;

@@ -169,14 +169,23 @@ async function insertFiles(tx: Sql, bundleId: number, files: NewFile[]): Promise
  * concurrent append ever sees its bytes counted twice (as a file and as a reservation).
  * Throws SIZE_EXCEEDED or BUNDLE_EXPIRED (nothing is written then).
  */
-export async function appendFiles(sql: Sql, bundleId: number, files: NewFile[], completingTus: string | null = null): Promise<FileRow[]> {
+export async function appendFiles(
+  sql: Sql,
+  bundleId: number,
+  files: NewFile[],
+  completingTus: string | null = null,
+  /** A smaller bound on the bundle's files (an upload request's max_files). */
+  maxFiles = MAX_FILES_PER_BUNDLE,
+): Promise<FileRow[]> {
   const added = files.reduce((n, f) => n + f.size, 0);
   return sql.begin(async (tx) => {
     const b = await lockWithReserved(tx as unknown as Sql, bundleId, completingTus);
     if (!b) throw new AppError('INVALID_UPLOAD_TOKEN');
     if (b.is_expired) throw new AppError('BUNDLE_EXPIRED');
     if (b.total_size_bytes + b.reserved + added > b.max_size_bytes) throw new AppError('SIZE_EXCEEDED');
-    if (b.file_count + files.length > MAX_FILES_PER_BUNDLE) throw new AppError('TOO_MANY_FILES');
+    if (b.file_count + files.length > maxFiles) {
+      throw maxFiles === MAX_FILES_PER_BUNDLE ? new AppError('TOO_MANY_FILES') : new AppError('TOO_MANY_FILES', `This upload request takes at most ${maxFiles} files`);
+    }
     await tx`update bundles set total_size_bytes = total_size_bytes + ${added}, file_count = file_count + ${files.length}
              where id = ${bundleId}`;
     const rows = await insertFiles(tx as unknown as Sql, bundleId, files);

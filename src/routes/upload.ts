@@ -177,7 +177,7 @@ async function appendToBundle(ctx: Ctx, deps: Deps, inflightByBundle: Map<number
 }
 
 /** Renames every finished part to its final sharded path (each already fsynced). */
-async function commitParts(deps: Deps, files: readonly IngestedFile[], committed: string[]): Promise<NewFile[]> {
+export async function commitParts(deps: Deps, files: readonly IngestedFile[], committed: string[]): Promise<NewFile[]> {
   const out: NewFile[] = [];
   for (const f of files) {
     const key = newFileKey();
@@ -189,7 +189,7 @@ async function commitParts(deps: Deps, files: readonly IngestedFile[], committed
 }
 
 /** Nothing of a failed request stays: remove its parts and any files already renamed. */
-async function discard(deps: Deps, files: readonly IngestedFile[], committed: string[]): Promise<void> {
+export async function discard(deps: Deps, files: readonly IngestedFile[], committed: string[]): Promise<void> {
   await Promise.all([
     ...files.map((f) => rm(f.partPath, { force: true })),
     ...committed.map((k) => deps.disk.remove(k).catch(() => {})),
@@ -197,7 +197,7 @@ async function discard(deps: Deps, files: readonly IngestedFile[], committed: st
 }
 
 /** Errors while the body may still be arriving close the connection so the client stops sending. */
-function failUpload(ctx: Ctx, deps: Deps, err: unknown): void {
+export function failUpload(ctx: Ctx, deps: Deps, err: unknown): void {
   const e = toAppError(err);
   // No path in the log: an append's path is its upload token.
   if (e.status >= 500) deps.log.error({ err: e.cause ?? err, reqId: ctx.id }, 'upload failed');
