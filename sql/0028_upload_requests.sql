@@ -16,3 +16,15 @@ create table upload_requests (
   closed_at   timestamptz
 );
 create index upload_requests_key on upload_requests (api_key_id, created_at desc);
+
+-- Files that arrived through a request whose key has an e-mail, waiting to be batched into one mail to
+-- it; at most one mail per request every 10 minutes, like download notifications (0005).
+create table request_events (
+  id          bigserial primary key,
+  request_id  bigint not null references upload_requests (id) on delete cascade,
+  what        text not null,
+  size        bigint not null,
+  at          timestamptz not null
+);
+create index request_events_request on request_events (request_id, id);
+alter table upload_requests add column last_mailed_at timestamptz not null default to_timestamp(0);

@@ -41,6 +41,7 @@ import { createSealer } from './auth/sealer.ts';
 import { createMailTransport } from './mail/transport.ts';
 import { createOutbox } from './mail/outbox.ts';
 import { createDownloadNotifier } from './notify/downloads.ts';
+import { createArrivalNotifier } from './notify/arrivals.ts';
 import { createStripeClient } from './billing/stripe-client.ts';
 import { createBilling } from './billing/billing.ts';
 import { billingRoutes } from './routes/billing.ts';
@@ -115,6 +116,16 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
       unsubscribeUrl: (key) => unsubscribeUrl(config.baseUrl, signer, key),
       recorded: () => background?.kickSoon(),
     });
+    const arrivals = createArrivalNotifier({
+      sql: db.sql,
+      outbox,
+      log,
+      get baseUrl() {
+        return config.baseUrl;
+      },
+      unsubscribeUrl: (key) => unsubscribeUrl(config.baseUrl, signer, key),
+      recorded: () => background?.kickSoon(),
+    });
     const billing = createBilling({
       config,
       sql: db.sql,
@@ -180,7 +191,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
       ...downloadRoutes(deps),
       ...myRoutes(deps),
       ...vanityRoutes(deps),
-      ...requestRoutes(deps),
+      ...requestRoutes(deps, arrivals),
       ...verifyAccessRoutes(deps),
       ...zipRoutes(deps),
       ...contentRoutes(deps),
@@ -222,6 +233,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
       log,
       tasks: [
         { name: 'notify', everyMs: 0, run: () => downloads.flush() },
+        { name: 'arrivals', everyMs: 0, run: () => arrivals.flush() },
         { name: 'outbox', everyMs: 0, run: () => outbox.deliverDue() },
         { name: 'billing', everyMs: 60_000, run: () => billing.housekeeping() },
       ],

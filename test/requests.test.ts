@@ -1,7 +1,8 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { backends, startServer, storedPaths, type TestServer } from './helpers/server.ts';
-import { assertError, bearer, call, GIB, isolateIds, mintKey, upload, type Json, type Res } from './access-util.ts';
+import { assertError, bearer, call, GIB, isolateIds, mintKey, upload, waitFor, type Json, type Res } from './access-util.ts';
+import { startMailSink, type MailSink } from './helpers/smtp.ts';
 
 for (const backend of backends()) {
   describe(`upload requests (${backend})`, () => {
@@ -126,6 +127,40 @@ for (const backend of backends()) {
       const { request_token: token } = (await create({}, k)).json;
       assert.equal((await srv.cli(['keys', 'revoke', k.slice(0, 12)])).code, 0);
       assertError(await send(token, [{ name: 'a', data: 'a' }]), 404);
+    });
+  });
+}
+
+for (const backend of backends()) {
+  describe(`upload requests: the key's e-mail hears of arrivals (${backend})`, () => {
+    let srv: TestServer;
+    let smtp: MailSink;
+    before(async () => {
+      smtp = await startMailSink();
+      srv = await startServer(backend, { SMTP_URL: smtp.url });
+    });
+    after(async () => {
+      await srv?.close();
+      await smtp?.close();
+    });
+
+    test('one mail for what arrived, naming the files and nothing of the sender; later arrivals wait for the window', async () => {
+      const key = await mintKey(srv, 'starter', ['--email', 'owner@example.com']);
+      const r = await call(srv, 'POST', '/api/v1/my/requests', {
+        headers: { 'content-type': 'application/json', ...bearer(key) },
+        body: JSON.stringify({ label: 'Invoices' }),
+      });
+      const token = r.json.request_token as string;
+      const sent = await upload(srv, [{ name: 'inv-1.pdf', data: 'one' }, { name: 'inv-2.pdf', data: 'two' }], { path: `/api/v1/requests/${token}/upload` });
+      assert.equal(sent.status, 200, sent.text);
+      const [m] = await smtp.waitFor((x) => /owner@example\.com/.test(JSON.stringify(x.to)));
+      assert.match(m!.subject ?? '', /2 files arrived through "Invoices"/);
+      assert.match(m!.text ?? '', /inv-1\.pdf[\s\S]*inv-2\.pdf/);
+      assert.ok(!(m!.text ?? '').includes(token), 'the link is not in the mail');
+      assert.ok(!/127\.0\.0\.1/.test(`${m!.text}${m!.html}`), 'no sender address');
+      assert.equal((await upload(srv, [{ name: 'inv-3.pdf', data: '3' }], { path: `/api/v1/requests/${token}/upload` })).status, 200);
+      await waitFor('recorded', async () => (await srv.sql`select count(*)::int as n from request_events`)[0]!.n === 1);
+      assert.equal(smtp.mails.filter((x) => /owner@example\.com/.test(JSON.stringify(x.to))).length, 1, 'within the window: waiting');
     });
   });
 }

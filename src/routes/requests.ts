@@ -17,6 +17,7 @@ import { notFoundPage, requestView } from '../web/views.ts';
 import { requestPage } from '../web/request-page.ts';
 import { commitParts, discard, failUpload } from './upload.ts';
 import type { Deps } from './deps.ts';
+import type { ArrivalNotifier } from '../notify/arrivals.ts';
 
 /** 256 random bits, URL-safe: the request link is the only credential its uploaders have. */
 export const REQUEST_TOKEN_RE = /^[A-Za-z0-9_-]{43}$/;
@@ -33,14 +34,14 @@ const LONGEST_REQUEST_DAYS = 365;
  * Uploads land in one bundle owned by the key, locked to everyone but the key; the uploader is told
  * only what it sent, never the bundle's link, token or other files.
  */
-export function requestRoutes(deps: Deps): Route[] {
+export function requestRoutes(deps: Deps, arrivals?: ArrivalNotifier): Route[] {
   const assets = loadAssets();
   const page = (ctx: Ctx): Promise<void> => dropPage(ctx, deps, assets);
   return [
     { method: 'post', pattern: '/api/v1/my/requests', streamsBody: true, handler: (ctx) => createRequest(ctx, deps) },
     { method: 'get', pattern: '/api/v1/my/requests', handler: (ctx) => listMine(ctx, deps) },
     { method: 'del', pattern: '/api/v1/my/requests/:token', handler: (ctx) => closeMine(ctx, deps) },
-    { method: 'post', pattern: '/api/v1/requests/:token/upload', streamsBody: true, transfer: 'upload', handler: (ctx) => uploadInto(ctx, deps) },
+    { method: 'post', pattern: '/api/v1/requests/:token/upload', streamsBody: true, transfer: 'upload', handler: (ctx) => uploadInto(ctx, deps, arrivals) },
     { method: 'get', pattern: '/r/:token', content: true, handler: page },
   ];
 }
@@ -139,7 +140,7 @@ async function openRequest(deps: Deps, token: string): Promise<OpenRequest> {
   return r;
 }
 
-async function uploadInto(ctx: Ctx, deps: Deps): Promise<void> {
+async function uploadInto(ctx: Ctx, deps: Deps, arrivals: ArrivalNotifier | undefined): Promise<void> {
   const token = ctx.params[0] ?? '';
   const ingest = ingestMultipart(ctx, deps.disk);
   let req: OpenRequest;
@@ -172,6 +173,7 @@ async function uploadInto(ctx: Ctx, deps: Deps): Promise<void> {
     deps.bundles.invalidate(req.bundle_id);
     // Only what the uploader sent: no ids, links or anything else of the bundle.
     sendJson(ctx, 200, { success: true, files: rows.map((f) => ({ name: f.name, size: f.size })) });
+    if (req.notify_email !== null) void arrivals?.received(req.id, rows);
   } catch (err) {
     await discard(deps, result.files, committed);
     return failUpload(ctx, deps, err);
