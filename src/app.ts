@@ -172,6 +172,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
       viewCounts,
       // Filled from the route table below, so a new route's first segment is reserved with it.
       reservedNames: new Set<string>(),
+      arrivals,
     };
     const notFound: Route = {
       method: 'any',
@@ -191,7 +192,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
       ...downloadRoutes(deps),
       ...myRoutes(deps),
       ...vanityRoutes(deps),
-      ...requestRoutes(deps, arrivals),
+      ...requestRoutes(deps),
       ...verifyAccessRoutes(deps),
       ...zipRoutes(deps),
       ...contentRoutes(deps),

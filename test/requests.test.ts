@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { backends, startServer, storedPaths, type TestServer } from './helpers/server.ts';
 import { assertError, bearer, call, GIB, isolateIds, mintKey, upload, waitFor, type Json, type Res } from './access-util.ts';
 import { startMailSink, type MailSink } from './helpers/smtp.ts';
+import { tusCall, tusMeta, tusPatch, uploadPath } from './helpers/tus.ts';
 
 for (const backend of backends()) {
   describe(`upload requests (${backend})`, () => {
@@ -120,6 +121,26 @@ for (const backend of backends()) {
       }
       const list = (await call(srv, 'GET', '/api/v1/my/requests', { headers: bearer(key) })).json.requests;
       assert.equal(list.find((q: Json) => q.token_prefix === closed.slice(0, 8)).is_open, false);
+    });
+
+    test('tus with metadata request_token: into the request, within its limits, telling nothing of the bundle', async () => {
+      const { request_token: token } = (await create({ max_files: 2, max_bytes: 100 })).json;
+      const meta = (name: string): string => tusMeta({ filename: name, request_token: token });
+      assert.equal((await tusCall(srv, 'POST', '/api/v1/tus/', { 'upload-length': '101', 'upload-metadata': meta('big') })).status, 413);
+      assert.equal((await tusCall(srv, 'POST', '/api/v1/tus/', { 'upload-length': '1', 'upload-metadata': tusMeta({ filename: 'x', request_token: 'A'.repeat(43) }) })).status, 404);
+      const created = await tusCall(srv, 'POST', '/api/v1/tus/', { 'upload-length': '5', 'upload-metadata': meta('t1.txt') });
+      assert.equal(created.status, 201, created.body);
+      const loc = uploadPath(created.headers.location!);
+      const head = await tusCall(srv, 'HEAD', loc);
+      assert.ok(!(head.headers['upload-metadata'] ?? '').includes(Buffer.from(token).toString('base64')), 'the token is not echoed');
+      const done = await tusPatch(srv, loc, 0, Buffer.from('hello'));
+      assert.equal(done.status, 204, done.body);
+      for (const h of ['sluice-short-code', 'sluice-share-url', 'sluice-file-id', 'sluice-upload-token']) assert.equal(done.headers[h], undefined, h);
+      assert.equal((await send(token, [{ name: 't2.txt', data: 'x' }])).status, 200);
+      const third = await tusCall(srv, 'POST', '/api/v1/tus/', { 'upload-length': '1', 'upload-metadata': meta('t3.txt') });
+      assert.equal(third.status, 400, 'the request has its two files');
+      const list = (await call(srv, 'GET', '/api/v1/my/requests', { headers: bearer(key) })).json.requests;
+      assert.equal(list.find((q: Json) => q.token_prefix === token.slice(0, 8)).file_count, 2);
     });
 
     test('a revoked key\'s requests take nothing', async () => {

@@ -82,6 +82,14 @@ export const listRequests = (sql: Sql, apiKeyId: number): Promise<ListedRequest[
     from upload_requests r join bundles b on b.id = r.bundle_id
     where r.api_key_id = ${apiKeyId} order by r.created_at desc, r.id desc limit 100`;
 
+/** The request whose bundle this is (uploads into it obey its file limit and tell its key's e-mail). */
+export async function requestOfBundle(sql: Sql, bundleId: number): Promise<{ id: number; max_files: number; notify_email: string | null } | undefined> {
+  const [r] = await sql<{ id: number; max_files: number; notify_email: string | null }[]>`
+    select r.id, r.max_files, k.owner_email as notify_email
+    from upload_requests r join api_keys k on k.id = r.api_key_id where r.bundle_id = ${bundleId}`;
+  return r;
+}
+
 /** Closes the key's request with this token hash; false when there is none open. */
 export async function closeRequest(sql: Sql, apiKeyId: number, tokenHash: Buffer): Promise<boolean> {
   const rows = await sql`

@@ -17,7 +17,6 @@ import { notFoundPage, requestView } from '../web/views.ts';
 import { requestPage } from '../web/request-page.ts';
 import { commitParts, discard, failUpload } from './upload.ts';
 import type { Deps } from './deps.ts';
-import type { ArrivalNotifier } from '../notify/arrivals.ts';
 
 /** 256 random bits, URL-safe: the request link is the only credential its uploaders have. */
 export const REQUEST_TOKEN_RE = /^[A-Za-z0-9_-]{43}$/;
@@ -34,14 +33,14 @@ const LONGEST_REQUEST_DAYS = 365;
  * Uploads land in one bundle owned by the key, locked to everyone but the key; the uploader is told
  * only what it sent, never the bundle's link, token or other files.
  */
-export function requestRoutes(deps: Deps, arrivals?: ArrivalNotifier): Route[] {
+export function requestRoutes(deps: Deps): Route[] {
   const assets = loadAssets();
   const page = (ctx: Ctx): Promise<void> => dropPage(ctx, deps, assets);
   return [
     { method: 'post', pattern: '/api/v1/my/requests', streamsBody: true, handler: (ctx) => createRequest(ctx, deps) },
     { method: 'get', pattern: '/api/v1/my/requests', handler: (ctx) => listMine(ctx, deps) },
     { method: 'del', pattern: '/api/v1/my/requests/:token', handler: (ctx) => closeMine(ctx, deps) },
-    { method: 'post', pattern: '/api/v1/requests/:token/upload', streamsBody: true, transfer: 'upload', handler: (ctx) => uploadInto(ctx, deps, arrivals) },
+    { method: 'post', pattern: '/api/v1/requests/:token/upload', streamsBody: true, transfer: 'upload', handler: (ctx) => uploadInto(ctx, deps) },
     { method: 'get', pattern: '/r/:token', content: true, handler: page },
   ];
 }
@@ -134,13 +133,13 @@ async function closeMine(ctx: Ctx, deps: Deps): Promise<void> {
 }
 
 /** The open request a token names, compared in constant time; REQUEST_NOT_FOUND otherwise. */
-async function openRequest(deps: Deps, token: string): Promise<OpenRequest> {
+export async function openRequest(deps: Deps, token: string): Promise<OpenRequest> {
   const r = REQUEST_TOKEN_RE.test(token) ? await findOpenRequest(deps.sql, hashSecret(token)) : undefined;
   if (!r || !secretMatches(token, r.token_hash)) throw new AppError('REQUEST_NOT_FOUND');
   return r;
 }
 
-async function uploadInto(ctx: Ctx, deps: Deps, arrivals: ArrivalNotifier | undefined): Promise<void> {
+async function uploadInto(ctx: Ctx, deps: Deps): Promise<void> {
   const token = ctx.params[0] ?? '';
   const ingest = ingestMultipart(ctx, deps.disk);
   let req: OpenRequest;
@@ -173,7 +172,7 @@ async function uploadInto(ctx: Ctx, deps: Deps, arrivals: ArrivalNotifier | unde
     deps.bundles.invalidate(req.bundle_id);
     // Only what the uploader sent: no ids, links or anything else of the bundle.
     sendJson(ctx, 200, { success: true, files: rows.map((f) => ({ name: f.name, size: f.size })) });
-    if (req.notify_email !== null) void arrivals?.received(req.id, rows);
+    if (req.notify_email !== null) void deps.arrivals?.received(req.id, rows);
   } catch (err) {
     await discard(deps, result.files, committed);
     return failUpload(ctx, deps, err);

@@ -7,12 +7,15 @@ import { DAY_MS } from '../util/time.ts';
 import { markCompleted, type TusRow } from './store.ts';
 import { settlePart } from './part-io.ts';
 import { applySharing, NO_SHARING } from '../sharing/fields.ts';
+import { requestOfBundle } from '../db/requests.ts';
 
 export interface Completed {
   readonly bundle: BundleRow;
   readonly fileId: number;
   /** Only for a new bundle: its upload token, shown once. */
   readonly uploadToken: string | null;
+  /** Sent through an upload request: the sender is told nothing of the bundle. */
+  readonly viaRequest?: boolean;
 }
 
 /**
@@ -35,10 +38,12 @@ export async function completeUpload(deps: Deps, row: TusRow, partPath: string):
   let done: Completed;
   try {
     if (row.bundle_id !== null) {
-      const [f] = await appendFiles(deps.sql, row.bundle_id, [file], row.id);
+      const req = await requestOfBundle(deps.sql, row.bundle_id);
+      const [f] = await appendFiles(deps.sql, row.bundle_id, [file], row.id, req?.max_files);
       deps.bundles.invalidate(row.bundle_id);
       const [bundle] = await deps.sql<BundleRow[]>`select b.*, false as is_expired from bundles b where id = ${row.bundle_id}`;
-      done = { bundle: bundle!, fileId: f!.id, uploadToken: null };
+      done = { bundle: bundle!, fileId: f!.id, uploadToken: null, viaRequest: req !== undefined };
+      if (req?.notify_email) void deps.arrivals?.received(req.id, [{ name: file.name, size: file.size }]);
     } else {
       const nb = row.new_bundle!;
       const token = newUploadToken();

@@ -4,6 +4,7 @@ import type { Ctx } from '../http/context.ts';
 import { send } from '../http/reply.ts';
 import type { Caller, Deps, Uploader } from '../routes/deps.ts';
 import { precheckSharing, sharingFields } from '../sharing/fields.ts';
+import { openRequest } from '../routes/requests.ts';
 import { findBundleByTokenHash } from '../db/bundles.ts';
 import { hashSecret, secretMatches, UPLOAD_TOKEN_RE } from '../auth/tokens.ts';
 import { newStorageKey } from '../storage/disk.ts';
@@ -98,6 +99,12 @@ export async function createUpload(ctx: Ctx, deps: Deps, dir: string): Promise<v
       // A piece of a file: no bundle until a final upload joins it (which reserves or checks the room).
       if (length! > uploader.maxBundleBytes) throw new TusError(413, 'SIZE_EXCEEDED', 'Upload-Length exceeds the bundle size limit');
       await insertUpload(deps.sql, base);
+    } else if (meta.request_token !== undefined) {
+      // An upload request's link: an append to its bundle, within the request's room and files.
+      const req = await openRequest(deps, meta.request_token);
+      if (req.file_count >= req.max_files) throw new AppError('TOO_MANY_FILES', `This upload request takes at most ${req.max_files} files`);
+      await reserveInBundle(deps.sql, req.bundle_id, base.upload_length, { ...base, bundle_id: req.bundle_id });
+      deps.bundles.invalidate(req.bundle_id);
     } else if (meta.upload_token !== undefined) {
       const token = meta.upload_token;
       const bundle = UPLOAD_TOKEN_RE.test(token) ? await findBundleByTokenHash(deps.sql, hashSecret(token)) : undefined;

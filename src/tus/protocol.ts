@@ -94,7 +94,7 @@ export function parseMetadata(raw: string | undefined): Record<string, string> {
  * hashed, the token matched against its hash, the address kept with the new bundle's settings), so
  * neither the tus_uploads row's metadata nor HEAD's Upload-Metadata echo carries them.
  */
-const UNECHOED_METADATA = new Set(['access_password', 'upload_token', 'notify_email']);
+const UNECHOED_METADATA = new Set(['access_password', 'upload_token', 'notify_email', 'request_token']);
 
 /**
  * The Upload-Metadata value to keep and echo: the client's pairs, in order, minus UNECHOED_METADATA
