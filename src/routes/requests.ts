@@ -15,6 +15,7 @@ import { sendHtml } from '../web/html.ts';
 import { loadAssets } from '../web/assets.ts';
 import { notFoundPage, requestView } from '../web/views.ts';
 import { requestPage } from '../web/request-page.ts';
+import { uploadOptionsFrom } from '../web/upload-options.ts';
 import { commitParts, discard, failUpload } from './upload.ts';
 import type { Deps } from './deps.ts';
 
@@ -185,5 +186,5 @@ async function dropPage(ctx: Ctx, deps: Deps, assets: ReturnType<typeof loadAsse
   const req = REQUEST_TOKEN_RE.test(token) ? await findOpenRequest(deps.sql, hashSecret(token)) : undefined;
   if (!req || !secretMatches(token, req.token_hash)) return sendHtml(ctx, 404, notFoundPage(view));
   // The page carries the token in its form: never stored by caches.
-  sendHtml(ctx, 200, requestPage(view, req, token), 'no-store');
+  sendHtml(ctx, 200, requestPage(view, req, token, uploadOptionsFrom(ctx.query)), 'no-store');
 }

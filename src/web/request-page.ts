@@ -1,5 +1,6 @@
 import { html, humanSize, layout, plural, type Safe } from './html.ts';
 import type { View } from './views.ts';
+import { DEFAULT_UPLOAD_OPTIONS, type UploadOptions } from './upload-options.ts';
 
 export interface RequestView {
   readonly label: string | null;
@@ -14,7 +15,7 @@ export interface RequestView {
  * GET /r/<token>: the drop page of an upload request. It shows the request's label and what room is
  * left, never the bundle's link or its files; after sending, a thank-you naming only what was sent.
  */
-export function requestPage(v: View, r: RequestView, token: string): Safe {
+export function requestPage(v: View, r: RequestView, token: string, upload: UploadOptions = DEFAULT_UPLOAD_OPTIONS): Safe {
   const bytesLeft = Math.max(0, r.max_bytes - r.total_size_bytes);
   const filesLeft = Math.max(0, r.max_files - r.file_count);
   const body = html`<section class="card" id="compose">
@@ -23,7 +24,7 @@ export function requestPage(v: View, r: RequestView, token: string): Safe {
 <p class="lead">Up to ${plural(filesLeft, 'file')} and ${humanSize(bytesLeft)} more. Open until
 <time class="local-time" data-utc="${r.expires_at.toISOString()}">${r.expires_at.toISOString().slice(0, 16).replace('T', ' ')} UTC</time>.
 Only the person who asked sees the files.</p>
-<form id="drop-form" class="upload" data-endpoint="/api/v1/requests/${token}/upload" data-max="${bytesLeft}" data-files="${filesLeft}">
+<form id="drop-form" class="upload" data-endpoint="/api/v1/requests/${token}/upload" data-token="${token}" data-max="${bytesLeft}" data-files="${filesLeft}" data-tus-threshold="${upload.tusThresholdBytes}" data-tus-chunk="${upload.tusChunkBytes}">
 <label class="drop" id="drop">
 <input type="file" id="pick" name="files[]" multiple>
 <span class="drop-icon" aria-hidden="true"></span>
@@ -42,5 +43,5 @@ Only the person who asked sees the files.</p>
 <p class="lead" id="thanks-text"></p>
 <ul class="queue" id="sent-list"></ul>
 </section>`;
-  return layout({ title: `${r.label || 'Upload request'} · Sluice`, body, scripts: ['common.js', 'request.js'], asset: v.asset });
+  return layout({ title: `${r.label || 'Upload request'} · Sluice`, body, scripts: ['common.js', 'tus.js', 'request.js'], asset: v.asset });
 }
