@@ -31,6 +31,8 @@ export interface FileView {
   readonly name: string;
   readonly size: number;
   readonly mime_type: string;
+  /** Complete downloads counted against the bundle's max_downloads. */
+  readonly downloads_done?: number;
 }
 
 export interface BundleView {
@@ -39,6 +41,7 @@ export interface BundleView {
   readonly file_count: number;
   readonly total_size_bytes: number;
   readonly expires_at: Date | null;
+  readonly max_downloads?: number | null;
 }
 
 /** Expiry in UTC for the HTML; share.js/upload.js rewrite it in the viewer's local time. */
@@ -53,7 +56,7 @@ function badge(f: FileView): string {
 }
 
 /** One row of a file list; `query` carries an access token (`?t=…`) for locked bundles. */
-export function fileRow(f: FileView, o: { query?: string; manage?: boolean } = {}): Safe {
+export function fileRow(f: FileView, o: { query?: string; manage?: boolean; maxDownloads?: number | null } = {}): Safe {
   const q = o.query ?? '';
   const thumb = f.mime_type.startsWith('image/')
     ? html`<img src="/d/${f.id}?preview=1${q ? `&${q.slice(1)}` : ''}" alt="" loading="lazy" decoding="async">`
@@ -61,9 +64,11 @@ export function fileRow(f: FileView, o: { query?: string; manage?: boolean } = {
   const action = o.manage
     ? html`<button class="btn danger" type="button" data-delete="${f.id}">Delete</button>`
     : html`<a class="btn" href="/d/${f.id}${q}" download>Download</a>`;
+  // A limited bundle: the downloads this file has left.
+  const left = o.maxDownloads ? ` · ${plural(Math.max(0, o.maxDownloads - (f.downloads_done ?? 0)), 'download')} left` : '';
   return html`<li class="file" data-id="${f.id}">
 <span class="thumb">${thumb}</span>
-<span class="info"><span class="name">${f.name}</span><span class="sub">${humanSize(f.size)} · ${f.mime_type}</span></span>
+<span class="info"><span class="name">${f.name}</span><span class="sub">${humanSize(f.size)} · ${f.mime_type}${left}</span></span>
 ${action}
 </li>`;
 }
@@ -145,7 +150,7 @@ export function sharePage(v: View, b: BundleView, files: readonly FileView[] | n
 <ul class="files" id="files"></ul>
 </div>`
       : html`<div class="actions"><a class="btn primary" id="zip" href="/zip/${code}${query}" download>Download all as .zip</a></div>
-<ul class="files" id="files">${shown!.map((f) => fileRow(f, { query }))}</ul>
+<ul class="files" id="files">${shown!.map((f) => fileRow(f, { query, maxDownloads: b.max_downloads ?? null }))}</ul>
 ${nav}`;
   const body = html`<section class="card share" id="share" data-code="${code}">
 <p class="eyebrow">Shared files</p>
@@ -171,10 +176,13 @@ function uploadForm(v: View, o: { token?: string; maxBytes: number; upload: Uplo
 <ul class="queue" id="queue"></ul>
 ${o.token
   ? null
-  : html`<details class="options"><summary>Description, password, notification</summary>
+  : html`<details class="options"><summary>Description, password, notification, download limit</summary>
 <label>Description <textarea name="description" maxlength="1000" rows="2" placeholder="What is this?"></textarea></label>
 <label>Password <input type="password" name="access_password" autocomplete="new-password" placeholder="Leave empty for a public link"></label>
 <label>Notify me of downloads <input type="email" name="notify_email" maxlength="255" placeholder="you@example.com"></label>
+<label>Download limit <input type="number" name="max_downloads" min="1" max="1000" step="1" inputmode="numeric" placeholder="Unlimited: each file can be downloaded this many times"></label>
+<label>API key <input type="password" id="api-key" autocomplete="off" spellcheck="false" placeholder="sk_… kept in this browser only, sent only to this site"></label>
+<label id="vanity-row" hidden>Vanity name (Premium) <input name="vanity" maxlength="48" spellcheck="false" placeholder="team-photos"></label>
 </details>`}
 <div class="total" id="total" hidden><progress id="total-bar" max="1" value="0"></progress><span id="total-text"></span></div>
 <p class="error" id="error" role="alert" hidden></p>

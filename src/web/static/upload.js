@@ -49,6 +49,29 @@
 
   function showError(msg) { errorBox.textContent = msg; errorBox.hidden = !msg; }
 
+  // An API key, pasted once: kept in this browser's storage (never in a URL) and sent as Bearer on new
+  // bundles. A Premium key unlocks the vanity name field.
+  var KEY_STORE = 'sluice-api-key';
+  var keyInput = $('api-key');
+  var vanityRow = $('vanity-row');
+  function apiKey() { return keyInput && /^sk_[A-Za-z0-9]{43}$/.test(keyInput.value.trim()) ? keyInput.value.trim() : null; }
+  function authHeaders() { var k = token ? null : apiKey(); return k ? { Authorization: 'Bearer ' + k } : {}; }
+  function checkKey() {
+    var k = apiKey();
+    try { if (k) localStorage.setItem(KEY_STORE, k); else if (keyInput.value === '') localStorage.removeItem(KEY_STORE); } catch (_) { /* storage off */ }
+    vanityRow.hidden = true;
+    if (!k) return;
+    fetch('/api/v1/my/usage', { headers: { Authorization: 'Bearer ' + k } })
+      .then(function (r) { return r.ok ? r.json() : null; })
+      .then(function (body) { vanityRow.hidden = !(body && body.key && body.key.plan === 'premium'); })
+      .catch(function () { /* offline: no vanity field */ });
+  }
+  if (keyInput && vanityRow) {
+    try { keyInput.value = localStorage.getItem(KEY_STORE) || ''; } catch (_) { /* storage off */ }
+    keyInput.addEventListener('change', checkKey);
+    checkKey();
+  }
+
   function renderQueue() {
     queue.textContent = '';
     picked.forEach(function (item, i) {
@@ -130,7 +153,7 @@
   function appendToken() { return token || (made && made.token); }
   function bundleFields() {
     var out = {};
-    ['description', 'access_password', 'notify_email'].forEach(function (name) {
+    ['description', 'access_password', 'notify_email', 'max_downloads', 'vanity'].forEach(function (name) {
       var f = form.elements[name];
       if (f && f.value !== '') out[name] = f.value;
     });
@@ -171,6 +194,7 @@
     task.items.forEach(function (it) { data.append('files[]', it.file, it.file.name); });
     var xhr = new XMLHttpRequest();
     xhr.open('POST', tok ? '/api/v1/upload/' + tok : '/api/v1/upload');
+    if (!tok) { var auth = authHeaders(); Object.keys(auth).forEach(function (h) { xhr.setRequestHeader(h, auth[h]); }); }
     xhr.responseType = 'text';
     xhr.upload.addEventListener('progress', function (ev) {
       // The bytes sent map onto the batch's files in order (headers are a rounding error).
@@ -187,7 +211,7 @@
     xhr.addEventListener('load', function () {
       if (xhr.status !== 200 && xhr.status !== 201) return bad(describe(xhr));
       var body = JSON.parse(xhr.responseText);
-      ok({ token: body.upload_token || null, shareUrl: body.share_url, files: body.files || [] });
+      ok({ token: body.upload_token || null, shareUrl: body.vanity_url || body.share_url, files: body.files || [] });
     });
     xhr.addEventListener('error', function () { bad('The connection was lost. Check your network and try again.'); });
     xhr.addEventListener('abort', function () { bad('Upload cancelled.'); });
@@ -213,6 +237,7 @@
       chunkSize: tusChunk,
       retryDelays: RETRY_DELAYS,
       metadata: meta,
+      headers: tok ? {} : authHeaders(),
       // The page keeps the URL in memory only: a reload starts afresh (its bundle context is gone).
       storeFingerprintForResuming: false,
       onProgress: function (sent, size) {
@@ -224,7 +249,7 @@
         it.tusUrl = null;
         ok({
           token: r.getHeader('Sluice-Upload-Token') || null,
-          shareUrl: r.getHeader('Sluice-Share-Url'),
+          shareUrl: r.getHeader('Sluice-Vanity-Url') || r.getHeader('Sluice-Share-Url'),
           files: [{ id: Number(r.getHeader('Sluice-File-Id')), name: f.name, size: f.size, mime_type: type }],
         });
       },
