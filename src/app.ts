@@ -94,26 +94,19 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
     const secret = loadSecret(config.secret, config.dataDir);
     const signer = createSigner(secret);
     const outbox = createOutbox({ sql: db.sql, sealer: createSealer(secret, 'mail-outbox'), transport: mailTransport, from: config.mailFrom, log });
-    const downloads = createDownloadNotifier({
+    // Download notifications and upload-request arrivals: mails batched the same way.
+    const notifierDeps = {
       sql: db.sql,
       outbox,
       log,
       get baseUrl() {
         return config.baseUrl;
       },
-      unsubscribeUrl: (key) => unsubscribeUrl(config.baseUrl, signer, key),
+      unsubscribeUrl: (key: string) => unsubscribeUrl(config.baseUrl, signer, key),
       recorded: () => background?.kickSoon(),
-    });
-    const arrivals = createArrivalNotifier({
-      sql: db.sql,
-      outbox,
-      log,
-      get baseUrl() {
-        return config.baseUrl;
-      },
-      unsubscribeUrl: (key) => unsubscribeUrl(config.baseUrl, signer, key),
-      recorded: () => background?.kickSoon(),
-    });
+    };
+    const downloads = createDownloadNotifier(notifierDeps);
+    const arrivals = createArrivalNotifier(notifierDeps);
     const billing = createBilling({
       config,
       sql: db.sql,

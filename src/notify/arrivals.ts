@@ -1,11 +1,9 @@
-import type { Logger } from 'pino';
 import type { Sql } from '../db/client.ts';
-import type { Outbox } from '../mail/outbox.ts';
 import type { Mail } from '../mail/transport.ts';
 import { escapeHtml, humanSize } from '../web/html.ts';
 import { sqlUtc } from '../util/time.ts';
 import { addressKey, forgetOldDays, mayMail } from './recipients.ts';
-import { NOTIFY_WINDOW_MS } from './downloads.ts';
+import { NOTIFY_WINDOW_MS, type NotifierDeps } from './downloads.ts';
 
 /** Names listed in one mail; the rest are counted. */
 const MAX_LISTED = 50;
@@ -21,15 +19,7 @@ export interface ArrivalNotifier {
 }
 
 /** Mails the key holder when files arrive through its upload requests, batched like download notifications. */
-export function createArrivalNotifier(deps: {
-  sql: Sql;
-  outbox: Outbox;
-  log: Logger;
-  readonly baseUrl: string;
-  unsubscribeUrl: (addressKey: string) => string;
-  now?: () => Date;
-  recorded?: () => void;
-}): ArrivalNotifier {
+export function createArrivalNotifier(deps: NotifierDeps): ArrivalNotifier {
   const { sql, outbox, log } = deps;
   const now = deps.now ?? (() => new Date());
   return {
