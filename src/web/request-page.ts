@@ -1,5 +1,5 @@
 import { html, humanSize, layout, plural, type Safe } from './html.ts';
-import type { View } from './views.ts';
+import { dropZone, type View } from './views.ts';
 import { DEFAULT_UPLOAD_OPTIONS, type UploadOptions } from './upload-options.ts';
 
 export interface RequestView {
@@ -25,13 +25,7 @@ export function requestPage(v: View, r: RequestView, token: string, upload: Uplo
 <time class="local-time" data-utc="${r.expires_at.toISOString()}">${r.expires_at.toISOString().slice(0, 16).replace('T', ' ')} UTC</time>.
 Only the person who asked sees the files.</p>
 <form id="drop-form" class="upload" data-endpoint="/api/v1/requests/${token}/upload" data-token="${token}" data-max="${bytesLeft}" data-files="${filesLeft}" data-tus-threshold="${upload.tusThresholdBytes}" data-tus-chunk="${upload.tusChunkBytes}">
-<label class="drop" id="drop">
-<input type="file" id="pick" name="files[]" multiple>
-<span class="drop-icon" aria-hidden="true"></span>
-<span class="drop-title">Drop files here</span>
-<span class="drop-sub">or <u>choose files</u> from your device</span>
-</label>
-<ul class="queue" id="queue"></ul>
+${dropZone()}
 <div class="total" id="total" hidden><progress id="total-bar" max="1" value="0"></progress><span id="total-text"></span></div>
 <p class="error" id="error" role="alert" hidden></p>
 <button class="btn primary big" id="send" type="submit" disabled>Send</button>

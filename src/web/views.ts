@@ -163,17 +163,20 @@ ${list}
   return layout({ title: `${plural(b.file_count, 'file')} · Sluice`, head, body, scripts: ['common.js', 'share.js'], asset: v.asset });
 }
 
-/** The upload form; with `token` it appends to that bundle instead of creating one. */
-function uploadForm(v: View, o: { token?: string; maxBytes: number; upload: UploadOptions }): Safe {
-  const endpoint = o.token ? `/api/v1/upload/${o.token}` : '/api/v1/upload';
-  return html`<form id="upload" class="upload" data-endpoint="${endpoint}" data-base="${v.baseUrl}" data-mode="${o.token ? 'append' : 'new'}" data-max="${o.maxBytes}" data-tus-threshold="${o.upload.tusThresholdBytes}" data-tus-chunk="${o.upload.tusChunkBytes}">
-<label class="drop" id="drop">
+/** The target files are picked or dropped on, and the queue that lists them (upload and drop pages). */
+export const dropZone = (): Safe => html`<label class="drop" id="drop">
 <input type="file" id="pick" name="files[]" multiple>
 <span class="drop-icon" aria-hidden="true"></span>
 <span class="drop-title">Drop files here</span>
 <span class="drop-sub">or <u>choose files</u> from your device</span>
 </label>
-<ul class="queue" id="queue"></ul>
+<ul class="queue" id="queue"></ul>`;
+
+/** The upload form; with `token` it appends to that bundle instead of creating one. */
+function uploadForm(v: View, o: { token?: string; maxBytes: number; upload: UploadOptions }): Safe {
+  const endpoint = o.token ? `/api/v1/upload/${o.token}` : '/api/v1/upload';
+  return html`<form id="upload" class="upload" data-endpoint="${endpoint}" data-base="${v.baseUrl}" data-mode="${o.token ? 'append' : 'new'}" data-max="${o.maxBytes}" data-tus-threshold="${o.upload.tusThresholdBytes}" data-tus-chunk="${o.upload.tusChunkBytes}">
+${dropZone()}
 ${o.token
   ? null
   : html`<details class="options"><summary>Description, password, notification, download limit</summary>
@@ -211,7 +214,7 @@ ${linkBox('share-link', '', 'Share link')}
 ${linkBox('upload-link', '', 'Upload link: keep this to add or delete files')}
 <div class="actions"><a class="btn primary" id="open-share" href="/">Open share page</a><a class="btn" href="/">Share more files</a></div>
 </section>`;
-  return layout({ title: 'Sluice · share files', body, scripts: ['qrcode.js', 'common.js', 'tus.js', 'upload.js'], asset: v.asset });
+  return layout({ title: 'Sluice · share files', body, scripts: ['qrcode.js', 'common.js', 'tus.js', 'upload-send.js', 'upload.js'], asset: v.asset });
 }
 
 /**
@@ -244,7 +247,7 @@ ${list}
 <h2>Add files</h2>
 ${uploadForm(v, { token, maxBytes, upload })}
 </section>`;
-  return layout({ title: `Manage ${b.short_code} · Sluice`, body, scripts: ['qrcode.js', 'common.js', 'tus.js', 'upload.js'], asset: v.asset });
+  return layout({ title: `Manage ${b.short_code} · Sluice`, body, scripts: ['qrcode.js', 'common.js', 'tus.js', 'upload-send.js', 'upload.js'], asset: v.asset });
 }
 
 export function notFoundPage(v: View): Safe {
