@@ -4,10 +4,6 @@
   var human = window.SluiceUi.human;
   var el = window.SluiceUi.el;
   function $(id) { return document.getElementById(id); }
-  document.querySelectorAll('time.local-time[data-utc]').forEach(function (t) {
-    var d = new Date(t.getAttribute('data-utc'));
-    if (!isNaN(d.getTime())) t.textContent = d.toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short' });
-  });
   var form = $('drop-form');
   if (!form) return;
   var pick = $('pick');
@@ -39,14 +35,7 @@
     for (var i = 0; i < list.length; i++) picked.push(list[i]);
     render();
   }
-  pick.addEventListener('change', function () { add(pick.files); pick.value = ''; });
-  ['dragenter', 'dragover'].forEach(function (t) {
-    drop.addEventListener(t, function (e) { e.preventDefault(); drop.classList.add('over'); });
-  });
-  ['dragleave', 'drop'].forEach(function (t) {
-    drop.addEventListener(t, function () { drop.classList.remove('over'); });
-  });
-  drop.addEventListener('drop', function (e) { e.preventDefault(); if (!busy) add(e.dataTransfer.files); });
+  window.SluiceUi.dropTarget(drop, pick, add, function () { return busy; });
 
   var tusThreshold = Number(form.getAttribute('data-tus-threshold'));
   var tusChunk = Number(form.getAttribute('data-tus-chunk'));
