@@ -4,7 +4,7 @@ import { backends, startServer, storedPaths, type TestServer } from './helpers/s
 import { assertError, GIB, isolateIds, mintKey } from './access-util.ts';
 import { bearer, call, upload, type Json, type Res } from './helpers/http.ts';
 import { waitFor } from './helpers/wait.ts';
-import { startMailSink, type MailSink } from './helpers/smtp.ts';
+import { serverWithMailSink, type MailSink } from './helpers/smtp.ts';
 import { tusCall, tusMeta, tusPatch, uploadPath } from './helpers/tus.ts';
 
 for (const backend of backends()) {
@@ -158,14 +158,7 @@ for (const backend of backends()) {
   describe(`upload requests: the key's e-mail hears of arrivals (${backend})`, () => {
     let srv: TestServer;
     let smtp: MailSink;
-    before(async () => {
-      smtp = await startMailSink();
-      srv = await startServer(backend, { SMTP_URL: smtp.url });
-    });
-    after(async () => {
-      await srv?.close();
-      await smtp?.close();
-    });
+    serverWithMailSink(backend, (s, m) => ([srv, smtp] = [s, m]));
 
     test('one mail for what arrived, naming the files and nothing of the sender; later arrivals wait for the window', async () => {
       const key = await mintKey(srv, 'starter', ['--email', 'owner@example.com']);
