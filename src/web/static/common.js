@@ -54,8 +54,13 @@
         });
     });
   }
-  /** Wires a drop target and its file input: `add(files)` gets what is picked or dropped while `busy()` is false. */
-  function dropTarget(drop, pick, add, busy) {
+  /**
+   * Wires the page's drop zone (#drop with its file input #pick, views.ts dropZone): `add(files)` gets
+   * what is picked or dropped while `busy()` is false.
+   */
+  function dropTarget(add, busy) {
+    var drop = document.getElementById('drop');
+    var pick = document.getElementById('pick');
     pick.addEventListener('change', function () { add(pick.files); pick.value = ''; });
     ['dragenter', 'dragover'].forEach(function (t) {
       drop.addEventListener(t, function (e) { e.preventDefault(); drop.classList.add('over'); });

@@ -6,8 +6,6 @@
   function $(id) { return document.getElementById(id); }
   var form = $('drop-form');
   if (!form) return;
-  var pick = $('pick');
-  var drop = $('drop');
   var queue = $('queue');
   var sendBtn = $('send');
   var errorBox = $('error');
@@ -35,7 +33,7 @@
     for (var i = 0; i < list.length; i++) picked.push(list[i]);
     render();
   }
-  window.SluiceUi.dropTarget(drop, pick, add, function () { return busy; });
+  window.SluiceUi.dropTarget(add, function () { return busy; });
 
   var tusThreshold = Number(form.getAttribute('data-tus-threshold'));
   var tusChunk = Number(form.getAttribute('data-tus-chunk'));

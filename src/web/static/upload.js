@@ -29,8 +29,6 @@
 
   var form = $('upload');
   if (!form) return;
-  var pick = $('pick');
-  var drop = $('drop');
   var queue = $('queue');
   var sendBtn = $('send');
   var errorBox = $('error');
@@ -97,7 +95,7 @@
     showError('');
     renderQueue();
   }
-  window.SluiceUi.dropTarget(drop, pick, add, function () { return busy; });
+  window.SluiceUi.dropTarget(add, function () { return busy; });
   // A file dropped beside the target must not navigate away from the page.
   window.addEventListener('dragover', function (e) { e.preventDefault(); });
   window.addEventListener('drop', function (e) { e.preventDefault(); });
