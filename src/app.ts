@@ -19,6 +19,7 @@ import { createDownloadCounts, createViewCounts } from './db/download-counts.ts'
 import { findActiveBundleWithFiles } from './db/bundles.ts';
 import { unsubscribeUrl } from './routes/unsubscribe.ts';
 import { routeTable } from './routes/table.ts';
+import { reservedNames } from './sharing/vanity.ts';
 import { createSigner } from './auth/signing.ts';
 import { createMetrics } from './metrics.ts';
 import { loadSecret } from './auth/secret.ts';
@@ -27,6 +28,7 @@ import { createSealer } from './auth/sealer.ts';
 import { createMailTransport } from './mail/transport.ts';
 import { createOutbox } from './mail/outbox.ts';
 import { createDownloadNotifier } from './notify/downloads.ts';
+import { createArrivalNotifier } from './notify/arrivals.ts';
 import { createStripeClient } from './billing/stripe-client.ts';
 import { createBilling } from './billing/billing.ts';
 import { startBackground, type Background } from './util/background.ts';
@@ -92,16 +94,19 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
     const secret = loadSecret(config.secret, config.dataDir);
     const signer = createSigner(secret);
     const outbox = createOutbox({ sql: db.sql, sealer: createSealer(secret, 'mail-outbox'), transport: mailTransport, from: config.mailFrom, log });
-    const downloads = createDownloadNotifier({
+    // Download notifications and upload-request arrivals: mails batched the same way.
+    const notifierDeps = {
       sql: db.sql,
       outbox,
       log,
       get baseUrl() {
         return config.baseUrl;
       },
-      unsubscribeUrl: (key) => unsubscribeUrl(config.baseUrl, signer, key),
+      unsubscribeUrl: (key: string) => unsubscribeUrl(config.baseUrl, signer, key),
       recorded: () => background?.kickSoon(),
-    });
+    };
+    const downloads = createDownloadNotifier(notifierDeps);
+    const arrivals = createArrivalNotifier(notifierDeps);
     const billing = createBilling({
       config,
       sql: db.sql,
@@ -147,8 +152,12 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
       downloads,
       downloadCounts,
       viewCounts,
+      // Filled from the route table below, so a new route's first segment is reserved with it.
+      reservedNames: new Set<string>(),
+      arrivals,
     };
     const routes = routeTable({ ...deps, billing });
+    for (const name of reservedNames(routes.map((r) => r.pattern))) (deps.reservedNames as Set<string>).add(name);
     const server = createHttpServer({ binding, routes, log, admit: (ctx) => access.admit(ctx), content, metrics });
     // A worker shares its supervisor's port on purpose; anyone else must have it alone.
     if (config.workerIndex === null && config.port !== 0) await ensurePortFree(config.host, config.port);
@@ -179,6 +188,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
       log,
       tasks: [
         { name: 'notify', everyMs: 0, run: () => downloads.flush() },
+        { name: 'arrivals', everyMs: 0, run: () => arrivals.flush() },
         { name: 'outbox', everyMs: 0, run: () => outbox.deliverDue() },
         { name: 'billing', everyMs: 60_000, run: () => billing.housekeeping() },
       ],

@@ -62,6 +62,16 @@ export const ERRORS = {
   FINAL_UPLOAD: [403, "A final upload takes no PATCH: its bytes are its partial uploads'"],
   // tus answers a length past the limit with 413, where a multipart upload gets SIZE_EXCEEDED (400).
   UPLOAD_TOO_LARGE: [413, 'Upload-Length or the body goes past the size limit'],
+  // Sharing additions (vanity names, download limits, upload requests).
+  INVALID_VANITY: [400, 'vanity must be 3 to 48 letters, digits, _ or -, starting with a letter or digit'],
+  VANITY_RESERVED: [400, 'vanity names a path this server uses itself: choose another'],
+  VANITY_TAKEN: [409, 'vanity is already in use by another bundle'],
+  VANITY_NEEDS_KEY: [401, 'vanity URLs need a Premium API key (Authorization: Bearer)'],
+  VANITY_NEEDS_PREMIUM: [403, 'vanity URLs are a Premium plan feature'],
+  INVALID_JSON: [400, 'Expected a JSON object body'],
+  INVALID_MAX_DOWNLOADS: [400, 'max_downloads must be a whole number from 1 to 1000'],
+  REQUEST_NOT_FOUND: [404, 'Upload request not found, closed or expired'],
+  INVALID_REQUEST_FIELD: [400, 'Invalid upload request field'],
 } as const satisfies Record<string, readonly [number, string]>;
 
 export type ErrorCode = keyof typeof ERRORS;

@@ -2,8 +2,8 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import pino from 'pino';
-import { backends, startServer, type TestServer } from './helpers/server.ts';
-import { startMailSink, type MailSink } from './helpers/smtp.ts';
+import { backends, type TestServer } from './helpers/server.ts';
+import { serverWithMailSink, type MailSink } from './helpers/smtp.ts';
 import { call, uploaded } from './helpers/http.ts';
 import type { Sql } from '../src/db/client.ts';
 import { database } from './helpers/database.ts';
@@ -137,14 +137,7 @@ for (const backend of backends()) {
   describe(`notify_email end to end: which downloads count (${backend})`, () => {
     let srv: TestServer;
     let smtp: MailSink;
-    before(async () => {
-      smtp = await startMailSink();
-      srv = await startServer(backend, { SMTP_URL: smtp.url });
-    });
-    after(async () => {
-      await srv?.close();
-      await smtp?.close();
-    });
+    serverWithMailSink(backend, (s, m) => ([srv, smtp] = [s, m]));
     const events = async (): Promise<string[]> => (await srv.sql`select what from download_events order by id`).map((r) => r.what as string);
 
     test('GET downloads are mailed (what and when, no IP); HEAD and partial ranges are not; later ones wait for the window', async () => {

@@ -5,11 +5,14 @@ import {
 } from '../db/bundles.ts';
 import type { BundleWriter } from '../db/bundle-writer.ts';
 import type { BundleCache } from '../state/bundle-cache.ts';
-import type { Passwords } from '../routes/deps.ts';
+import type { Caller, Passwords } from '../routes/deps.ts';
 import { hashSecret, newUploadToken, secretMatches, UPLOAD_TOKEN_RE } from '../auth/tokens.ts';
 import { AppError } from '../errors.ts';
 import { cleanDescription, descriptionProblem, isEmail } from '../util/names.ts';
 import { DAY_MS } from '../util/time.ts';
+import { checkVanity } from '../sharing/vanity.ts';
+import { parseMaxDownloads } from '../sharing/limits.ts';
+import { claimVanity, vanityFree } from '../db/vanity.ts';
 
 /**
  * The domain side of storing files into bundles, shared by multipart uploads (routes/upload.ts) and
@@ -30,6 +33,10 @@ export interface NewBundleFields {
   maxSizeBytes: number;
   /** null: never expires. */
   expiryDays: number | null;
+  /** A Premium bundle's vanity name (sharing/vanity.ts); absent in tus rows written before it. */
+  vanity?: string | null;
+  /** Complete downloads allowed of each file, 1–1000 (sharing/limits.ts); null or absent: no limit. */
+  maxDownloads?: number | null;
 }
 
 export interface BundleLimits {
@@ -43,6 +50,14 @@ export interface BundleDeps {
   readonly passwords: Passwords;
   readonly newBundles: BundleWriter;
   readonly bundles: BundleCache;
+  /** Names a vanity URL may not take (sharing/vanity.ts). */
+  readonly reservedNames: ReadonlySet<string>;
+}
+
+/** Who uploads, as the checks of some fields need it (a vanity name needs a Premium key). */
+interface FieldContext {
+  readonly caller: Caller;
+  readonly reservedNames: ReadonlySet<string>;
 }
 
 const optional = (v: string | undefined): string | null => (v === undefined || v === '' ? null : v);
@@ -52,7 +67,7 @@ const optional = (v: string | undefined): string | null => (v === undefined || v
  * A new field (max_downloads, vanity) is one entry here and a column in NewBundleFields; both
  * upload paths pick it up, and multipart refuses a file part sent under its name.
  */
-const FIELD_CHECKS: Readonly<Record<string, (raw: RawBundleFields, out: NewBundleFields) => void>> = {
+const FIELD_CHECKS: Readonly<Record<string, (raw: RawBundleFields, out: NewBundleFields, cx: FieldContext) => void>> = {
   description(raw, out) {
     out.description = cleanDescription(optional(raw.description));
     const problem = descriptionProblem(out.description);
@@ -65,13 +80,30 @@ const FIELD_CHECKS: Readonly<Record<string, (raw: RawBundleFields, out: NewBundl
   encrypted(raw, out) {
     out.isEncrypted = raw.encrypted === '1' || raw.encrypted === 'true';
   },
+  // A Premium key's name for the bundle (401 anonymous, 403 another plan, 400 a bad or reserved name).
+  vanity(raw, out, cx) {
+    const name = optional(raw.vanity);
+    out.vanity = name === null ? null : checkVanity(name, cx.caller, cx.reservedNames);
+  },
+  max_downloads(raw, out) {
+    out.maxDownloads = parseMaxDownloads(raw.max_downloads);
+  },
 };
 
 /** Every text field name of a new bundle, the password's included. */
 export const BUNDLE_FIELD_NAMES: ReadonlySet<string> = new Set([...Object.keys(FIELD_CHECKS), 'access_password']);
 
-/** Checks a new bundle's fields and hashes its password (last: the costly step runs only for valid input). */
-export async function validateFields(deps: Pick<BundleDeps, 'passwords'>, raw: RawBundleFields, limits: BundleLimits): Promise<NewBundleFields> {
+/**
+ * Checks a new bundle's fields and hashes its password (last: the costly step runs only for valid
+ * input). A vanity name already taken is refused here, before any row is written; the claim after
+ * the insert still decides races (createFromParts).
+ */
+export async function validateFields(
+  deps: Pick<BundleDeps, 'passwords' | 'sql' | 'reservedNames'>,
+  raw: RawBundleFields,
+  limits: BundleLimits,
+  caller: Caller,
+): Promise<NewBundleFields> {
   const out: NewBundleFields = {
     description: null,
     accessPasswordHash: null,
@@ -79,8 +111,12 @@ export async function validateFields(deps: Pick<BundleDeps, 'passwords'>, raw: R
     isEncrypted: false,
     maxSizeBytes: limits.maxBundleBytes,
     expiryDays: limits.expiryDays,
+    vanity: null,
+    maxDownloads: null,
   };
-  for (const check of Object.values(FIELD_CHECKS)) check(raw, out);
+  const cx: FieldContext = { caller, reservedNames: deps.reservedNames };
+  for (const check of Object.values(FIELD_CHECKS)) check(raw, out, cx);
+  if (out.vanity && !(await vanityFree(deps.sql, out.vanity))) throw new AppError('VANITY_TAKEN');
   const password = optional(raw.access_password);
   out.accessPasswordHash = password === null ? null : await deps.passwords.hash(password);
   return out;
@@ -108,9 +144,13 @@ export interface CreatedBundle {
   readonly uploadToken: string;
 }
 
-/** Commits a new bundle with its (already published) files. */
+/**
+ * Commits a new bundle with its (already published) files, then claims its vanity name: a racing
+ * upload that won the name makes this one VANITY_TAKEN, its rows deleted (the caller removes the
+ * objects as for any failed upload).
+ */
 export async function createFromParts(
-  deps: Pick<BundleDeps, 'newBundles'>,
+  deps: Pick<BundleDeps, 'newBundles' | 'sql'>,
   fields: NewBundleFields,
   apiKeyId: number | null,
   files: NewFile[],
@@ -126,23 +166,36 @@ export async function createFromParts(
       apiKeyId,
       maxSizeBytes: fields.maxSizeBytes,
       expiresAt: fields.expiryDays === null ? null : new Date(Date.now() + fields.expiryDays * DAY_MS),
+      maxDownloads: fields.maxDownloads ?? null,
     },
     files,
   );
-  return { bundle, files: rows, uploadToken: token };
+  const vanity = fields.vanity ?? null;
+  if (vanity !== null) {
+    try {
+      // (false: the bundle went away meanwhile, which nobody could have done before learning its code)
+      if (!(await claimVanity(deps.sql, bundle.id, vanity))) throw new AppError('VANITY_TAKEN');
+    } catch (err) {
+      await deleteBundle(deps.sql, bundle.id);
+      throw err;
+    }
+  }
+  return { bundle: { ...bundle, vanity }, files: rows, uploadToken: token };
 }
 
 /**
- * Commits (already published) files into an existing bundle under its row lock, within its cap;
- * `completingTus` names the tus upload they finish (see appendFiles). Returns the rows and the bundle.
+ * Commits (already published) files into an existing bundle under its row lock, within its cap and
+ * `maxFiles` (an upload request's max_files); `completingTus` names the tus upload they finish (see
+ * appendFiles). Returns the rows and the bundle.
  */
 export async function appendParts(
   deps: Pick<BundleDeps, 'sql' | 'bundles'>,
   bundleId: number,
   files: NewFile[],
   completingTus: string | null = null,
+  maxFiles = MAX_FILES_PER_BUNDLE,
 ): Promise<{ rows: FileRow[]; bundle: BundleRow }> {
-  const rows = await appendFiles(deps.sql, bundleId, files, completingTus);
+  const rows = await appendFiles(deps.sql, bundleId, files, completingTus, maxFiles);
   deps.bundles.invalidate(bundleId);
   const bundle = await findBundleById(deps.sql, bundleId);
   if (!bundle) throw new AppError('INVALID_UPLOAD_TOKEN');

@@ -20,6 +20,10 @@ export interface BundleRow {
   created_at: Date;
   expires_at: Date | null;
   is_expired: boolean;
+  /** A Premium bundle's vanity name (sql/0026_vanity.sql). */
+  vanity: string | null;
+  /** Complete downloads allowed of each file; null: no limit (sql/0027_download_limits.sql). */
+  max_downloads: number | null;
 }
 
 export interface FileRow {
@@ -31,6 +35,8 @@ export interface FileRow {
   mime_type: string;
   crc32: number;
   download_count: number;
+  /** Complete downloads counted against the bundle's max_downloads. */
+  downloads_done: number;
   created_at: Date;
 }
 
@@ -52,13 +58,15 @@ export interface NewBundle {
   maxSizeBytes: number;
   /** null: never expires. */
   expiresAt: Date | null;
+  /** Complete downloads allowed of each file; null or absent: no limit. */
+  maxDownloads?: number | null;
 }
 
 /** Zero-byte files pass the size cap; this bounds what one bundle's listing and zip must hold. */
 export const MAX_FILES_PER_BUNDLE = 10_000;
 
 
-const FILE_COLS = ['id', 'bundle_id', 'storage_key', 'name', 'size', 'mime_type', 'crc32', 'download_count', 'created_at'];
+const FILE_COLS = ['id', 'bundle_id', 'storage_key', 'name', 'size', 'mime_type', 'crc32', 'download_count', 'downloads_done', 'created_at'];
 const FILE_COLS_AS = FILE_COLS.map((c) => `f.${c} as file__${c}`).join(', ');
 
 /** One bundle to create with its files (at least one), and what creating it gave. */
@@ -104,14 +112,15 @@ export async function insertBundles(
                            ${bs.map((b) => b.maxSizeBytes)}::int8[],
                            ${items.map((it) => it.files.reduce((n, f) => n + f.size, 0))}::int8[],
                            ${items.map((it) => it.files.length)}::int4[],
-                           ${bs.map((b) => (b.expiresAt === null ? null : b.expiresAt.toISOString()))}::text[])
+                           ${bs.map((b) => (b.expiresAt === null ? null : b.expiresAt.toISOString()))}::text[],
+                           ${bs.map((b) => (b.maxDownloads == null ? null : String(b.maxDownloads)))}::text[])
              with ordinality as x(short_code, token_hex, description, password_hash, notify_email, encrypted, api_key_id,
-                                  max_size, total_size, file_count, expires_at, n)
+                                  max_size, total_size, file_count, expires_at, max_downloads, n)
     ), b as (
       insert into bundles (short_code, upload_token_hash, description, access_password_hash, notify_email,
-                           is_encrypted, api_key_id, max_size_bytes, total_size_bytes, file_count, expires_at)
+                           is_encrypted, api_key_id, max_size_bytes, total_size_bytes, file_count, expires_at, max_downloads)
       select short_code, decode(token_hex, 'hex'), description, password_hash, notify_email,
-             encrypted::boolean, api_key_id::int8, max_size, total_size, file_count, expires_at::timestamptz
+             encrypted::boolean, api_key_id::int8, max_size, total_size, file_count, expires_at::timestamptz, max_downloads::int4
       from x order by n
       on conflict (short_code) do nothing
       returning *
@@ -163,14 +172,23 @@ async function insertFiles(tx: Sql, bundleId: number, files: NewFile[]): Promise
  * concurrent append ever sees its bytes counted twice (as a file and as a reservation).
  * Throws SIZE_EXCEEDED or BUNDLE_EXPIRED (nothing is written then).
  */
-export async function appendFiles(sql: Sql, bundleId: number, files: NewFile[], completingTus: string | null = null): Promise<FileRow[]> {
+export async function appendFiles(
+  sql: Sql,
+  bundleId: number,
+  files: NewFile[],
+  completingTus: string | null = null,
+  /** A smaller bound on the bundle's files (an upload request's max_files). */
+  maxFiles = MAX_FILES_PER_BUNDLE,
+): Promise<FileRow[]> {
   const added = files.reduce((n, f) => n + f.size, 0);
   return sql.begin(async (tx) => {
     const b = await lockWithReserved(tx as unknown as Sql, bundleId, completingTus);
     if (!b) throw new AppError('INVALID_UPLOAD_TOKEN');
     if (b.is_expired) throw new AppError('BUNDLE_EXPIRED');
     if (b.total_size_bytes + b.reserved + added > b.max_size_bytes) throw new AppError('SIZE_EXCEEDED');
-    if (b.file_count + files.length > MAX_FILES_PER_BUNDLE) throw new AppError('TOO_MANY_FILES');
+    if (b.file_count + files.length > maxFiles) {
+      throw maxFiles === MAX_FILES_PER_BUNDLE ? new AppError('TOO_MANY_FILES') : new AppError('TOO_MANY_FILES', `This upload request takes at most ${maxFiles} files`);
+    }
     await tx`update bundles set total_size_bytes = total_size_bytes + ${added}, file_count = file_count + ${files.length}
              where id = ${bundleId}`;
     const rows = await insertFiles(tx as unknown as Sql, bundleId, files);
@@ -194,6 +212,7 @@ export interface FileSummary {
   name: string;
   size: number;
   mime_type: string;
+  downloads_done: number;
 }
 
 /** An active bundle with its file list (the hot read path, behind the bundle cache). */
@@ -240,11 +259,12 @@ export interface DownloadRow extends FileRow {
   api_key_id: number | null;
   notify_email: string | null;
   is_encrypted: boolean;
+  max_downloads: number | null;
 }
 
 export async function findDownloadableFile(sql: Sql, fileId: number): Promise<DownloadRow | undefined> {
   const [f] = await sql<DownloadRow[]>`
-    select f.*, b.short_code, b.access_password_hash, b.api_key_id, b.notify_email, b.is_encrypted
+    select f.*, b.short_code, b.access_password_hash, b.api_key_id, b.notify_email, b.is_encrypted, b.max_downloads
     from files f join bundles b on b.id = f.bundle_id
     where f.id = ${fileId} and ${sql.unsafe(ACTIVE_BUNDLE)}`;
   return f;

@@ -15,7 +15,7 @@ export async function listFilesInPages<K extends 'summary' | 'all'>(
   bundleId: number,
   columns: K,
 ): Promise<Array<K extends 'all' ? FileRow : FileSummary>> {
-  const cols = sql.unsafe(columns === 'all' ? '*' : 'id, name, size, mime_type');
+  const cols = sql.unsafe(columns === 'all' ? '*' : 'id, name, size, mime_type, downloads_done');
   const out: Array<K extends 'all' ? FileRow : FileSummary> = [];
   for (let after = 0; ; ) {
     const page = await sql<Array<K extends 'all' ? FileRow : FileSummary>>`

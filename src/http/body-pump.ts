@@ -216,6 +216,9 @@ export function streamBody(
           nextAt = end;
           next.catch(() => {}); // observed by the next await; never an unhandled rejection
         }
+        // Bytes handed to the client so far, counting this chunk whole: never less than it received
+        // (download limits credit a cut response with them).
+        ctx.bytesOut = end;
         const sent = await send(i, n, at);
         if (ctx.aborted) return finish(false);
         if (sent.kind === 'resume') {

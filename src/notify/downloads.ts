@@ -21,8 +21,8 @@ export interface DownloadNotifier {
   flush(): Promise<number>;
 }
 
-/** `now` is injectable so tests can move time; the server uses the wall clock. */
-export function createDownloadNotifier(deps: {
+/** What a notifier of batched mails needs; `now` is injectable so tests can move time. */
+export interface NotifierDeps {
   sql: Sql;
   outbox: Outbox;
   log: Logger;
@@ -33,7 +33,9 @@ export function createDownloadNotifier(deps: {
   now?: () => Date;
   /** Called after an event was recorded (the server kicks its background loop). */
   recorded?: () => void;
-}): DownloadNotifier {
+}
+
+export function createDownloadNotifier(deps: NotifierDeps): DownloadNotifier {
   const { sql, outbox, log } = deps;
   const now = deps.now ?? (() => new Date());
   return {

@@ -8,6 +8,7 @@ import { secretMatches, SHORT_CODE_RE, UPLOAD_TOKEN_RE } from '../auth/tokens.ts
 import { sqlUtc } from '../util/time.ts';
 import { parseFileId } from './download.ts';
 import type { Deps } from './deps.ts';
+import { fileWithRemaining, limitJson } from '../sharing/limits.ts';
 
 export function bundleRoutes(deps: Deps): Route[] {
   return [
@@ -40,7 +41,8 @@ async function bundleInfo(ctx: Ctx, deps: Deps): Promise<void> {
     is_expired: false,
     is_encrypted: bundle.is_encrypted,
     created_at: sqlUtc(bundle.created_at),
-    files: files.map((f) => ({ ...f, download_url: `/api/v1/download/${f.id}` })),
+    ...limitJson(bundle.max_downloads),
+    files: files.map((f) => ({ ...fileWithRemaining(f, bundle.max_downloads), download_url: `/api/v1/download/${f.id}` })),
   });
 }
 

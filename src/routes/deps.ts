@@ -15,6 +15,7 @@ import type { BundleWriter } from '../db/bundle-writer.ts';
 import type { BatchedCounts, DownloadCounts } from '../db/download-counts.ts';
 import type { OriginOf } from '../http/origin.ts';
 import type { FastPaths } from '../ingest/fast-paths.ts';
+import type { ArrivalNotifier } from '../notify/arrivals.ts';
 
 /** Limits that apply to one uploader: anonymous, or the plan of a Bearer key. */
 export interface Uploader {
@@ -99,6 +100,10 @@ export interface Deps {
   readonly downloadCounts?: DownloadCounts;
   /** bundles' view_count (share-page views), batched. Absent in tests that build route tables. */
   readonly viewCounts?: BatchedCounts;
+  /** Names a vanity URL may not take: every first path segment served, plus a fixed list (sharing/vanity.ts). */
+  readonly reservedNames: ReadonlySet<string>;
+  /** Files arriving through upload requests are mailed here. Absent in tests that build route tables. */
+  readonly arrivals?: ArrivalNotifier;
 }
 
 export const fileJson = (f: FileRow): Record<string, unknown> => ({

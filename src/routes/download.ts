@@ -7,6 +7,7 @@ import { isBlobError } from '../storage/blob-store.ts';
 import { AppError } from '../errors.ts';
 import { findDownloadableFile, type DownloadRow, type FileRow } from '../db/bundles.ts';
 import type { Deps } from './deps.ts';
+import { limitedResponse } from '../sharing/limits.ts';
 
 export function downloadRoutes(deps: Deps): Route[] {
   const handler = (ctx: Ctx): Promise<void> => download(ctx, deps);
@@ -76,6 +77,8 @@ export async function sendStoredFile(ctx: Ctx, deps: Deps, file: DownloadRow): P
   ];
   if (status === 206) headers.push(['Content-Range', `bytes ${start}-${start + length - 1}/${file.size}`]);
   if (ctx.method === 'head') return sendHeaders(ctx, status, headers, length);
+  // A limited bundle: this client's download of the file is taken before the first byte.
+  const limited = file.max_downloads === null ? null : await limitedResponse(deps, ctx, file.bundle_id, [{ fileId: file.id, from: start, to: start + length }]);
   let complete: boolean;
   try {
     complete = await streamFile(ctx, deps.blobs, file.storage_key, status, headers, start, length);
@@ -83,6 +86,8 @@ export async function sendStoredFile(ctx: Ctx, deps: Deps, file: DownloadRow): P
     // Deleted between the row lookup and the open: it is simply gone.
     if (isBlobError(err, 'NOT_FOUND')) throw new AppError('FILE_NOT_FOUND');
     throw err;
+  } finally {
+    await limited?.credit([{ fileId: file.id, from: start, to: start + Math.min(ctx.bytesOut, length) }]);
   }
   if (complete && start + length === file.size) {
     deps.downloadCounts?.add(file.id);

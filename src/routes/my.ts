@@ -8,6 +8,8 @@ import { SHORT_CODE_RE } from '../auth/tokens.ts';
 import { PLANS } from '../auth/plans.ts';
 import { sqlUtc } from '../util/time.ts';
 import type { Deps } from './deps.ts';
+import { vanityUrl } from '../sharing/vanity.ts';
+import { limitJson } from '../sharing/limits.ts';
 
 export function myRoutes(deps: Deps): Route[] {
   return [
@@ -25,6 +27,7 @@ async function myBundles(ctx: Ctx, deps: Deps): Promise<void> {
     bundles: bundles.map((b) => ({
       short_code: b.short_code,
       share_url: `/${b.short_code}`,
+      ...(b.vanity ? { vanity_url: vanityUrl(b.vanity) } : {}),
       created_at: sqlUtc(b.created_at),
       expires_at: b.expires_at ? sqlUtc(b.expires_at) : null,
       total_size_bytes: b.total_size_bytes,
@@ -33,6 +36,7 @@ async function myBundles(ctx: Ctx, deps: Deps): Promise<void> {
       is_encrypted: b.is_encrypted,
       password_protected: b.access_password_hash !== null,
       description: b.description ?? '',
+      ...limitJson(b.max_downloads),
       files: b.files.map((f) => {
         const out: Record<string, unknown> = {
           id: f.id,
@@ -42,6 +46,7 @@ async function myBundles(ctx: Ctx, deps: Deps): Promise<void> {
           download_count: f.download_count,
           download_url: `/api/v1/download/${f.id}`,
         };
+        if (b.max_downloads !== null) out.downloads_remaining = Math.max(0, b.max_downloads - f.downloads_done);
         // Previews are raster images only: SVG is never rasterized (untrusted markup), ciphertext has none.
         if (f.mime_type.startsWith('image/') && f.mime_type !== 'image/svg+xml' && !b.is_encrypted) {
           const base = `/d/${f.id}?preview=1`;

@@ -3,12 +3,13 @@ import type { Route } from '../http/server.ts';
 import { sendError } from '../http/reply.ts';
 import type { AppError } from '../errors.ts';
 import { findBundleByTokenHash, listFiles } from '../db/bundles.ts';
-import { hashSecret, secretMatches, SHORT_CODE_RE, UPLOAD_TOKEN_RE } from '../auth/tokens.ts';
+import { hashSecret, secretMatches, UPLOAD_TOKEN_RE } from '../auth/tokens.ts';
 import { loadAssets } from '../web/assets.ts';
 import { sendHtml } from '../web/html.ts';
 import { managePage, notFoundPage, pageNumber, requestView, sharePage, slowDownPage, uploadPage, type View } from '../web/views.ts';
 import { uploadOptionsFrom } from '../web/upload-options.ts';
 import type { Deps } from './deps.ts';
+import { couldNameBundle, resolveCode } from '../sharing/vanity.ts';
 
 /**
  * The web front end: upload page, share pages, manage pages and their static assets. Share and
@@ -37,7 +38,7 @@ export function pageRoutes(deps: Deps): Route[] {
   ];
   // `/:code` answers every one-segment path, and browsers and bots ask for some on their own
   // (/favicon.ico, /robots.txt, /apple-touch-icon.png): only a path that could name a bundle is a miss.
-  const couldBeBundle = (ctx: Ctx): boolean => SHORT_CODE_RE.test(ctx.params[0] ?? '');
+  const couldBeBundle = (ctx: Ctx): boolean => couldNameBundle(ctx.params[0] ?? '');
   return [
     ...both('/static/:name', (ctx) => assets.serve(ctx)),
     ...both('/', home),
@@ -47,8 +48,9 @@ export function pageRoutes(deps: Deps): Route[] {
 }
 
 async function sharePageOf(ctx: Ctx, deps: Deps, view: View, notFound: (ctx: Ctx) => void): Promise<void> {
-  const code = ctx.params[0] ?? '';
-  if (!SHORT_CODE_RE.test(code)) return notFound(ctx);
+  // A short code, or a Premium bundle's vanity name.
+  const code = await resolveCode(deps.sql, ctx.params[0] ?? '');
+  if (code === undefined) return notFound(ctx);
   const bundle = await deps.bundles.get(code);
   if (!bundle) return notFound(ctx);
   // The password gate every content path asks; a browser can only pass it with ?t=<access token>.

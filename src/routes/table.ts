@@ -8,6 +8,8 @@ import { bundleRoutes } from './bundle.ts';
 import { downloadRoutes } from './download.ts';
 import { healthRoutes } from './health.ts';
 import { myRoutes } from './my.ts';
+import { vanityRoutes } from './vanity.ts';
+import { requestRoutes } from './requests.ts';
 import { verifyAccessRoutes } from './verify-access.ts';
 import { zipRoutes } from './zip.ts';
 import { contentRoutes } from './content.ts';
@@ -24,6 +26,8 @@ export function routeTable(deps: Deps & { billing: Billing }): Route[] {
     ...bundleRoutes(deps),
     ...downloadRoutes(deps),
     ...myRoutes(deps),
+    ...vanityRoutes(deps),
+    ...requestRoutes(deps),
     ...verifyAccessRoutes(deps),
     ...zipRoutes(deps),
     ...contentRoutes(deps),

@@ -8,7 +8,8 @@ import { bundleRoom } from '../db/bundle-room.ts';
 import { appendParts, checkFileCount, createFromParts, removeBundle, resolveUploadToken, validateFields } from '../bundles/service.ts';
 import { isoUtc } from '../util/time.ts';
 import { refuseOtherSite } from '../http/cross-site.ts';
-import { fileJson, type Deps } from './deps.ts';
+import { fileJson, type Caller, type Deps } from './deps.ts';
+import { sharingJson } from '../sharing/fields.ts';
 
 export function uploadRoutes(deps: Deps): Route[] {
   /**
@@ -34,8 +35,10 @@ async function createBundle(ctx: Ctx, deps: Deps): Promise<void> {
   const ingest = ingestMultipart(ctx, deps.blobs, { fast: deps.fastPaths, metrics: deps.metrics });
   let result: IngestResult;
   let uploader;
+  let caller: Caller;
   try {
-    uploader = deps.access.uploaderFor(await deps.access.callerOf(ctx));
+    caller = await deps.access.callerOf(ctx);
+    uploader = deps.access.uploaderFor(caller);
     refuseOtherSite(ctx, deps.origin(ctx));
   } catch (err) {
     ingest.cancel();
@@ -49,7 +52,7 @@ async function createBundle(ctx: Ctx, deps: Deps): Promise<void> {
     return failUpload(ctx, deps, err);
   }
   try {
-    const fields = await validateFields(deps, result.fields, uploader);
+    const fields = await validateFields(deps, result.fields, uploader, caller);
     checkFileCount(result.files.length);
     const newFiles = await publishAll(result.files);
     // Nobody would ever learn this bundle's token: keep nothing.
@@ -68,6 +71,7 @@ async function createBundle(ctx: Ctx, deps: Deps): Promise<void> {
       upload_token: token,
       expires_at: bundle.expires_at ? isoUtc(bundle.expires_at) : null,
       files: files.map(fileJson),
+      ...sharingJson(bundle),
     });
   } catch (err) {
     await discard(result.files);
@@ -138,7 +142,7 @@ async function appendToBundle(ctx: Ctx, deps: Deps, inflightByBundle: Map<number
 }
 
 /** Publishes every finished (durable) object under its key; the rows are committed after. */
-async function publishAll(files: readonly IngestedFile[]): Promise<NewFile[]> {
+export async function publishAll(files: readonly IngestedFile[]): Promise<NewFile[]> {
   const out: NewFile[] = [];
   for (const f of files) {
     await f.writer.publish();
@@ -148,12 +152,12 @@ async function publishAll(files: readonly IngestedFile[]): Promise<NewFile[]> {
 }
 
 /** Nothing of a failed request stays: every object goes, published or not. */
-async function discard(files: readonly IngestedFile[]): Promise<void> {
+export async function discard(files: readonly IngestedFile[]): Promise<void> {
   await Promise.all(files.map((f) => f.writer.abort().catch(() => {})));
 }
 
 /** Errors while the body may still be arriving close the connection so the client stops sending. */
-function failUpload(ctx: Ctx, deps: Deps, err: unknown): void {
+export function failUpload(ctx: Ctx, deps: Deps, err: unknown): void {
   const e = toAppError(err);
   // No path in the log: an append's path is its upload token.
   if (e.status >= 500) deps.log.error({ err: e.cause ?? err, reqId: ctx.id }, 'upload failed');

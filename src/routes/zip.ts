@@ -5,11 +5,12 @@ import type { Route } from '../http/server.ts';
 import { contentDisposition, parseRange } from '../http/range.ts';
 import { AppError } from '../errors.ts';
 import { findActiveBundle, type FileRow } from '../db/bundles.ts';
-import { SHORT_CODE_RE } from '../auth/tokens.ts';
 import { createZipPlans, type ZipPlans } from '../zip/plan.ts';
 import { sendZipRange } from '../zip/stream.ts';
 import { isBlobError } from '../storage/blob-store.ts';
 import type { Deps } from './deps.ts';
+import { resolveCode } from '../sharing/vanity.ts';
+import { limitedResponse, zipPieces } from '../sharing/limits.ts';
 
 /** Bumped whenever the archive bytes for the same files would change (layout, naming rules). */
 const FORMAT_VERSION = 'z1';
@@ -46,8 +47,9 @@ export function zipEtag(): { add(f: FileRow): void; digest(): string } {
  * ETag stops a resume with the old one.
  */
 async function sendZip(ctx: Ctx, deps: Deps, plans: ZipPlans, listedAgain = false): Promise<void> {
-  const code = ctx.params[0] ?? '';
-  if (!SHORT_CODE_RE.test(code)) throw new AppError('BUNDLE_NOT_FOUND');
+  // A short code, or a Premium bundle's vanity name.
+  const code = await resolveCode(deps.sql, ctx.params[0] ?? '');
+  if (code === undefined) throw new AppError('BUNDLE_NOT_FOUND');
   const bundle = await findActiveBundle(deps.sql, code);
   if (!bundle) throw new AppError('BUNDLE_NOT_FOUND');
   const caller = await deps.access.callerOf(ctx);
@@ -82,14 +84,20 @@ async function sendZip(ctx: Ctx, deps: Deps, plans: ZipPlans, listedAgain = fals
     sendHeaders(ctx, status, headers, length);
     return;
   }
+  // A limited bundle: this client's download of every file the range reaches is taken first.
+  const reached = bundle.max_downloads === null ? [] : zipPieces(layout, files, start, start + length);
+  const limited = reached.length === 0 ? null : await limitedResponse(deps, ctx, bundle.id, reached);
   let complete: boolean;
   try {
     complete = await sendZipRange(ctx, deps.blobs, layout, keys, status, headers, start, length);
   } catch (err) {
+    // (nothing was sent: the retry takes the sessions again)
+    await limited?.credit([]);
     // (streamBody rejects only before the first byte: nothing was sent yet)
     if (!isBlobError(err, 'NOT_FOUND') || ctx.aborted) throw err;
     if (!listedAgain) return sendZip(ctx, deps, plans, true);
     throw new AppError('FILE_NOT_FOUND');
   }
+  await limited?.credit(zipPieces(layout, files, start, start + Math.min(ctx.bytesOut, length)));
   if (complete && start + length === layout.size) void deps.downloads?.downloaded(bundle.id, bundle.notify_email, `${bundle.short_code}.zip`, files.length);
 }

@@ -58,9 +58,11 @@ export async function appendBody(
   // A partial upload stays a piece until a final upload joins it (concat.ts).
   if (length !== null && offset === length && row.concat !== 'partial') {
     const done = await completeUpload(deps, { ...row, upload_offset: offset });
+    if (done.viaRequest) return headers; // an upload request's sender learns nothing of the bundle
     headers.push(['Sluice-Short-Code', done.bundle.short_code], ['Sluice-Share-Url', `/${done.bundle.short_code}`]);
     headers.push(['Sluice-File-Id', String(done.fileId)]);
     if (done.uploadToken) headers.push(['Sluice-Upload-Token', done.uploadToken]);
+    if (done.bundle.vanity) headers.push(['Sluice-Vanity-Url', `/${done.bundle.vanity}`]);
   }
   return headers;
 }

@@ -1,13 +1,16 @@
 import type { Deps } from '../routes/deps.ts';
 import type { BundleRow, NewFile } from '../db/bundles.ts';
-import { appendParts, createFromParts } from '../bundles/service.ts';
+import { createFromParts } from '../bundles/service.ts';
 import { markCompleted, type TusRow } from './store.ts';
+import { appendToBundle } from '../sharing/requests.ts';
 
 export interface Completed {
   readonly bundle: BundleRow;
   readonly fileId: number;
   /** Only for a new bundle: its upload token, shown once. */
   readonly uploadToken: string | null;
+  /** Sent through an upload request: the sender is told nothing of the bundle. */
+  readonly viaRequest?: boolean;
 }
 
 /**
@@ -23,8 +26,8 @@ export async function completeUpload(deps: Deps, row: TusRow): Promise<Completed
   let done: Completed;
   try {
     if (row.bundle_id !== null) {
-      const { rows, bundle } = await appendParts(deps, row.bundle_id, [file], row.id);
-      done = { bundle, fileId: rows[0]!.id, uploadToken: null };
+      const { rows, bundle, viaRequest } = await appendToBundle(deps, row.bundle_id, [file], row.id);
+      done = { bundle, fileId: rows[0]!.id, uploadToken: null, viaRequest };
     } else {
       const created = await createFromParts(deps, row.new_bundle!, row.api_key_id, [file]);
       done = { bundle: created.bundle, fileId: created.files[0]!.id, uploadToken: created.uploadToken };

@@ -1,9 +1,10 @@
 import type { Ctx } from '../http/context.ts';
 import { send } from '../http/reply.ts';
-import type { Deps, Uploader } from '../routes/deps.ts';
+import type { Caller, Deps, Uploader } from '../routes/deps.ts';
 import { resolveUploadToken, validateFields } from '../bundles/service.ts';
 import { randomHex } from '../util/random.ts';
 import { cleanFileName, cleanMimeType } from '../util/names.ts';
+import { checkRequestFiles, resolveRequestToken } from '../sharing/requests.ts';
 import { AppError } from '../errors.ts';
 import { refuseOtherSite } from '../http/cross-site.ts';
 import { tapBody } from './patch.ts';
@@ -30,9 +31,10 @@ export async function createUpload(ctx: Ctx, deps: Deps): Promise<void> {
     replyError(ctx, err, (e) => deps.log.error({ err: e, reqId: ctx.id, route: 'POST /api/v1/tus/' }, 'tus creation failed'), withBody);
   };
   let uploader: Uploader;
+  let caller: Caller;
   try {
     // Admitted by the server first: a refused creation (412) counts and carries the X-RateLimit headers too.
-    const caller = await deps.access.callerOf(ctx);
+    caller = await deps.access.callerOf(ctx);
     refuseOtherSite(ctx, deps.origin(ctx));
     checkResumable(h);
     uploader = deps.access.uploaderFor(caller);
@@ -90,6 +92,12 @@ export async function createUpload(ctx: Ctx, deps: Deps): Promise<void> {
       // A piece of a file: no bundle until a final upload joins it (which reserves or checks the room).
       if (length! > uploader.maxBundleBytes) throw new AppError('UPLOAD_TOO_LARGE', 'Upload-Length exceeds the bundle size limit');
       await insertUpload(deps.sql, base);
+    } else if (meta.request_token !== undefined) {
+      // An upload request's link: an append to its bundle, within the request's room and files.
+      const req = await resolveRequestToken(deps, meta.request_token);
+      checkRequestFiles(req, 1);
+      await reserveInBundle(deps.sql, req.bundle_id, base.upload_length, { ...base, bundle_id: req.bundle_id });
+      deps.bundles.invalidate(req.bundle_id);
     } else if (meta.upload_token !== undefined) {
       const bundle = await resolveUploadToken(deps, meta.upload_token);
       await reserveInBundle(deps.sql, bundle.id, base.upload_length, { ...base, bundle_id: bundle.id });
@@ -98,7 +106,7 @@ export async function createUpload(ctx: Ctx, deps: Deps): Promise<void> {
       if (base.upload_length !== null && base.upload_length > uploader.maxBundleBytes) {
         throw new AppError('UPLOAD_TOO_LARGE', 'Upload-Length exceeds the bundle size limit');
       }
-      const newBundle = await validateFields(deps, meta, uploader);
+      const newBundle = await validateFields(deps, meta, uploader, caller);
       await insertUpload(deps.sql, { ...base, new_bundle: newBundle });
     }
     if (partials) {

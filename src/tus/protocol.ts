@@ -20,7 +20,7 @@ export const TUS_HEADERS: ReadonlyArray<readonly [string, string]> = [
   [
     'Access-Control-Expose-Headers',
     'Location, Upload-Offset, Upload-Length, Upload-Expires, Upload-Metadata, Upload-Defer-Length, Upload-Concat, Tus-Resumable, ' +
-      'Tus-Version, Tus-Extension, Tus-Max-Size, Tus-Checksum-Algorithm, Sluice-Short-Code, Sluice-Share-Url, Sluice-File-Id, Sluice-Upload-Token',
+      'Tus-Version, Tus-Extension, Tus-Max-Size, Tus-Checksum-Algorithm, Sluice-Short-Code, Sluice-Share-Url, Sluice-File-Id, Sluice-Upload-Token, Sluice-Vanity-Url',
   ],
 ];
 
@@ -79,7 +79,7 @@ export function parseMetadata(raw: string | undefined): Record<string, string> {
  * hashed, the token matched against its hash, the address kept with the new bundle's settings), so
  * neither the tus_uploads row's metadata nor HEAD's Upload-Metadata echo carries them.
  */
-const UNECHOED_METADATA = new Set(['access_password', 'upload_token', 'notify_email']);
+const UNECHOED_METADATA = new Set(['access_password', 'upload_token', 'notify_email', 'request_token']);
 
 /**
  * The Upload-Metadata value to keep and echo: the client's pairs, in order, minus UNECHOED_METADATA

@@ -31,6 +31,8 @@ export interface FileView {
   readonly name: string;
   readonly size: number;
   readonly mime_type: string;
+  /** Complete downloads counted against the bundle's max_downloads. */
+  readonly downloads_done?: number;
 }
 
 export interface BundleView {
@@ -41,6 +43,7 @@ export interface BundleView {
   readonly expires_at: Date | null;
   /** Encrypted in the browser or shell with age: the server holds ciphertext and neutral names. */
   readonly is_encrypted?: boolean;
+  readonly max_downloads?: number | null;
 }
 
 /** Expiry in UTC for the HTML; share.js/upload.js rewrite it in the viewer's local time. */
@@ -55,7 +58,7 @@ function badge(f: FileView): string {
 }
 
 /** One row of a file list; `query` carries an access token (`?t=…`) for locked bundles. */
-export function fileRow(f: FileView, o: { query?: string; manage?: boolean; encrypted?: boolean } = {}): Safe {
+export function fileRow(f: FileView, o: { query?: string; manage?: boolean; encrypted?: boolean; maxDownloads?: number | null } = {}): Safe {
   const q = o.query ?? '';
   // Ciphertext has no preview: the server cannot see what an encrypted file is.
   const thumb = f.mime_type.startsWith('image/') && !o.encrypted
@@ -64,9 +67,11 @@ export function fileRow(f: FileView, o: { query?: string; manage?: boolean; encr
   const action = o.manage
     ? html`<button class="btn danger" type="button" data-delete="${f.id}">Delete</button>`
     : html`<a class="btn" href="/d/${f.id}${q}" download>Download</a>`;
+  // A limited bundle: the downloads this file has left.
+  const left = o.maxDownloads ? ` · ${plural(Math.max(0, o.maxDownloads - (f.downloads_done ?? 0)), 'download')} left` : '';
   return html`<li class="file" data-id="${f.id}">
 <span class="thumb">${thumb}</span>
-<span class="info"><span class="name">${f.name}</span><span class="sub">${humanSize(f.size)} · ${f.mime_type}</span></span>
+<span class="info"><span class="name">${f.name}</span><span class="sub">${humanSize(f.size)} · ${f.mime_type}${left}</span></span>
 ${action}
 </li>`;
 }
@@ -150,7 +155,7 @@ export function sharePage(v: View, b: BundleView, files: readonly FileView[] | n
 <ul class="files" id="files"></ul>
 </div>`
       : html`<div class="actions"><a class="btn primary" id="zip" href="/zip/${code}${query}" download>Download all as .zip</a></div>
-<ul class="files" id="files">${shown!.map((f) => fileRow(f, { query, encrypted: b.is_encrypted === true }))}</ul>
+<ul class="files" id="files">${shown!.map((f) => fileRow(f, { query, encrypted: b.is_encrypted === true, maxDownloads: b.max_downloads ?? null }))}</ul>
 ${nav}`;
   const enc = b.is_encrypted === true;
   // age.js reads the key from the link's fragment and decrypts here (see src/web/client/age-share.ts).
@@ -167,23 +172,29 @@ ${list}
   return layout({ title: `${plural(b.file_count, 'file')} · Sluice`, head, body, scripts, asset: v.asset });
 }
 
-/** The upload form; with `token` it appends to that bundle instead of creating one. */
-function uploadForm(v: View, o: { token?: string; maxBytes: number; upload: UploadOptions }): Safe {
-  const endpoint = o.token ? `/api/v1/upload/${o.token}` : '/api/v1/upload';
-  return html`<form id="upload" class="upload" data-endpoint="${endpoint}" data-base="${v.baseUrl}" data-mode="${o.token ? 'append' : 'new'}" data-max="${o.maxBytes}" data-tus-threshold="${o.upload.tusThresholdBytes}" data-tus-chunk="${o.upload.tusChunkBytes}">
-<label class="drop" id="drop">
+/** The target files are picked or dropped on, and the queue that lists them (upload and drop pages). */
+export const dropZone = (): Safe => html`<label class="drop" id="drop">
 <input type="file" id="pick" name="files[]" multiple>
 <span class="drop-icon" aria-hidden="true"></span>
 <span class="drop-title">Drop files here</span>
 <span class="drop-sub">or <u>choose files</u> from your device</span>
 </label>
-<ul class="queue" id="queue"></ul>
+<ul class="queue" id="queue"></ul>`;
+
+/** The upload form; with `token` it appends to that bundle instead of creating one. */
+function uploadForm(v: View, o: { token?: string; maxBytes: number; upload: UploadOptions }): Safe {
+  const endpoint = o.token ? `/api/v1/upload/${o.token}` : '/api/v1/upload';
+  return html`<form id="upload" class="upload" data-endpoint="${endpoint}" data-base="${v.baseUrl}" data-mode="${o.token ? 'append' : 'new'}" data-max="${o.maxBytes}" data-tus-threshold="${o.upload.tusThresholdBytes}" data-tus-chunk="${o.upload.tusChunkBytes}">
+${dropZone()}
 ${o.token
   ? null
-  : html`<details class="options"><summary>Description, password, notification</summary>
+  : html`<details class="options"><summary>Description, password, notification, download limit</summary>
 <label>Description <textarea name="description" maxlength="1000" rows="2" placeholder="What is this?"></textarea></label>
 <label>Password <input type="password" name="access_password" autocomplete="new-password" placeholder="Leave empty for a public link"></label>
 <label>Notify me of downloads <input type="email" name="notify_email" maxlength="255" placeholder="you@example.com"></label>
+<label>Download limit <input type="number" name="max_downloads" min="1" max="1000" step="1" inputmode="numeric" placeholder="Unlimited: each file can be downloaded this many times"></label>
+<label>API key <input type="password" id="api-key" autocomplete="off" spellcheck="false" placeholder="sk_… kept in this browser only, sent only to this site"></label>
+<label id="vanity-row" hidden>Vanity name (Premium) <input name="vanity" maxlength="48" spellcheck="false" placeholder="team-photos"></label>
 </details>
 <label class="check"><input type="checkbox" id="encrypt" name="encrypt"> Encrypt in this browser <span class="muted">· names, description and files; the server never sees the key</span></label>`}
 <div class="total" id="total" hidden><progress id="total-bar" max="1" value="0"></progress><span id="total-text"></span></div>
@@ -214,7 +225,7 @@ ${linkBox('share-link', '', 'Share link')}
 ${linkBox('upload-link', '', 'Upload link: keep this to add or delete files')}
 <div class="actions"><a class="btn primary" id="open-share" href="/">Open share page</a><a class="btn" href="/">Share more files</a></div>
 </section>`;
-  return layout({ title: 'Sluice · share files', body, scripts: ['qrcode.js', 'common.js', 'tus.js', 'age.js', 'upload.js'], asset: v.asset });
+  return layout({ title: 'Sluice · share files', body, scripts: ['qrcode.js', 'common.js', 'tus.js', 'age.js', 'upload-send.js', 'upload.js'], asset: v.asset });
 }
 
 /**
@@ -249,7 +260,7 @@ ${b.is_encrypted
 <h2>Add files</h2>
 ${uploadForm(v, { token, maxBytes, upload })}
 </section>`}`;
-  return layout({ title: `Manage ${b.short_code} · Sluice`, body, scripts: ['qrcode.js', 'common.js', 'tus.js', 'upload.js'], asset: v.asset });
+  return layout({ title: `Manage ${b.short_code} · Sluice`, body, scripts: ['qrcode.js', 'common.js', 'tus.js', 'upload-send.js', 'upload.js'], asset: v.asset });
 }
 
 export function notFoundPage(v: View): Safe {

@@ -1,6 +1,8 @@
 import type { AddressInfo } from 'node:net';
 import { SMTPServer } from 'smtp-server';
 import { simpleParser, type ParsedMail } from 'mailparser';
+import { after, before } from 'node:test';
+import { startServer, type Backend, type TestServer } from './server.ts';
 
 export interface MailSink {
   readonly port: number;
@@ -47,4 +49,22 @@ export async function startMailSink(port = 0): Promise<MailSink> {
     },
     close: () => new Promise((r) => server.close(() => r())),
   };
+}
+
+/**
+ * For a suite: a mail sink and a server mailing into it, started before its tests and closed after
+ * them; `got` receives both once started.
+ */
+export function serverWithMailSink(backend: Backend, got: (srv: TestServer, smtp: MailSink) => void): void {
+  let srv: TestServer | undefined;
+  let smtp: MailSink | undefined;
+  before(async () => {
+    smtp = await startMailSink();
+    srv = await startServer(backend, { SMTP_URL: smtp.url });
+    got(srv, smtp);
+  });
+  after(async () => {
+    await srv?.close();
+    await smtp?.close();
+  });
 }

@@ -54,5 +54,27 @@
         });
     });
   }
-  window.SluiceUi = { human: human, el: el, unlock: unlock };
+  /**
+   * Wires the page's drop zone (#drop with its file input #pick, views.ts dropZone): `add(files)` gets
+   * what is picked or dropped while `busy()` is false.
+   */
+  function dropTarget(add, busy) {
+    var drop = document.getElementById('drop');
+    var pick = document.getElementById('pick');
+    pick.addEventListener('change', function () { add(pick.files); pick.value = ''; });
+    ['dragenter', 'dragover'].forEach(function (t) {
+      drop.addEventListener(t, function (e) { e.preventDefault(); drop.classList.add('over'); });
+    });
+    ['dragleave', 'drop'].forEach(function (t) {
+      drop.addEventListener(t, function () { drop.classList.remove('over'); });
+    });
+    drop.addEventListener('drop', function (e) { e.preventDefault(); if (!busy() && e.dataTransfer) add(e.dataTransfer.files); });
+  }
+
+  // Times in the viewer's local time on every page (the HTML carries UTC as a fallback).
+  document.querySelectorAll('time.local-time[data-utc]').forEach(function (t) {
+    var d = new Date(t.getAttribute('data-utc'));
+    if (!isNaN(d.getTime())) t.textContent = d.toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short' });
+  });
+  window.SluiceUi = { human: human, el: el, unlock: unlock, dropTarget: dropTarget };
 })();

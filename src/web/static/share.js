@@ -4,10 +4,6 @@
   var human = window.SluiceUi.human;
   var el = window.SluiceUi.el;
 
-  document.querySelectorAll('time.local-time[data-utc]').forEach(function (t) {
-    var d = new Date(t.getAttribute('data-utc'));
-    if (!isNaN(d.getTime())) t.textContent = d.toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short' });
-  });
 
   var share = document.getElementById('share');
   var form = document.getElementById('unlock');

@@ -5,11 +5,6 @@
   var el = window.SluiceUi.el;
   function $(id) { return document.getElementById(id); }
 
-  // Expiry in the viewer's local time (the HTML carries UTC as a fallback).
-  document.querySelectorAll('time.local-time[data-utc]').forEach(function (t) {
-    var d = new Date(t.getAttribute('data-utc'));
-    if (!isNaN(d.getTime())) t.textContent = d.toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short' });
-  });
 
   function drawQr(img, text) {
     if (!img || typeof qrcode !== 'function') return;
@@ -34,8 +29,6 @@
 
   var form = $('upload');
   if (!form) return;
-  var pick = $('pick');
-  var drop = $('drop');
   var queue = $('queue');
   var sendBtn = $('send');
   var errorBox = $('error');
@@ -48,6 +41,29 @@
   var busy = false;
 
   function showError(msg) { errorBox.textContent = msg; errorBox.hidden = !msg; }
+
+  // An API key, pasted once: kept in this browser's storage (never in a URL) and sent as Bearer on new
+  // bundles. A Premium key unlocks the vanity name field.
+  var KEY_STORE = 'sluice-api-key';
+  var keyInput = $('api-key');
+  var vanityRow = $('vanity-row');
+  function apiKey() { return keyInput && /^sk_[A-Za-z0-9]{43}$/.test(keyInput.value.trim()) ? keyInput.value.trim() : null; }
+  function authHeaders() { var k = token ? null : apiKey(); return k ? { Authorization: 'Bearer ' + k } : {}; }
+  function checkKey() {
+    var k = apiKey();
+    try { if (k) localStorage.setItem(KEY_STORE, k); else if (keyInput.value === '') localStorage.removeItem(KEY_STORE); } catch (_) { /* storage off */ }
+    vanityRow.hidden = true;
+    if (!k) return;
+    fetch('/api/v1/my/usage', { headers: { Authorization: 'Bearer ' + k } })
+      .then(function (r) { return r.ok ? r.json() : null; })
+      .then(function (body) { vanityRow.hidden = !(body && body.key && body.key.plan === 'premium'); })
+      .catch(function () { /* offline: no vanity field */ });
+  }
+  if (keyInput && vanityRow) {
+    try { keyInput.value = localStorage.getItem(KEY_STORE) || ''; } catch (_) { /* storage off */ }
+    keyInput.addEventListener('change', checkKey);
+    checkKey();
+  }
 
   function renderQueue() {
     queue.textContent = '';
@@ -71,7 +87,7 @@
       queue.appendChild(li);
     });
     var size = picked.reduce(function (n, it) { return n + it.file.size; }, 0);
-    sendBtn.disabled = busy || (picked.length === 0 && !manifestDue());
+    sendBtn.disabled = busy || picked.length === 0;
     if (!busy) sendBtn.textContent = picked.length ? (token ? 'Add ' : 'Upload ') + picked.length + (picked.length === 1 ? ' file' : ' files') + ' \u00b7 ' + human(size) : (token ? 'Add files' : 'Upload');
   }
   function add(files) {
@@ -79,208 +95,38 @@
     showError('');
     renderQueue();
   }
-  pick.addEventListener('change', function () { add(pick.files); pick.value = ''; });
-  ['dragenter', 'dragover'].forEach(function (t) {
-    drop.addEventListener(t, function (e) { e.preventDefault(); drop.classList.add('over'); });
-  });
-  ['dragleave', 'drop'].forEach(function (t) {
-    drop.addEventListener(t, function () { drop.classList.remove('over'); });
-  });
-  drop.addEventListener('drop', function (e) { e.preventDefault(); if (!busy && e.dataTransfer) add(e.dataTransfer.files); });
+  window.SluiceUi.dropTarget(add, function () { return busy; });
   // A file dropped beside the target must not navigate away from the page.
   window.addEventListener('dragover', function (e) { e.preventDefault(); });
   window.addEventListener('drop', function (e) { e.preventDefault(); });
 
-  // Files above the threshold go through tus in chunks (resumable, retried after a dropped
-  // connection); smaller ones share multipart requests. Whatever the mix, the first request
-  // creates the bundle and the rest append to it with its upload token: one bundle.
-  var MiB = 1024 * 1024;
-  var tusThreshold = Number(form.getAttribute('data-tus-threshold'));
-  if (!(tusThreshold >= 0)) tusThreshold = 64 * MiB;
-  var tusChunk = Number(form.getAttribute('data-tus-chunk')) || 64 * MiB;
-  var canTus = !!(window.tus && window.tus.isSupported);
-  // Multipart batches stay far below the 1e9-byte Content-Length the 20.30 binding drops.
-  var BATCH_BYTES = 256 * MiB;
-  var RETRY_DELAYS = [0, 1000, 3000, 5000, 10000, 20000, 30000, 60000];
   // The bundle this page made, kept after a failure so "Upload" sends the rest into it.
   var made = null;
-  // End-to-end encryption (age.js): the bundle's key, the stored names given so far and the
-  // manifest's entries (the real names), kept with `made` across a failed attempt.
-  var e2e = null;
-  var encryptBox = $('encrypt');
-  // Ciphertext goes up in chunks of at most 16 MiB: the page holds about one chunk in memory.
-  var E2E_CHUNK = Math.min(tusChunk, 16 * MiB);
-
-  function errorText(status, body, retryAfter) {
-    var msg = body && body.error ? body.error : 'Upload failed (HTTP ' + status + ')';
-    if (status === 429) {
-      var wait = Number(retryAfter);
-      msg = 'Too many uploads from your address. ' + (wait > 0 ? 'Try again in ' + (wait < 120 ? wait + ' seconds.' : Math.ceil(wait / 60) + ' minutes.') : 'Try again later.');
-    } else if ((status === 400 || status === 413) && /size|limit/i.test(msg)) {
-      msg = msg + ': the bundle can hold at most ' + human(Number(form.getAttribute('data-max'))) + '.';
-    } else if (status === 413) {
-      msg = 'These files are too large to send in one request.';
-    } else if (status === 403) {
-      msg = msg + '. The upload link may have expired.';
-    }
-    return msg;
-  }
-  function parse(text) { try { return JSON.parse(text); } catch (_) { return null; } }
-  function describe(xhr) { return errorText(xhr.status, parse(xhr.responseText), xhr.getResponseHeader('Retry-After')); }
-  function describeTus(err) {
-    var res = err && err.originalResponse;
-    if (!res || !res.getStatus()) return 'The connection was lost. Check your network and try again.';
-    return errorText(res.getStatus(), parse(res.getBody()), res.getHeader('Retry-After'));
-  }
-
   function appendToken() { return token || (made && made.token); }
   function bundleFields() {
     var out = {};
-    ['description', 'access_password', 'notify_email'].forEach(function (name) {
+    ['description', 'access_password', 'notify_email', 'max_downloads', 'vanity'].forEach(function (name) {
       var f = form.elements[name];
-      // An encrypted bundle's description travels inside its manifest, never in clear.
-      if (f && f.value !== '' && !(e2e && name === 'description')) out[name] = f.value;
+      if (f && f.value !== '') out[name] = f.value;
     });
-    if (e2e) out.encrypted = '1';
     return out;
   }
   function mark(it, part) {
     it.bar.value = part;
     it.li.classList.toggle('done', part >= 1);
   }
-
-  /** Small files in multipart batches first (the bundle exists after one request), then one tus upload per large file. */
-  function plan(items) {
-    var tasks = [];
-    var batch = null;
-    // Encrypted files are streamed through the cipher into tus, whatever their size.
-    if (e2e) return items.map(function (it) { return { tus: true, items: [it], bytes: it.file.size }; });
-    items.forEach(function (it) {
-      if (canTus && it.file.size > tusThreshold) return;
-      if (!batch || (batch.items.length > 0 && batch.bytes + it.file.size > BATCH_BYTES)) {
-        batch = { tus: false, items: [], bytes: 0 };
-        tasks.push(batch);
-      }
-      batch.items.push(it);
-      batch.bytes += it.file.size;
-    });
-    items.forEach(function (it) {
-      if (canTus && it.file.size > tusThreshold) tasks.push({ tus: true, items: [it], bytes: it.file.size });
-    });
-    return tasks;
-  }
-
-  /** One multipart request; calls ok({token, shareUrl, files}) or bad(message). */
-  function sendMultipart(task, progress, ok, bad) {
-    var tok = appendToken();
-    var data = new FormData();
-    if (!tok) {
-      var fields = bundleFields();
-      Object.keys(fields).forEach(function (k) { data.append(k, fields[k]); });
-    }
-    task.items.forEach(function (it) { data.append('files[]', it.file, it.file.name); });
-    var xhr = new XMLHttpRequest();
-    xhr.open('POST', tok ? '/api/v1/upload/' + tok : '/api/v1/upload');
-    xhr.responseType = 'text';
-    xhr.upload.addEventListener('progress', function (ev) {
-      // The bytes sent map onto the batch's files in order (headers are a rounding error).
-      var sent = ev.lengthComputable ? ev.loaded * (task.bytes / Math.max(ev.total, 1)) : 0;
-      var before = 0;
-      task.items.forEach(function (it) {
-        var size = it.file.size;
-        mark(it, size === 0 ? (sent >= before ? 1 : 0) : Math.min(1, Math.max(0, (sent - before) / size)));
-        before += size;
-      });
-      progress(Math.min(sent, task.bytes));
-    });
-    xhr.upload.addEventListener('load', function () { totalText.textContent = 'Processing\u2026'; });
-    xhr.addEventListener('load', function () {
-      if (xhr.status !== 200 && xhr.status !== 201) return bad(describe(xhr));
-      var body = JSON.parse(xhr.responseText);
-      ok({ token: body.upload_token || null, shareUrl: body.share_url, files: body.files || [] });
-    });
-    xhr.addEventListener('error', function () { bad('The connection was lost. Check your network and try again.'); });
-    xhr.addEventListener('abort', function () { bad('Upload cancelled.'); });
-    xhr.send(data);
-  }
-
-  /** One file through tus: chunks of tusChunk, retried and resumed from the server's offset after a break. */
-  function sendTus(task, progress, ok, bad) {
-    var it = task.items[0];
-    if (!e2e || it.sealed) return startTus(it, null, it.file.size, progress, ok, bad);
-    // A fresh file key per attempt: a failed encrypted upload starts over rather than resumes.
-    it.stored = it.stored || ++e2e.count + '.age';
-    window.SluiceAge.encryptFile(it.file, e2e.recipient).then(function (c) {
-      startTus(it, window.SluiceAge.tusFileReader(c.stream, c.size, E2E_CHUNK), c.size, progress, ok, bad);
-    }, function (err) { bad('Could not encrypt ' + it.file.name + ': ' + err.message); });
-  }
-
-  /** `reader` is null for the file itself, or reads its ciphertext (then `size` is the ciphertext's). */
-  function startTus(it, reader, size, progress, ok, bad) {
-    var f = it.file;
-    var type = f.type || 'application/octet-stream';
-    var meta = e2e ? { filename: it.stored || f.name, filetype: 'application/octet-stream' } : { filename: f.name, filetype: type };
-    var tok = appendToken();
-    if (tok) meta.upload_token = tok;
-    else {
-      var fields = bundleFields();
-      Object.keys(fields).forEach(function (k) { meta[k] = fields[k]; });
-    }
-    var opts = {
-      endpoint: window.location.origin + '/api/v1/tus/',
-      // After a failed attempt the next click resumes this file's upload instead of starting over.
-      uploadUrl: e2e ? null : it.tusUrl || null,
-      uploadSize: size,
-      chunkSize: reader ? E2E_CHUNK : tusChunk,
-      retryDelays: RETRY_DELAYS,
-      metadata: meta,
-      // The page keeps the URL in memory only: a reload starts afresh (its bundle context is gone).
-      storeFingerprintForResuming: false,
-      onProgress: function (sent, size) {
-        mark(it, size > 0 ? sent / size : 1);
-        progress(sent);
-      },
-      onSuccess: function (payload) {
-        var r = payload.lastResponse;
-        it.tusUrl = null;
-        if (e2e && !it.sealed) e2e.entries.push({ stored: it.stored, name: f.name, type: type, size: f.size });
-        ok({
-          token: r.getHeader('Sluice-Upload-Token') || null,
-          shareUrl: r.getHeader('Sluice-Share-Url'),
-          files: [{ id: Number(r.getHeader('Sluice-File-Id')), name: f.name, size: f.size, mime_type: type }],
-        });
-      },
-      onError: function (err) {
-        it.tusUrl = upload.url;
-        bad(describeTus(err));
-      },
-    };
-    // Only when set: the option's absence selects tus-js-client's own reader of the file.
-    if (reader) opts.fileReader = reader;
-    var upload = new window.tus.Upload(f, opts);
-    upload.start();
-  }
+  var send = window.SluiceSend(form, {
+    appendToken: appendToken,
+    bundleFields: bundleFields,
+    authHeaders: authHeaders,
+    mark: mark,
+    processing: function () { totalText.textContent = 'Processing\u2026'; },
+  });
 
   form.addEventListener('submit', function (e) {
     e.preventDefault();
-    begin();
-  });
-  // An encrypted bundle whose files are all up but whose manifest failed: "Upload" sends the manifest.
-  function manifestDue() { return !!(e2e && made && !e2e.manifest); }
-  function begin() {
-    if (busy || (picked.length === 0 && !manifestDue())) return;
-    if (!token && encryptBox && encryptBox.checked && !e2e) {
-      if (!window.SluiceAge || !canTus) return showError('This browser cannot encrypt uploads.');
-      busy = true;
-      window.SluiceAge.newKey().then(function (k) {
-        e2e = { identity: k.identity, recipient: k.recipient, count: 0, entries: [], manifest: false };
-        busy = false;
-        begin();
-      }, function (err) { busy = false; showError('Could not make a key: ' + err.message); });
-      return;
-    }
-    if (encryptBox) encryptBox.disabled = true;
-    var tasks = plan(picked);
+    if (busy || picked.length === 0) return;
+    var tasks = send.plan(picked);
     var all = picked.reduce(function (n, it) { return n + it.file.size; }, 0);
     var doneBytes = 0;
     busy = true;
@@ -295,10 +141,9 @@
       totalText.textContent = human(Math.min(now, all)) + ' of ' + human(all);
     }
     function step() {
-      if (next === tasks.length && e2e && !e2e.manifest) return sendManifest();
       if (next === tasks.length) return finished();
       var task = tasks[next++];
-      (task.tus ? sendTus : sendMultipart)(task, progress, function (r) {
+      (task.tus ? send.tus : send.multipart)(task, progress, function (r) {
         if (!token && !made) made = { token: r.token, shareUrl: r.shareUrl };
         task.items.forEach(function (it) { it.sent = true; mark(it, 1); });
         doneBytes += task.bytes;
@@ -307,26 +152,9 @@
         step();
       }, function (msg) {
         busy = false;
-        if (e2e) e2e.manifest = false;
-      var sent = picked.filter(function (it) { return it.sent; }).length;
+        var sent = picked.filter(function (it) { return it.sent; }).length;
         picked = picked.filter(function (it) { return !it.sent; });
         fail(sent > 0 && made ? msg + ' ' + sent + (sent === 1 ? ' file is' : ' files are') + ' already in the bundle: upload again to add the rest to it.' : msg);
-      });
-    }
-    // Last, the manifest: the real names and the description, encrypted like the files.
-    function sendManifest() {
-      e2e.manifest = true;
-      var desc = form.elements.description ? form.elements.description.value : '';
-      var body = JSON.stringify({ sluice_manifest: 1, description: desc || null, files: e2e.entries });
-      window.SluiceAge.encryptBytes(body, e2e.recipient).then(function (bytes) {
-        var file = new File([bytes], window.SluiceAge.MANIFEST_NAME, { type: 'application/octet-stream' });
-        var it = { file: file, sealed: true, stored: file.name, bar: el('progress'), li: el('li') };
-        tasks.push({ tus: true, items: [it], bytes: 0 });
-        step();
-      }, function (err) {
-        e2e.manifest = false;
-        busy = false;
-        fail('Could not encrypt the file list: ' + err.message);
       });
     }
     function finished() {
@@ -340,7 +168,7 @@
       created({ share_url: m.shareUrl, upload_url: '/u/' + m.token });
     }
     step();
-  }
+  });
 
   function fail(msg) {
     total.hidden = true;
@@ -350,12 +178,10 @@
 
   function created(body) {
     var base = form.getAttribute('data-base');
-    // The key rides in the fragment: browsers never send it to the server.
-    var share = base + body.share_url + (e2e ? '#key=' + e2e.identity : '');
-    $('e2e-warning').hidden = !e2e;
-    $('open-share').href = body.share_url + (e2e ? '#key=' + e2e.identity : '');
+    var share = base + body.share_url;
     $('share-link').value = share;
     $('upload-link').value = base + body.upload_url;
+    $('open-share').href = body.share_url;
     drawQr($('qr'), share);
     $('compose').hidden = true;
     $('result').hidden = false;
