@@ -6,7 +6,8 @@
 
   /**
    * `hooks`: appendToken() (the bundle to append to, or null for a new one), bundleFields(),
-   * authHeaders(), mark(item, fraction) and processing() (the last byte left, the server works).
+   * authHeaders(), mark(item, fraction), processing() (the last byte left, the server works) and
+   * e2e() (the end-to-end encryption state of upload.js, or null: see sendTus).
    */
   window.SluiceSend = function (form, hooks) {
     // Files above the threshold go through tus in chunks (resumable, retried after a dropped
@@ -20,6 +21,8 @@
     // Multipart batches stay far below the 1e9-byte Content-Length the 20.30 binding drops.
     var BATCH_BYTES = 256 * MiB;
     var RETRY_DELAYS = [0, 1000, 3000, 5000, 10000, 20000, 30000, 60000];
+    // Ciphertext goes up in chunks of at most 16 MiB: the page holds about one chunk in memory.
+    var E2E_CHUNK = Math.min(tusChunk, 16 * MiB);
 
     function errorText(status, body, retryAfter) {
       var msg = body && body.error ? body.error : 'Upload failed (HTTP ' + status + ')';
@@ -47,6 +50,8 @@
     function plan(items) {
       var tasks = [];
       var batch = null;
+      // Encrypted files are streamed through the cipher into tus, whatever their size.
+      if (hooks.e2e()) return items.map(function (it) { return { tus: true, items: [it], bytes: it.file.size }; });
       items.forEach(function (it) {
         if (canTus && it.file.size > tusThreshold) return;
         if (!batch || (batch.items.length > 0 && batch.bytes + it.file.size > BATCH_BYTES)) {
@@ -100,20 +105,37 @@
     /** One file through tus: chunks of tusChunk, retried and resumed from the server's offset after a break. */
     function sendTus(task, progress, ok, bad) {
       var it = task.items[0];
+      var e2e = hooks.e2e();
+      if (!e2e || it.sealed) return startTus(it, null, it.file.size, progress, ok, bad);
+      // A fresh file key per attempt: a failed encrypted upload starts over rather than resumes.
+      it.stored = it.stored || ++e2e.count + '.age';
+      window.SluiceAge.encryptFile(it.file, e2e.recipient).then(function (c) {
+        startTus(it, window.SluiceAge.tusFileReader(c.stream, c.size, E2E_CHUNK), c.size, progress, ok, bad);
+      }, function (err) { bad('Could not encrypt ' + it.file.name + ': ' + err.message); });
+    }
+
+    /**
+     * `reader` is null for the file itself, or reads its ciphertext (then `size` is the ciphertext's).
+     * An encrypted file goes up under its stored name (`it.stored`); its real name joins e2e.entries
+     * for the manifest, except for the manifest itself (`it.sealed`).
+     */
+    function startTus(it, reader, size, progress, ok, bad) {
+      var e2e = hooks.e2e();
       var f = it.file;
       var type = f.type || 'application/octet-stream';
-      var meta = { filename: f.name, filetype: type };
+      var meta = e2e ? { filename: it.stored || f.name, filetype: 'application/octet-stream' } : { filename: f.name, filetype: type };
       var tok = hooks.appendToken();
       if (tok) meta.upload_token = tok;
       else {
         var fields = hooks.bundleFields();
         Object.keys(fields).forEach(function (k) { meta[k] = fields[k]; });
       }
-      var upload = new window.tus.Upload(f, {
+      var opts = {
         endpoint: window.location.origin + '/api/v1/tus/',
         // After a failed attempt the next click resumes this file's upload instead of starting over.
-        uploadUrl: it.tusUrl || null,
-        chunkSize: tusChunk,
+        uploadUrl: e2e ? null : it.tusUrl || null,
+        uploadSize: size,
+        chunkSize: reader ? E2E_CHUNK : tusChunk,
         retryDelays: RETRY_DELAYS,
         metadata: meta,
         headers: tok ? {} : hooks.authHeaders(),
@@ -126,6 +148,7 @@
         onSuccess: function (payload) {
           var r = payload.lastResponse;
           it.tusUrl = null;
+          if (e2e && !it.sealed) e2e.entries.push({ stored: it.stored, name: f.name, type: type, size: f.size });
           ok({
             token: r.getHeader('Sluice-Upload-Token') || null,
             shareUrl: r.getHeader('Sluice-Vanity-Url') || r.getHeader('Sluice-Share-Url'),
@@ -136,10 +159,13 @@
           it.tusUrl = upload.url;
           bad(describeTus(err));
         },
-      });
+      };
+      // Only when set: the option's absence selects tus-js-client's own reader of the file.
+      if (reader) opts.fileReader = reader;
+      var upload = new window.tus.Upload(f, opts);
       upload.start();
     }
 
-    return { plan: plan, multipart: sendMultipart, tus: sendTus };
+    return { plan: plan, multipart: sendMultipart, tus: sendTus, canTus: canTus };
   };
 })();

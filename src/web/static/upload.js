@@ -87,7 +87,7 @@
       queue.appendChild(li);
     });
     var size = picked.reduce(function (n, it) { return n + it.file.size; }, 0);
-    sendBtn.disabled = busy || picked.length === 0;
+    sendBtn.disabled = busy || (picked.length === 0 && !manifestDue());
     if (!busy) sendBtn.textContent = picked.length ? (token ? 'Add ' : 'Upload ') + picked.length + (picked.length === 1 ? ' file' : ' files') + ' \u00b7 ' + human(size) : (token ? 'Add files' : 'Upload');
   }
   function add(files) {
@@ -102,13 +102,19 @@
 
   // The bundle this page made, kept after a failure so "Upload" sends the rest into it.
   var made = null;
+  // End-to-end encryption (age.js): the bundle's key, the stored names given so far and the
+  // manifest's entries (the real names), kept with `made` across a failed attempt.
+  var e2e = null;
+  var encryptBox = $('encrypt');
   function appendToken() { return token || (made && made.token); }
   function bundleFields() {
     var out = {};
     ['description', 'access_password', 'notify_email', 'max_downloads', 'vanity'].forEach(function (name) {
       var f = form.elements[name];
-      if (f && f.value !== '') out[name] = f.value;
+      // An encrypted bundle's description travels inside its manifest, never in clear.
+      if (f && f.value !== '' && !(e2e && name === 'description')) out[name] = f.value;
     });
+    if (e2e) out.encrypted = '1';
     return out;
   }
   function mark(it, part) {
@@ -121,11 +127,28 @@
     authHeaders: authHeaders,
     mark: mark,
     processing: function () { totalText.textContent = 'Processing\u2026'; },
+    e2e: function () { return e2e; },
   });
 
   form.addEventListener('submit', function (e) {
     e.preventDefault();
-    if (busy || picked.length === 0) return;
+    begin();
+  });
+  // An encrypted bundle whose files are all up but whose manifest failed: "Upload" sends the manifest.
+  function manifestDue() { return !!(e2e && made && !e2e.manifest); }
+  function begin() {
+    if (busy || (picked.length === 0 && !manifestDue())) return;
+    if (!token && encryptBox && encryptBox.checked && !e2e) {
+      if (!window.SluiceAge || !send.canTus) return showError('This browser cannot encrypt uploads.');
+      busy = true;
+      window.SluiceAge.newKey().then(function (k) {
+        e2e = { identity: k.identity, recipient: k.recipient, count: 0, entries: [], manifest: false };
+        busy = false;
+        begin();
+      }, function (err) { busy = false; showError('Could not make a key: ' + err.message); });
+      return;
+    }
+    if (encryptBox) encryptBox.disabled = true;
     var tasks = send.plan(picked);
     var all = picked.reduce(function (n, it) { return n + it.file.size; }, 0);
     var doneBytes = 0;
@@ -141,6 +164,7 @@
       totalText.textContent = human(Math.min(now, all)) + ' of ' + human(all);
     }
     function step() {
+      if (next === tasks.length && e2e && !e2e.manifest) return sendManifest();
       if (next === tasks.length) return finished();
       var task = tasks[next++];
       (task.tus ? send.tus : send.multipart)(task, progress, function (r) {
@@ -152,9 +176,26 @@
         step();
       }, function (msg) {
         busy = false;
+        if (e2e) e2e.manifest = false;
         var sent = picked.filter(function (it) { return it.sent; }).length;
         picked = picked.filter(function (it) { return !it.sent; });
         fail(sent > 0 && made ? msg + ' ' + sent + (sent === 1 ? ' file is' : ' files are') + ' already in the bundle: upload again to add the rest to it.' : msg);
+      });
+    }
+    // Last, the manifest: the real names and the description, encrypted like the files.
+    function sendManifest() {
+      e2e.manifest = true;
+      var desc = form.elements.description ? form.elements.description.value : '';
+      var body = JSON.stringify({ sluice_manifest: 1, description: desc || null, files: e2e.entries });
+      window.SluiceAge.encryptBytes(body, e2e.recipient).then(function (bytes) {
+        var file = new File([bytes], window.SluiceAge.MANIFEST_NAME, { type: 'application/octet-stream' });
+        var it = { file: file, sealed: true, stored: file.name, bar: el('progress'), li: el('li') };
+        tasks.push({ tus: true, items: [it], bytes: 0 });
+        step();
+      }, function (err) {
+        e2e.manifest = false;
+        busy = false;
+        fail('Could not encrypt the file list: ' + err.message);
       });
     }
     function finished() {
@@ -168,7 +209,7 @@
       created({ share_url: m.shareUrl, upload_url: '/u/' + m.token });
     }
     step();
-  });
+  }
 
   function fail(msg) {
     total.hidden = true;
@@ -178,10 +219,13 @@
 
   function created(body) {
     var base = form.getAttribute('data-base');
-    var share = base + body.share_url;
+    // The key rides in the fragment: browsers never send it to the server.
+    var key = e2e ? '#key=' + e2e.identity : '';
+    var share = base + body.share_url + key;
+    $('e2e-warning').hidden = !e2e;
+    $('open-share').href = body.share_url + key;
     $('share-link').value = share;
     $('upload-link').value = base + body.upload_url;
-    $('open-share').href = body.share_url;
     drawQr($('qr'), share);
     $('compose').hidden = true;
     $('result').hidden = false;
