@@ -3,6 +3,10 @@ import type { Sql } from './client.ts';
 import { AppError } from '../errors.ts';
 import { newShortCode } from '../auth/tokens.ts';
 import { BUNDLE_COLS, lockWithReserved, tusReserved } from './bundle-room.ts';
+import { refuseQuarantined } from '../abuse/quarantine.ts';
+
+/** Served: unexpired, or quarantined (found, to be answered 451: a held bundle does not expire). */
+const LIVE = '(b.expires_at is null or b.expires_at > now() or b.quarantined_at is not null)';
 
 export interface BundleRow {
   id: number;
@@ -19,6 +23,8 @@ export interface BundleRow {
   view_count: number;
   created_at: Date;
   expires_at: Date | null;
+  /** Set while an operator holds the bundle (abuse/quarantine.ts): every path answers 451. */
+  quarantined_at: Date | null;
   is_expired: boolean;
 }
 
@@ -168,6 +174,7 @@ export async function appendFiles(sql: Sql, bundleId: number, files: NewFile[], 
   return sql.begin(async (tx) => {
     const b = await lockWithReserved(tx as unknown as Sql, bundleId, completingTus);
     if (!b) throw new AppError('INVALID_UPLOAD_TOKEN');
+    refuseQuarantined(b);
     if (b.is_expired) throw new AppError('BUNDLE_EXPIRED');
     if (b.total_size_bytes + b.reserved + added > b.max_size_bytes) throw new AppError('SIZE_EXCEEDED');
     if (b.file_count + files.length > MAX_FILES_PER_BUNDLE) throw new AppError('TOO_MANY_FILES');
@@ -185,8 +192,8 @@ export async function appendFiles(sql: Sql, bundleId: number, files: NewFile[], 
 export async function findActiveBundle(sql: Sql, code: string): Promise<BundleRow | undefined> {
   const [b] = await sql<BundleRow[]>`
     select ${sql.unsafe(BUNDLE_COLS)} from bundles b
-    where short_code = ${code} and (expires_at is null or expires_at > now())`;
-  return b;
+    where short_code = ${code} and ${sql.unsafe(LIVE)}`;
+  return refuseQuarantined(b);
 }
 
 export interface FileSummary {
@@ -203,7 +210,8 @@ export async function findActiveBundleWithFiles(
 ): Promise<(BundleRow & { files: FileSummary[]; tus_reserved: number }) | undefined> {
   const [b] = await sql<Array<BundleRow & { tus_reserved: string }>>`
     select b.*, false as is_expired, ${tusReserved(sql)} as tus_reserved from bundles b
-    where b.short_code = ${code} and (b.expires_at is null or b.expires_at > now())`;
+    where b.short_code = ${code} and ${sql.unsafe(LIVE)}`;
+  refuseQuarantined(b);
   if (!b) return undefined;
   return { ...b, tus_reserved: Number(b.tus_reserved), files: await listFilesInPages(sql, b.id, 'summary') };
 }
@@ -211,12 +219,12 @@ export async function findActiveBundleWithFiles(
 /** A bundle by code whether expired or not (status and delete distinguish themselves). */
 export async function findBundle(sql: Sql, code: string): Promise<BundleRow | undefined> {
   const [b] = await sql<BundleRow[]>`select ${sql.unsafe(BUNDLE_COLS)} from bundles b where short_code = ${code}`;
-  return b;
+  return refuseQuarantined(b);
 }
 
 export async function findBundleByTokenHash(sql: Sql, hash: Buffer): Promise<BundleRow | undefined> {
   const [b] = await sql<BundleRow[]>`select ${sql.unsafe(BUNDLE_COLS)} from bundles b where upload_token_hash = ${hash}`;
-  return b;
+  return refuseQuarantined(b);
 }
 
 export const listFiles = (sql: Sql, bundleId: number): Promise<FileRow[]> =>
@@ -243,10 +251,10 @@ export interface DownloadRow extends FileRow {
 
 export async function findDownloadableFile(sql: Sql, fileId: number): Promise<DownloadRow | undefined> {
   const [f] = await sql<DownloadRow[]>`
-    select f.*, b.short_code, b.access_password_hash, b.api_key_id, b.notify_email
+    select f.*, b.short_code, b.access_password_hash, b.api_key_id, b.notify_email, b.quarantined_at
     from files f join bundles b on b.id = f.bundle_id
-    where f.id = ${fileId} and (b.expires_at is null or b.expires_at > now())`;
-  return f;
+    where f.id = ${fileId} and ${sql.unsafe(LIVE)}`;
+  return refuseQuarantined(f);
 }
 
 /** Removes one file and adjusts its bundle's totals; returns the storage key, or undefined. */

@@ -7,6 +7,7 @@ import { SHORT_CODE_RE } from '../auth/tokens.ts';
 import { PLANS } from '../auth/plans.ts';
 import { sqlUtc } from '../util/time.ts';
 import type { Deps } from './deps.ts';
+import { refuseQuarantined } from '../abuse/quarantine.ts';
 
 export function myRoutes(deps: Deps): Route[] {
   return [
@@ -16,7 +17,8 @@ export function myRoutes(deps: Deps): Route[] {
   ];
 }
 
-const ACTIVE = '(b.expires_at is null or b.expires_at > now())';
+// A quarantined bundle stays listed (as quarantined, without its files) whatever its expiry.
+const ACTIVE = '(b.expires_at is null or b.expires_at > now() or b.quarantined_at is not null)';
 
 async function myBundles(ctx: Ctx, deps: Deps): Promise<void> {
   const key = deps.access.requireKey(await deps.access.callerOf(ctx));
@@ -47,7 +49,8 @@ async function myBundles(ctx: Ctx, deps: Deps): Promise<void> {
       is_encrypted: b.is_encrypted,
       password_protected: b.access_password_hash !== null,
       description: b.description ?? '',
-      files: (byBundle.get(b.id) ?? []).map((f) => {
+      quarantined: b.quarantined_at !== null,
+      files: (b.quarantined_at !== null ? [] : byBundle.get(b.id) ?? []).map((f) => {
         const out: Record<string, unknown> = {
           id: f.id,
           name: f.name,
@@ -94,8 +97,10 @@ async function deleteMine(ctx: Ctx, deps: Deps): Promise<void> {
   const key = deps.access.requireKey(await deps.access.callerOf(ctx));
   const code = ctx.params[0] ?? '';
   if (!SHORT_CODE_RE.test(code)) throw new AppError('INVALID_SHORT_CODE');
-  const [b] = await deps.sql<{ id: number }[]>`select id from bundles where short_code = ${code} and api_key_id = ${key.id}`;
+  const [b] = await deps.sql<{ id: number; quarantined_at: Date | null }[]>`
+    select id, quarantined_at from bundles where short_code = ${code} and api_key_id = ${key.id}`;
   if (!b) throw new AppError('NOT_OWNER');
+  refuseQuarantined(b);
   const keys = await deleteBundle(deps.sql, b.id);
   deps.bundles.invalidate(b.id);
   await Promise.all(keys.map((k) => deps.disk.remove(k).catch((err: unknown) => deps.log.warn({ err }, 'file not removed'))));

@@ -43,7 +43,7 @@ async function sweepExpired(sql: Sql, disk: Disk, result: SweepResult): Promise<
     // orphans that the orphan pass reclaims).
     const keys = await sql.begin(async (tx) => {
       const ids = await tx<{ id: number }[]>`
-        select id from bundles where expires_at is not null and expires_at <= now()
+        select id from bundles where expires_at is not null and expires_at <= now() and quarantined_at is null
         limit 200 for update skip locked`;
       if (ids.length === 0) return null;
       const list = ids.map((r) => r.id);
