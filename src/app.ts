@@ -47,6 +47,11 @@ import { createOriginOf } from './http/origin.ts';
 import { createIpMatcher } from './http/client-ip.ts';
 import { configureSlowReaders } from './http/body-pump.ts';
 import { OWNER_ONLY_UMASK, usableDataDir } from './util/data-dir.ts';
+import { createScanner, streamMaxLength } from './abuse/clamd.ts';
+import { createInspector } from './abuse/inspector.ts';
+import { createAbuseMetrics } from './abuse/metrics.ts';
+import { mailReports } from './abuse/report-mail.ts';
+import { reportRoutes } from './routes/reports.ts';
 
 export interface RunningApp {
   readonly port: number;
@@ -134,6 +139,9 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
       return false;
     });
     const bundles = watching ? cached : createBundleCache({ load: loadBundle, ttlMs: 0, maxWeight: 0 });
+    const scanner = config.clamdUrl ? createScanner({ url: config.clamdUrl, maxBytes: streamMaxLength(config.clamdConf) }) : null;
+    if (scanner) log.info({ clamd: config.clamdUrl, scannedBytesPerFile: scanner.maxBytes }, 'malware scanning on');
+    const inspector = createInspector({ sql: db.sql, scanner, log, metrics: createAbuseMetrics(metrics.registry) });
     const deps: Deps = {
       config,
       log,
@@ -156,6 +164,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
       downloads,
       downloadCounts,
       viewCounts,
+      inspector,
     };
     const notFound: Route = {
       method: 'any',
@@ -181,6 +190,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
       ...unsubscribeRoutes(deps),
       ...pageRoutes(deps),
       ...tusRoutes(deps),
+      ...reportRoutes({ ...deps, secret, reported: () => background?.kickSoon(5_000) }),
       apiNotFound,
       notFound,
     ];
@@ -214,6 +224,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
       log,
       tasks: [
         { name: 'notify', everyMs: 0, run: () => downloads.flush() },
+        { name: 'abuse reports', everyMs: 0, run: () => mailReports({ sql: db.sql, outbox, to: config.abuseEmail, baseUrl: config.baseUrl }) },
         { name: 'outbox', everyMs: 0, run: () => outbox.deliverDue() },
         { name: 'billing', everyMs: 60_000, run: () => billing.housekeeping() },
       ],

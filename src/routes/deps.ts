@@ -14,6 +14,7 @@ import type { BundleCache } from '../state/bundle-cache.ts';
 import type { BundleWriter } from '../db/bundle-writer.ts';
 import type { BatchedCounts, DownloadCounts } from '../db/download-counts.ts';
 import type { OriginOf } from '../http/origin.ts';
+import type { Inspector } from '../abuse/inspector.ts';
 
 /** Limits that apply to one uploader: anonymous, or the plan of a Bearer key. */
 export interface Uploader {
@@ -95,6 +96,8 @@ export interface Deps {
   readonly downloadCounts?: DownloadCounts;
   /** bundles' view_count (share-page views), batched. Absent in tests that build route tables. */
   readonly viewCounts?: BatchedCounts;
+  /** Malware scan and blocklist checks of new files (abuse/inspector.ts). Absent in tests that build route tables. */
+  readonly inspector?: Inspector;
 }
 
 export const fileJson = (f: FileRow): Record<string, unknown> => ({

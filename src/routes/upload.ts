@@ -13,7 +13,9 @@ import { isEmail, descriptionProblem, cleanDescription } from '../util/names.ts'
 import { refuseOtherSite } from '../http/cross-site.ts';
 import { fileJson, type Deps } from './deps.ts';
 
-export function uploadRoutes(deps: Deps): Route[] {
+export function uploadRoutes(given: Deps): Route[] {
+  // Abuse checks (abuse/inspector.ts): every part ingested through this disk is scanned and hashed.
+  const deps: Deps = given.inspector ? { ...given, disk: given.inspector.disk(given.disk) } : given;
   /**
    * This process's appends per bundle, so parallel appends share the cap while they stream: the bytes
    * streaming now, and those committed since (the room each read at its start no longer shows them

@@ -6,6 +6,7 @@ import { newFileKey } from '../storage/disk.ts';
 import { DAY_MS } from '../util/time.ts';
 import { markCompleted, type TusRow } from './store.ts';
 import { settlePart } from './part-io.ts';
+import { inspectTusPart } from '../abuse/tus-hook.ts';
 
 export interface Completed {
   readonly bundle: BundleRow;
@@ -28,6 +29,7 @@ export async function completeUpload(deps: Deps, row: TusRow, partPath: string):
   // restart, or on another process, it reads from 0.
   const d = await deps.disk.digest(partPath, row.id);
   if (d.size !== row.upload_offset) throw new Error(`tus part digested ${d.size} bytes, ${row.upload_offset} on record`);
+  await inspectTusPart(deps, row.id, partPath);
   const key = newFileKey();
   const file: NewFile = { storageKey: key, name: row.file_name, size: d.size, mimeType: row.mime_type, crc32: d.crc32 };
   await deps.disk.commit(partPath, key);
