@@ -163,7 +163,7 @@ export async function auditCommand(r: OperatorRun): Promise<void> {
   let from: Date | null = null;
   if (since !== undefined) {
     const iso = /^\d{4}-\d{2}-\d{2}$/.test(since) ? `${since}T00:00:00Z` : since;
-    const ok = /^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2})?(Z|[+-]\d{2}:?\d{2})?$/.test(iso);
+    const ok = /^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:?\d{2})?$/.test(iso);
     // Times are UTC unless they say otherwise, as everything the CLI prints.
     from = ok ? new Date(/(Z|[+-]\d{2}:?\d{2})$/.test(iso) ? iso.replace(' ', 'T') : `${iso.replace(' ', 'T')}Z`) : new Date(NaN);
     if (Number.isNaN(from.getTime())) throw new UsageError(`invalid --since: ${since} (expected a date such as 2026-11-26 or 2026-11-26T10:00:00Z)`);

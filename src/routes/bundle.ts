@@ -8,6 +8,7 @@ import { secretMatches, SHORT_CODE_RE, UPLOAD_TOKEN_RE } from '../auth/tokens.ts
 import { sqlUtc } from '../util/time.ts';
 import { parseFileId } from './download.ts';
 import type { Deps } from './deps.ts';
+import { refuseQuarantined } from '../abuse/quarantine.ts';
 
 export function bundleRoutes(deps: Deps): Route[] {
   return [
@@ -93,8 +94,8 @@ async function removeFile(ctx: Ctx, deps: Deps): Promise<void> {
   const bearer = /^bearer\s+(\S+)\s*$/i.exec(ctx.headers.authorization ?? '')?.[1];
   const token = (bearer !== undefined && UPLOAD_TOKEN_RE.test(bearer) ? bearer : null) ?? ctx.query.get('upload_token') ?? bearer ?? '';
   if (token === '') throw new AppError('UPLOAD_TOKEN_REQUIRED');
-  const [row] = await deps.sql<{ bundle_id: number; upload_token_hash: Uint8Array; is_expired: boolean }[]>`
-    select f.bundle_id, b.upload_token_hash, (b.expires_at is not null and b.expires_at <= now()) as is_expired
+  const [row] = await deps.sql<{ bundle_id: number; upload_token_hash: Uint8Array; is_expired: boolean; quarantined_at: Date | null }[]>`
+    select f.bundle_id, b.upload_token_hash, (b.expires_at is not null and b.expires_at <= now()) as is_expired, b.quarantined_at
     from files f join bundles b on b.id = f.bundle_id where f.id = ${id}`;
   // No such file and another bundle's file (locked or expired ones included) get one answer: file
   // ids are sequential, so any difference would list which exist. It is the spec's 403 "access
@@ -102,6 +103,7 @@ async function removeFile(ctx: Ctx, deps: Deps): Promise<void> {
   const denied = (): AppError => new AppError('INVALID_UPLOAD_TOKEN', 'Access denied: invalid upload token');
   const matches = secretMatches(token, row?.upload_token_hash ?? NO_BUNDLE);
   if (!row || !matches || !UPLOAD_TOKEN_RE.test(token)) throw denied();
+  refuseQuarantined(row);
   if (row.is_expired) throw new AppError('BUNDLE_EXPIRED');
   // Deleted meanwhile: no such file, as above.
   if (!(await removeOneFile(deps, id, row.bundle_id))) throw denied();
