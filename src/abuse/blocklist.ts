@@ -23,7 +23,9 @@ export const listBlocked = (sql: Sql): Promise<BlockedRow[]> =>
  * the list is not empty. A hash blocked since the last look is still caught: an upload not hashed
  * while it streamed is hashed from its part when it finishes (see inspector.ts).
  */
-export function createBlocklistFlag(sql: Sql, ttlMs = 1000): { get(): boolean; fresh(): Promise<boolean> } {
+export function createBlocklistFlag(
+  sql: Sql, ttlMs = 1000,
+): { get(): boolean; fresh(): Promise<boolean>; within(maxAgeMs: number): Promise<boolean> } {
   let value = false;
   let at = 0;
   let pending: Promise<boolean> | null = null;
@@ -42,5 +44,10 @@ export function createBlocklistFlag(sql: Sql, ttlMs = 1000): { get(): boolean; f
       return value;
     },
     fresh,
+    /**
+     * An answer at most `maxAgeMs` old: a burst of small uploads asks the database a few times a
+     * second, not once a file; a hash blocked that long ago is enforced.
+     */
+    within: (maxAgeMs) => (Date.now() - at <= maxAgeMs ? Promise.resolve(value) : fresh()),
   };
 }

@@ -30,14 +30,22 @@ export interface Inspector {
   disk<D extends { createPart(onError: (err: Error) => void): PartWriter }>(disk: D): D;
 }
 
+/** How old the "is anything blocked" answer may be when a file that was not hashed finishes. */
+const BLOCKLIST_AGE_MS = 250;
+
 export function createInspector(deps: { sql: Sql; scanner: Scanner | null; log: Logger; metrics: AbuseMetrics | null }): Inspector {
   const { sql, scanner, log, metrics } = deps;
   const blocklist = createBlocklistFlag(sql);
   blocklist.fresh().catch(() => {});
 
-  const scanFailed = (err: unknown): AppError => {
-    metrics?.scanned('error');
-    log.error({ err }, 'malware scan failed: upload refused');
+  /** Counted and logged once per file, whether the stream broke while it was written or at its end. */
+  const reported = new WeakSet<object>();
+  const scanFailed = (err: unknown, scan: object): AppError => {
+    if (!reported.has(scan)) {
+      reported.add(scan);
+      metrics?.scanned('error');
+      log.error({ err }, 'malware scan failed: upload refused');
+    }
     return new AppError('SCANNER_UNAVAILABLE', undefined, { cause: err });
   };
 
@@ -48,7 +56,7 @@ export function createInspector(deps: { sql: Sql; scanner: Scanner | null; log: 
     try {
       verdict = await verdictWithin(scan);
     } catch (err) {
-      throw scanFailed(err);
+      throw scanFailed(err, scan);
     }
     metrics?.scanTime(Number(process.hrtime.bigint() - t0) / 1e9);
     metrics?.scanned(verdict.kind === 'found' ? 'found' : size > scanner!.maxBytes ? 'partial' : 'clean');
@@ -60,7 +68,7 @@ export function createInspector(deps: { sql: Sql; scanner: Scanner | null; log: 
 
   /** The blocklist's answer for a file: `hash` from its stream, or read from `path` if none was made. */
   async function blockCheck(hash: Hash | null, path: string): Promise<Buffer | undefined> {
-    if (hash === null && !(await blocklist.fresh())) return undefined;
+    if (hash === null && !(await blocklist.within(BLOCKLIST_AGE_MS))) return undefined;
     const digest = hash ? hash.digest() : await hashFile(path);
     if (await isBlocked(sql, digest)) {
       metrics?.blocked();
@@ -71,7 +79,7 @@ export function createInspector(deps: { sql: Sql; scanner: Scanner | null; log: 
   }
 
   function wrap(writer: PartWriter, onError: (err: Error) => void): PartWriter {
-    const scan = scanner?.open((err) => onError(scanFailed(err))) ?? null;
+    const scan: ScanStream | null = scanner?.open((err) => onError(scanFailed(err, scan!))) ?? null;
     // Hashed on the way only while something is blocked; otherwise at the end, if the list filled meanwhile.
     const hash = blocklist.get() ? createHash('sha256') : null;
     let size = 0;
