@@ -62,6 +62,14 @@ export const ERRORS = {
   FINAL_UPLOAD: [403, "A final upload takes no PATCH: its bytes are its partial uploads'"],
   // tus answers a length past the limit with 413, where a multipart upload gets SIZE_EXCEEDED (400).
   UPLOAD_TOO_LARGE: [413, 'Upload-Length or the body goes past the size limit'],
+  // Abuse handling (src/abuse/).
+  UNAVAILABLE_FOR_LEGAL_REASONS: [451, 'This bundle is unavailable for legal reasons'],
+  MALWARE_DETECTED: [422, 'Upload refused: a file was detected as malware'],
+  BLOCKED_CONTENT: [422, 'Upload refused: a file matches content blocked on this server'],
+  SCANNER_UNAVAILABLE: [503, 'The malware scanner is unavailable; please retry in a moment'],
+  INVALID_REASON: [400, 'reason must be one of malware, phishing, copyright, illegal, other'],
+  DETAILS_TOO_LONG: [400, 'details must be at most 4000 characters'],
+  INVALID_CONTACT: [400, 'contact must be at most 255 characters, without control characters'],
 } as const satisfies Record<string, readonly [number, string]>;
 
 export type ErrorCode = keyof typeof ERRORS;

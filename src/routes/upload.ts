@@ -142,7 +142,7 @@ async function publishAll(files: readonly IngestedFile[]): Promise<NewFile[]> {
   const out: NewFile[] = [];
   for (const f of files) {
     await f.writer.publish();
-    out.push({ storageKey: f.writer.key, name: f.name, size: f.size, mimeType: f.mimeType, crc32: f.crc32 });
+    out.push({ storageKey: f.writer.key, name: f.name, size: f.size, mimeType: f.mimeType, crc32: f.crc32, sha256: f.sha256 });
   }
   return out;
 }

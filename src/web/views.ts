@@ -1,6 +1,7 @@
 import { html, humanSize, layout, plural, type Safe } from './html.ts';
 import { isoUtc, sqlUtc } from '../util/time.ts';
 import { DEFAULT_UPLOAD_OPTIONS, type UploadOptions } from './upload-options.ts';
+import { reportLink } from './report-views.ts';
 
 /** What the templates need; `asset` maps a static name to its versioned URL. */
 export interface View {
@@ -153,6 +154,7 @@ ${nav}`;
 ${b.description && files !== null ? html`<p class="desc">${b.description}</p>` : null}
 <p class="meta">${expiry(b.expires_at)}</p>
 ${list}
+${reportLink(code)}
 </section>`;
   const head = ogTags(v, b, files === null);
   return layout({ title: `${plural(b.file_count, 'file')} · Sluice`, head, body, scripts: ['common.js', 'share.js'], asset: v.asset });
