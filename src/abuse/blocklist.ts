@@ -1,22 +1,7 @@
 import type { Sql } from '../db/client.ts';
+import { anyBlocked } from '../db/abuse.ts';
 
 export const SHA256_RE = /^[0-9a-f]{64}$/;
-
-export interface BlockedRow {
-  sha256: Uint8Array;
-  reason: string | null;
-  created_at: Date;
-  created_by: string;
-}
-
-/** Whether an upload with this SHA-256 (32 bytes) must be refused. */
-export async function isBlocked(sql: Sql, sha256: Uint8Array): Promise<boolean> {
-  const [row] = await sql`select 1 from blocked_hashes where sha256 = ${Buffer.from(sha256)}`;
-  return row !== undefined;
-}
-
-export const listBlocked = (sql: Sql): Promise<BlockedRow[]> =>
-  sql<BlockedRow[]>`select * from blocked_hashes order by created_at, sha256`;
 
 /**
  * Whether any hash is blocked, asked at most once a second: uploads compute a SHA-256 only while
@@ -30,9 +15,9 @@ export function createBlocklistFlag(
   let at = 0;
   let pending: Promise<boolean> | null = null;
   const fresh = (): Promise<boolean> =>
-    (pending ??= sql`select exists (select 1 from blocked_hashes) as any`
-      .then(([r]) => {
-        value = Boolean(r?.any);
+    (pending ??= anyBlocked(sql)
+      .then((any) => {
+        value = any;
         at = Date.now();
         return value;
       })

@@ -3,7 +3,8 @@ import type { Logger } from 'pino';
 import type { Sql } from '../db/client.ts';
 import { AppError } from '../errors.ts';
 import type { BlobDigest, BlobKey, BlobStore, BlobWriter } from '../storage/blob-store.ts';
-import { createBlocklistFlag, isBlocked } from './blocklist.ts';
+import { isBlocked } from '../db/abuse.ts';
+import { createBlocklistFlag } from './blocklist.ts';
 import { verdictWithin, type Scanner, type ScanStream } from './clamd.ts';
 import type { AbuseMetrics } from './metrics.ts';
 
@@ -71,16 +72,17 @@ export function createInspector(deps: { sql: Sql; scanner: Scanner | null; log: 
     throw new AppError('BLOCKED_CONTENT');
   }
 
-  /** Reads a published object through the hash (when `hash`) and clamd (when `scan`). */
-  async function readThrough(store: BlobStore, key: BlobKey, hash: Hash | null, scan: ScanStream | null): Promise<number> {
-    let size = 0;
-    for await (const chunk of await store.read(key)) {
+  /**
+   * Reads a published object through the hash (when `hash`) and clamd (when `scan`); without a hash
+   * to make, no further than clamd scans.
+   */
+  async function readThrough(store: BlobStore, key: BlobKey, hash: Hash | null, scan: ScanStream | null): Promise<void> {
+    const end = hash === null && scan !== null ? scanner!.maxBytes : undefined;
+    for await (const chunk of await store.read(key, { end })) {
       const piece = chunk as Buffer;
-      size += piece.length;
       hash?.update(piece);
       if (scan && scan.failed === null && !scan.write(piece)) await new Promise<void>((r) => scan.onDrain(r));
     }
-    return size;
   }
 
   function wrap(store: BlobStore, writer: BlobWriter, onError: (err: Error) => void): BlobWriter {

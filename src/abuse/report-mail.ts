@@ -4,7 +4,7 @@ import type { Mail } from '../mail/transport.ts';
 import { escapeHtml } from '../web/html.ts';
 import { quotedName } from '../mail/messages.ts';
 import { sqlUtc } from '../util/time.ts';
-import type { ReportRow } from './reports.ts';
+import { mailUnmailedReports, type ReportRow } from '../db/abuse.ts';
 
 /** At most one abuse mail per this window: a report storm makes one mail, not hundreds. */
 export const REPORT_MAIL_WINDOW_MS = 5 * 60_000;
@@ -16,18 +16,9 @@ const MAX_LISTED = 100;
  * several processes take turns: the rows are claimed with `for update skip locked`.
  */
 export async function mailReports(deps: { sql: Sql; outbox: Outbox; to: string | undefined; baseUrl: string }, now = new Date()): Promise<number> {
-  const { sql, to } = deps;
+  const { to } = deps;
   if (to === undefined) return 0;
-  return sql.begin(async (tx) => {
-    await tx`select pg_advisory_xact_lock(7262036)`;
-    const [last] = await tx<{ at: Date | null }[]>`select max(mailed_at) as at from reports`;
-    if (last?.at && now.getTime() - last.at.getTime() < REPORT_MAIL_WINDOW_MS) return 0;
-    const rows = await tx<ReportRow[]>`select * from reports where mailed_at is null order by id limit ${MAX_LISTED}`;
-    if (rows.length === 0) return 0;
-    await deps.outbox.enqueue(reportsMail(to, rows, deps.baseUrl), tx as unknown as Sql);
-    await tx`update reports set mailed_at = ${now} where id = any(${rows.map((r) => r.id)})`;
-    return rows.length;
-  });
+  return mailUnmailedReports(deps.sql, now, REPORT_MAIL_WINDOW_MS, MAX_LISTED, (rows, tx) => deps.outbox.enqueue(reportsMail(to, rows, deps.baseUrl), tx));
 }
 
 /** The reporters' text is quoted and escaped: it is theirs, never markup of ours. */

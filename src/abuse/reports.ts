@@ -1,5 +1,4 @@
 import { createHmac } from 'node:crypto';
-import type { Sql } from '../db/client.ts';
 import { AppError } from '../errors.ts';
 import { CONTROL_CHARS } from '../util/names.ts';
 
@@ -15,17 +14,6 @@ export interface ReportInput {
   reason: Reason;
   details: string | null;
   contact: string | null;
-}
-
-export interface ReportRow {
-  id: number;
-  short_code: string;
-  reason: Reason;
-  details: string | null;
-  contact: string | null;
-  reporter_hash: Uint8Array;
-  created_at: Date;
-  closed_at: Date | null;
 }
 
 /** Checks the fields of a report (the code is checked against the database by the caller). */
@@ -48,21 +36,3 @@ export function reportInput(fields: Record<string, unknown>): Omit<ReportInput, 
 /** The reporter's address as a keyed hash: repeat reporters can be told apart, no address is kept. */
 export const reporterHash = (secret: Buffer | string, address: string): Buffer =>
   createHmac('sha256', secret).update(`report:${address}`).digest();
-
-export async function insertReport(sql: Sql, r: ReportInput, reporter: Buffer): Promise<number> {
-  const [row] = await sql<{ id: number }[]>`
-    insert into reports (short_code, reason, details, contact, reporter_hash)
-    values (${r.shortCode}, ${r.reason}, ${r.details}, ${r.contact}, ${reporter}) returning id`;
-  return Number(row!.id);
-}
-
-export const listReports = (sql: Sql, openOnly: boolean): Promise<ReportRow[]> =>
-  sql<ReportRow[]>`select * from reports where ${openOnly ? sql`closed_at is null` : sql`true`} order by id`;
-
-/** Closes an open report; false when there is no such report or it was already closed. */
-export async function closeReport(sql: Sql, id: number): Promise<'closed' | 'already' | 'unknown'> {
-  const [row] = await sql<{ closed: boolean }[]>`
-    update reports set closed_at = coalesce(closed_at, now()) where id = ${id} returning (closed_at <> now()) as closed`;
-  if (!row) return 'unknown';
-  return row.closed ? 'already' : 'closed';
-}

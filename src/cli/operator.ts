@@ -3,10 +3,10 @@ import { deleteBundle } from '../db/bundles.ts';
 import { SHORT_CODE_RE } from '../auth/tokens.ts';
 import { CONTROL_CHARS } from '../util/names.ts';
 import { sqlUtc } from '../util/time.ts';
-import { audit, listAudit } from '../abuse/audit.ts';
-import { listBlocked, SHA256_RE } from '../abuse/blocklist.ts';
-import { bundleByCode, setQuarantine } from '../abuse/quarantine.ts';
-import { closeReport, listReports } from '../abuse/reports.ts';
+import { SHA256_RE } from '../abuse/blocklist.ts';
+import {
+  audit, blockHash, bundleByCode, closeReport, expireBundle, listAudit, listBlocked, listReports, setQuarantine, unblockHash,
+} from '../db/abuse.ts';
 import { parseFlags, UsageError } from './keys.ts';
 
 /** What an operator command is given: its arguments (no --by), who runs it, and where output goes. */
@@ -56,7 +56,7 @@ export async function bundlesCommand(r: OperatorRun): Promise<void> {
   const target = b.short_code;
   if (action === 'expire') {
     await r.sql.begin(async (tx) => {
-      await tx`update bundles set expires_at = now() where id = ${b.id}`;
+      await expireBundle(tx as unknown as Sql, b.id);
       await audit(tx as unknown as Sql, 'bundles expire', target, r.operator, b.quarantined_at ? 'quarantined: kept until released' : null);
     });
     r.out(b.quarantined_at ? `expired ${target} (quarantined: kept until released)` : `expired ${target}`);
@@ -92,14 +92,8 @@ export async function blockCommand(r: OperatorRun): Promise<void> {
     const { reason } = parseFlags(flagArgs, ['reason']);
     if (reason !== undefined && new RegExp(`[${CONTROL_CHARS}]`).test(reason)) throw new UsageError('--reason must not contain control characters');
     const held = await r.sql.begin(async (tx) => {
-      await tx`insert into blocked_hashes (sha256, reason, created_by) values (${sha}, ${reason ?? null}, ${r.operator})
-               on conflict (sha256) do update set reason = coalesce(excluded.reason, blocked_hashes.reason)`;
       // Bundles already holding it are held at once: evidence kept, nothing served.
-      const codes = await tx<{ short_code: string }[]>`
-        update bundles set quarantined_at = now()
-        where quarantined_at is null and id in (select bundle_id from files where sha256 = ${sha})
-        returning short_code`;
-      const list = codes.map((c) => c.short_code).sort();
+      const list = await blockHash(tx as unknown as Sql, sha, reason ?? null, r.operator);
       await audit(tx as unknown as Sql, 'block add', sha.toString('hex'), r.operator, [reason, list.length ? `quarantined ${list.join(' ')}` : null].filter(Boolean).join('; ') || null);
       for (const c of list) await audit(tx as unknown as Sql, 'bundles quarantine', c, r.operator, `holds blocked ${sha.toString('hex')}`);
       return list;
@@ -111,9 +105,9 @@ export async function blockCommand(r: OperatorRun): Promise<void> {
     if (rest.length !== 1) throw new UsageError(usage);
     const sha = hashArg(rest[0]);
     const removed = await r.sql.begin(async (tx) => {
-      const rows = await tx`delete from blocked_hashes where sha256 = ${sha} returning 1`;
-      if (rows.length) await audit(tx as unknown as Sql, 'block remove', sha.toString('hex'), r.operator);
-      return rows.length > 0;
+      const removed = await unblockHash(tx as unknown as Sql, sha);
+      if (removed) await audit(tx as unknown as Sql, 'block remove', sha.toString('hex'), r.operator);
+      return removed;
     });
     if (!removed) throw new UsageError(`not blocked: ${sha.toString('hex')}`);
     r.out(`unblocked ${sha.toString('hex')} (bundles it quarantined stay quarantined until released)`);
