@@ -340,6 +340,31 @@ for (const backend of backends()) {
       await srv.cli(['block', 'remove', hash]);
     });
 
+    test('while anything is blocked, new files record their SHA-256, so a later block add finds them (multipart and tus)', async () => {
+      const other = sha256(randomBytes(32));
+      assert.equal((await srv.cli(['block', 'add', other])).code, 0);
+      // The server learns that the list filled within a second, at the next upload (this one).
+      await new Promise((r) => setTimeout(r, 1100));
+      assert.equal((await uploadFiles(srv, [{ name: 'warm.bin', data: randomBytes(10) }])).status, 201);
+      await new Promise((r) => setTimeout(r, 200));
+      const viaForm = randomBytes(5000);
+      const form = (await uploadFiles(srv, [{ name: 'f.bin', data: viaForm }])).json as { short_code: string; files: Array<{ id: number }> };
+      const viaTus = randomBytes(150 * 1024);
+      const loc = await tusCreate(srv, viaTus.length, { 'upload-metadata': tusMeta({ filename: 't.bin' }) });
+      assert.equal((await tusPatch(srv, loc, 0, viaTus)).status, 204);
+      const recorded = async (data: Buffer): Promise<string[]> =>
+        (await srv.sql<{ short_code: string }[]>`
+          select b.short_code from files f join bundles b on b.id = f.bundle_id where f.sha256 = ${Buffer.from(sha256(data), 'hex')}`).map((r) => r.short_code);
+      assert.deepEqual(await recorded(viaForm), [form.short_code]);
+      const [tusCode] = await recorded(viaTus);
+      assert.ok(tusCode, 'the tus upload recorded its hash');
+      const add = await srv.cli(['block', 'add', sha256(viaTus)]);
+      assert.match(add.stdout, new RegExp(`quarantined ${tusCode}`));
+      assert.equal((await get(srv, `/${tusCode}`)).status, 451);
+      for (const h of [other, sha256(viaTus)]) await srv.cli(['block', 'remove', h]);
+      await srv.cli(['bundles', 'release', tusCode!]);
+    });
+
     test('keys revoke, bundles delete and expire are audited with the operator', async () => {
       const key = (await srv.cli(['keys', 'create', '--plan', 'starter', '--label', 'k'])).stdout.trim();
       const prefix = key.slice(0, 12);
