@@ -38,6 +38,11 @@ import { createIpMatcher } from './http/client-ip.ts';
 import { configureSlowReaders } from './http/body-pump.ts';
 import { OWNER_ONLY_UMASK, usableDataDir } from './util/data-dir.ts';
 import { enableFastPaths } from './ingest/fast-paths.ts';
+import { createScanner, streamMaxLength } from './abuse/clamd.ts';
+import { createInspector } from './abuse/inspector.ts';
+import { inspectedStore } from './abuse/inspected-store.ts';
+import { createAbuseMetrics } from './abuse/metrics.ts';
+import { mailReports } from './abuse/report-mail.ts';
 
 export interface RunningApp {
   readonly port: number;
@@ -129,11 +134,15 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
       return false;
     });
     const bundles = watching ? cached : createBundleCache({ load: loadBundle, ttlMs: 0, maxWeight: 0 });
+    const scanner = config.clamdUrl ? createScanner({ url: config.clamdUrl, maxBytes: streamMaxLength(config.clamdConf) }) : null;
+    if (scanner) log.info({ clamd: config.clamdUrl, scannedBytesPerFile: scanner.maxBytes }, 'malware scanning on');
+    const inspector = createInspector({ sql: db.sql, scanner, log, metrics: createAbuseMetrics(metrics.registry) });
     const deps: Deps = {
       config,
       log,
       sql: db.sql,
-      blobs,
+      // Every new file is scanned and checked against the blocklist before a row names it.
+      blobs: inspectedStore(blobs, inspector),
       access,
       origin: createOriginOf({
         baseUrl: config.baseUrlFollowsPort ? undefined : config.baseUrl,
@@ -156,7 +165,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
       reservedNames: new Set<string>(),
       arrivals,
     };
-    const routes = routeTable({ ...deps, billing });
+    const routes = routeTable({ ...deps, billing, secret, reported: () => background?.kickSoon(5_000) });
     for (const name of reservedNames(routes.map((r) => r.pattern))) (deps.reservedNames as Set<string>).add(name);
     const server = createHttpServer({ binding, routes, log, admit: (ctx) => access.admit(ctx), content, metrics });
     // A worker shares its supervisor's port on purpose; anyone else must have it alone.
@@ -189,6 +198,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
       tasks: [
         { name: 'notify', everyMs: 0, run: () => downloads.flush() },
         { name: 'arrivals', everyMs: 0, run: () => arrivals.flush() },
+        { name: 'abuse reports', everyMs: 0, run: () => mailReports({ sql: db.sql, outbox, to: config.abuseEmail, baseUrl: config.baseUrl }) },
         { name: 'outbox', everyMs: 0, run: () => outbox.deliverDue() },
         { name: 'billing', everyMs: 60_000, run: () => billing.housekeeping() },
       ],

@@ -1,6 +1,7 @@
 import path from 'node:path';
 import net from 'node:net';
 import { resembles } from './util/similar.ts';
+import { isEmail } from './util/names.ts';
 
 /** Everything the process is configured with. Only this module reads process.env. */
 export interface Config {
@@ -21,6 +22,12 @@ export interface Config {
   readonly workerIndex: number | null;
   readonly smtpUrl: string | undefined;
   readonly mailFrom: string;
+  /** ABUSE_EMAIL: where new abuse reports are mailed, in batches; unset: reports are only listed by the CLI. */
+  readonly abuseEmail: string | undefined;
+  /** CLAMD_URL (`unix:///path` or `tcp://host:port`): every new file is scanned by clamd; unset: no scanning. */
+  readonly clamdUrl: string | undefined;
+  /** CLAMD_CONF: clamd's configuration file, read for its StreamMaxLength (how much of a file clamd scans). */
+  readonly clamdConf: string;
   readonly stripeSecretKey: string | undefined;
   readonly stripeWebhookSecret: string | undefined;
   readonly stripeApiUrl: string | undefined;
@@ -189,6 +196,15 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
   const mailFrom = str('MAIL_FROM') ?? 'Sluice <sluice@localhost>';
   if (!/^[^\r\n]*@[^\r\n]*$/.test(mailFrom)) problems.push('MAIL_FROM: expected an address such as "Sluice <sluice@example.com>"');
 
+  const abuseEmail = str('ABUSE_EMAIL');
+  if (abuseEmail !== undefined && !isEmail(abuseEmail)) problems.push('ABUSE_EMAIL: expected an e-mail address');
+  const clamdUrl = url('CLAMD_URL', ['unix:', 'tcp:']);
+  if (clamdUrl !== undefined && URL.canParse(clamdUrl)) {
+    const u = new URL(clamdUrl);
+    if (u.protocol === 'unix:' && (u.host !== '' || u.pathname.length < 2)) problems.push('CLAMD_URL: expected unix:///absolute/path/to/clamd.ctl');
+    if (u.protocol === 'tcp:' && (u.hostname === '' || u.port === '')) problems.push('CLAMD_URL: expected tcp://host:port');
+  }
+
   const config: Config = {
     host,
     port,
@@ -204,6 +220,9 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
     workerIndex,
     smtpUrl: url('SMTP_URL', ['smtp:', 'smtps:']),
     mailFrom,
+    abuseEmail,
+    clamdUrl,
+    clamdConf: path.resolve(cwd, str('CLAMD_CONF') ?? '/etc/clamav/clamd.conf'),
     stripeSecretKey,
     stripeWebhookSecret,
     stripeApiUrl: url('STRIPE_API_URL', ['http:', 'https:']),

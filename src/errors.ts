@@ -72,6 +72,14 @@ export const ERRORS = {
   INVALID_MAX_DOWNLOADS: [400, 'max_downloads must be a whole number from 1 to 1000'],
   REQUEST_NOT_FOUND: [404, 'Upload request not found, closed or expired'],
   INVALID_REQUEST_FIELD: [400, 'Invalid upload request field'],
+  // Abuse handling (src/abuse/).
+  UNAVAILABLE_FOR_LEGAL_REASONS: [451, 'This bundle is unavailable for legal reasons'],
+  MALWARE_DETECTED: [422, 'Upload refused: a file was detected as malware'],
+  BLOCKED_CONTENT: [422, 'Upload refused: a file matches content blocked on this server'],
+  SCANNER_UNAVAILABLE: [503, 'The malware scanner is unavailable; please retry in a moment'],
+  INVALID_REASON: [400, 'reason must be one of malware, phishing, copyright, illegal, other'],
+  DETAILS_TOO_LONG: [400, 'details must be at most 4000 characters'],
+  INVALID_CONTACT: [400, 'contact must be at most 255 characters, without control characters'],
 } as const satisfies Record<string, readonly [number, string]>;
 
 export type ErrorCode = keyof typeof ERRORS;

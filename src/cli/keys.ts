@@ -51,7 +51,7 @@ export async function keysCommand(sql: Sql, args: string[], out: (line: string) 
   throw new UsageError('usage: sluice keys create --plan PLAN [--label TEXT] [--email ADDR] [--days N] | list | revoke PREFIX');
 }
 
-function parseFlags(args: string[], allowed: string[]): Record<string, string> {
+export function parseFlags(args: string[], allowed: string[]): Record<string, string> {
   const flags: Record<string, string> = {};
   for (let i = 0; i < args.length; i++) {
     const m = /^--([a-z]+)(?:=(.*))?$/.exec(args[i]!);

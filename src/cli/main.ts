@@ -8,8 +8,9 @@ import { migrate } from '../db/migrate.ts';
 import { createHasher } from '../storage/hasher.ts';
 import { createDiskStore } from '../storage/disk.ts';
 import { sweep } from '../sweeper/sweep.ts';
-import { findBundle, deleteBundle } from '../db/bundles.ts';
-import { SHORT_CODE_RE } from '../auth/tokens.ts';
+import { operatorName } from '../abuse/audit.ts';
+import { audit } from '../db/abuse.ts';
+import { auditCommand, blockCommand, bundlesCommand, reportsCommand, takeBy } from './operator.ts';
 import { keysCommand, UsageError } from './keys.ts';
 import { supervise } from './supervise.ts';
 import { createWorkerLink } from './worker-link.ts';
@@ -23,14 +24,24 @@ const USAGE = `usage: sluice <command>
   sweep                   one pass of expiry and orphan clean-up
   bundles expire CODE     set the bundle's expires_at to now
   bundles delete CODE     delete the bundle and its files
+  bundles quarantine CODE every path of the bundle answers 451; its files are kept
+  bundles release CODE    end a quarantine
   keys create --plan starter|power|max|premium [--label TEXT] [--email ADDR] [--days N]
   keys list               one row per key
   keys revoke PREFIX      revoke a key
-  import-pglite           copy an earlier release's embedded database (PGlite, DATA_DIR/pg) into the embedded PostgreSQL`;
+  import-pglite           copy an earlier release's embedded database (PGlite, DATA_DIR/pg) into the embedded PostgreSQL
+  block add SHA256 [--reason TEXT]   refuse uploads of this file; quarantine bundles holding it
+  block list | block remove SHA256
+  reports list [--open]   abuse reports, oldest first
+  reports close ID        mark a report handled
+  audit [--since DATE]    operator actions, oldest first
+Operator actions (revoke, bundles, block, reports close) are recorded in the audit trail
+with --by NAME, or the name of the user running the command.`;
 
 class CliError extends Error {}
 
-const COMMANDS = new Set(['help', '--help', '-h', 'migrate', 'sweep', 'bundles', 'keys', 'import-pglite']);
+const COMMANDS = new Set(['help', '--help', '-h', 'migrate', 'sweep', 'bundles', 'keys', 'block', 'reports', 'audit', 'import-pglite']);
+const OPERATOR_COMMANDS = { bundles: bundlesCommand, block: blockCommand, reports: reportsCommand, audit: auditCommand } as const;
 const TAKES_NOTHING = new Set(['serve', 'help', '--help', '-h', 'migrate', 'sweep', 'import-pglite']);
 
 async function main(argv: string[]): Promise<void> {
@@ -78,36 +89,31 @@ async function main(argv: string[]): Promise<void> {
       }
       return;
     }
-    if (cmd === 'keys') {
-      try {
-        await keysCommand(db.sql, rest, (line) => process.stdout.write(`${line}\n`), process.stdout.isTTY === true);
-      } catch (err) {
-        if (err instanceof UsageError) throw new CliError(err.message);
-        throw err;
+    const out = (line: string): void => void process.stdout.write(`${line}\n`);
+    try {
+      const { args, by } = takeBy(rest);
+      const operator = operatorName(by);
+      if (cmd === 'keys') {
+        await keysCommand(db.sql, args, out, process.stdout.isTTY === true);
+        if (args[0] === 'revoke') await audit(db.sql, 'keys revoke', args[1]!, operator);
+        return;
       }
-      return;
-    }
-    if (cmd === 'bundles') {
-      const [action, code] = rest;
-      if ((action !== 'expire' && action !== 'delete') || code === undefined || rest.length !== 2) throw new CliError(`usage: sluice bundles expire|delete CODE`);
-      if (!SHORT_CODE_RE.test(code)) throw new CliError(`invalid short code: ${code}`);
-      const bundle = await findBundle(db.sql, code);
-      if (!bundle) throw new CliError(`unknown bundle: ${code}`);
-      if (action === 'expire') {
-        await db.sql`update bundles set expires_at = now() where id = ${bundle.id}`;
-        process.stdout.write(`expired ${code}\n`);
-      } else {
-        const hasher = createHasher(1);
-        try {
-          const blobs = await createDiskStore(config.dataDir, hasher);
-          const keys = await deleteBundle(db.sql, bundle.id);
-          await Promise.all(keys.map((k) => blobs.delete(k)));
-        } finally {
-          await hasher.close();
-        }
-        process.stdout.write(`deleted ${code}\n`);
+      if (cmd in OPERATOR_COMMANDS) {
+        const removeFiles = async (keys: string[]): Promise<void> => {
+          const hasher = createHasher(1);
+          try {
+            const blobs = await createDiskStore(config.dataDir, hasher);
+            await Promise.all(keys.map((k) => blobs.delete(k)));
+          } finally {
+            await hasher.close();
+          }
+        };
+        await OPERATOR_COMMANDS[cmd as keyof typeof OPERATOR_COMMANDS]({ sql: db.sql, args, operator, out, removeFiles });
+        return;
       }
-      return;
+    } catch (err) {
+      if (err instanceof UsageError) throw new CliError(err.message);
+      throw err;
     }
     throw new CliError(`unknown command: ${cmd} (see sluice help)`);
   } finally {

@@ -3,11 +3,12 @@ import type { BundleRow } from './bundles.ts';
 
 /**
  * The one definition of an active bundle, for a query that names the bundle `b`: not expired (no
- * expiry means never). A deleted bundle has no row. Every query that serves, appends to or sweeps
+ * expiry means never), or quarantined (a held bundle does not expire: its files are evidence; every
+ * lookup answers it 451, see abuse/quarantine.ts). A deleted bundle has no row. Every query that serves, appends to or sweeps
  * bundles says "active" or "expired" through these two, on both database backends (plain SQL text,
  * spliced with `sql.unsafe`).
  */
-export const ACTIVE_BUNDLE = '(b.expires_at is null or b.expires_at > now())';
+export const ACTIVE_BUNDLE = '(b.expires_at is null or b.expires_at > now() or b.quarantined_at is not null)';
 export const EXPIRED_BUNDLE = `(not ${ACTIVE_BUNDLE})`;
 
 /** A bundle row as `b`, with whether it has expired. */

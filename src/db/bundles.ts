@@ -3,6 +3,7 @@ import type { Sql } from './client.ts';
 import { AppError } from '../errors.ts';
 import { newShortCode } from '../auth/tokens.ts';
 import { ACTIVE_BUNDLE, BUNDLE_COLS, EXPIRED_BUNDLE, lockWithReserved, tusReserved } from './bundle-room.ts';
+import { refuseQuarantined } from '../abuse/quarantine.ts';
 
 export interface BundleRow {
   id: number;
@@ -19,6 +20,8 @@ export interface BundleRow {
   view_count: number;
   created_at: Date;
   expires_at: Date | null;
+  /** Set while an operator holds the bundle (abuse/quarantine.ts): every path answers 451. */
+  quarantined_at: Date | null;
   is_expired: boolean;
   /** A Premium bundle's vanity name (sql/0026_vanity.sql). */
   vanity: string | null;
@@ -46,6 +49,8 @@ export interface NewFile {
   size: number;
   mimeType: string;
   crc32: number;
+  /** Lowercase hex, when the store computed it (the blocklist finds bundles by it). */
+  sha256?: string | null;
 }
 
 export interface NewBundle {
@@ -125,12 +130,12 @@ export async function insertBundles(
       on conflict (short_code) do nothing
       returning *
     ), f as (
-      insert into files (bundle_id, storage_key, name, size, mime_type, crc32)
-      select b.id, y.storage_key, y.name, y.size, y.mime_type, y.crc32
+      insert into files (bundle_id, storage_key, name, size, mime_type, crc32, sha256)
+      select b.id, y.storage_key, y.name, y.size, y.mime_type, y.crc32, decode(y.sha256, 'hex')
       from unnest(${fileList.map((e) => e.n)}::int8[], ${fileList.map((e) => e.f.storageKey)}::text[], ${fileList.map((e) => e.f.name)}::text[],
                   ${fileList.map((e) => e.f.size)}::int8[], ${fileList.map((e) => e.f.mimeType)}::text[],
-                  ${fileList.map((e) => e.f.crc32)}::int8[])
-           with ordinality as y(bundle_n, storage_key, name, size, mime_type, crc32, m)
+                  ${fileList.map((e) => e.f.crc32)}::int8[], ${fileList.map((e) => e.f.sha256 ?? null)}::text[])
+           with ordinality as y(bundle_n, storage_key, name, size, mime_type, crc32, sha256, m)
       join x on x.n = y.bundle_n
       join b on b.short_code = x.short_code
       order by y.m
@@ -157,8 +162,8 @@ async function insertFiles(tx: Sql, bundleId: number, files: NewFile[]): Promise
   // One statement per file keeps ids in upload order; bundles rarely hold more than a handful per request.
   for (const f of files) {
     const [row] = await tx<FileRow[]>`
-      insert into files (bundle_id, storage_key, name, size, mime_type, crc32)
-      values (${bundleId}, ${f.storageKey}, ${f.name}, ${f.size}, ${f.mimeType}, ${f.crc32})
+      insert into files (bundle_id, storage_key, name, size, mime_type, crc32, sha256)
+      values (${bundleId}, ${f.storageKey}, ${f.name}, ${f.size}, ${f.mimeType}, ${f.crc32}, decode(${f.sha256 ?? null}::text, 'hex'))
       returning *`;
     rows.push(row!);
   }
@@ -184,6 +189,7 @@ export async function appendFiles(
   return sql.begin(async (tx) => {
     const b = await lockWithReserved(tx as unknown as Sql, bundleId, completingTus);
     if (!b) throw new AppError('INVALID_UPLOAD_TOKEN');
+    refuseQuarantined(b);
     if (b.is_expired) throw new AppError('BUNDLE_EXPIRED');
     if (b.total_size_bytes + b.reserved + added > b.max_size_bytes) throw new AppError('SIZE_EXCEEDED');
     if (b.file_count + files.length > maxFiles) {
@@ -204,7 +210,7 @@ export async function findActiveBundle(sql: Sql, code: string): Promise<BundleRo
   const [b] = await sql<BundleRow[]>`
     select ${sql.unsafe(BUNDLE_COLS)} from bundles b
     where short_code = ${code} and ${sql.unsafe(ACTIVE_BUNDLE)}`;
-  return b;
+  return refuseQuarantined(b);
 }
 
 export interface FileSummary {
@@ -223,6 +229,7 @@ export async function findActiveBundleWithFiles(
   const [b] = await sql<Array<BundleRow & { tus_reserved: string }>>`
     select b.*, false as is_expired, ${tusReserved(sql)} as tus_reserved from bundles b
     where b.short_code = ${code} and ${sql.unsafe(ACTIVE_BUNDLE)}`;
+  refuseQuarantined(b);
   if (!b) return undefined;
   return { ...b, tus_reserved: Number(b.tus_reserved), files: await listFilesInPages(sql, b.id, 'summary') };
 }
@@ -230,12 +237,12 @@ export async function findActiveBundleWithFiles(
 /** A bundle by code whether expired or not (status and delete distinguish themselves). */
 export async function findBundle(sql: Sql, code: string): Promise<BundleRow | undefined> {
   const [b] = await sql<BundleRow[]>`select ${sql.unsafe(BUNDLE_COLS)} from bundles b where short_code = ${code}`;
-  return b;
+  return refuseQuarantined(b);
 }
 
 export async function findBundleByTokenHash(sql: Sql, hash: Buffer): Promise<BundleRow | undefined> {
   const [b] = await sql<BundleRow[]>`select ${sql.unsafe(BUNDLE_COLS)} from bundles b where upload_token_hash = ${hash}`;
-  return b;
+  return refuseQuarantined(b);
 }
 
 export const listFiles = (sql: Sql, bundleId: number): Promise<FileRow[]> =>
@@ -264,19 +271,19 @@ export interface DownloadRow extends FileRow {
 
 export async function findDownloadableFile(sql: Sql, fileId: number): Promise<DownloadRow | undefined> {
   const [f] = await sql<DownloadRow[]>`
-    select f.*, b.short_code, b.access_password_hash, b.api_key_id, b.notify_email, b.is_encrypted, b.max_downloads
+    select f.*, b.short_code, b.access_password_hash, b.api_key_id, b.notify_email, b.is_encrypted, b.max_downloads, b.quarantined_at
     from files f join bundles b on b.id = f.bundle_id
     where f.id = ${fileId} and ${sql.unsafe(ACTIVE_BUNDLE)}`;
-  return f;
+  return refuseQuarantined(f);
 }
 
-/** A file with its bundle's upload token hash, the bundle expired or not (deleting a file checks both). */
+/** A file with its bundle's upload token hash, the bundle expired or quarantined or not (deleting a file checks all three). */
 export async function findFileWithToken(
   sql: Sql,
   fileId: number,
-): Promise<{ bundle_id: number; upload_token_hash: Uint8Array; is_expired: boolean } | undefined> {
-  const [row] = await sql<Array<{ bundle_id: number; upload_token_hash: Uint8Array; is_expired: boolean }>>`
-    select f.bundle_id, b.upload_token_hash, ${sql.unsafe(EXPIRED_BUNDLE)} as is_expired
+): Promise<{ bundle_id: number; upload_token_hash: Uint8Array; is_expired: boolean; quarantined_at: Date | null } | undefined> {
+  const [row] = await sql<Array<{ bundle_id: number; upload_token_hash: Uint8Array; is_expired: boolean; quarantined_at: Date | null }>>`
+    select f.bundle_id, b.upload_token_hash, ${sql.unsafe(EXPIRED_BUNDLE)} as is_expired, b.quarantined_at
     from files f join bundles b on b.id = f.bundle_id where f.id = ${fileId}`;
   return row;
 }

@@ -1,6 +1,7 @@
 import type { Sql } from './client.ts';
 import type { BundleRow, FileRow } from './bundles.ts';
 import { ACTIVE_BUNDLE } from './bundle-room.ts';
+import { refuseQuarantined } from '../abuse/quarantine.ts';
 
 /** What `GET /api/v1/my/usage` totals over a key's active bundles. */
 export interface KeyTotals {
@@ -9,7 +10,7 @@ export interface KeyTotals {
   total_files: number;
 }
 
-/** A key's active bundles, newest first (at most 100), each with its files in id order. */
+/** A key's active bundles (quarantined ones included), newest first (at most 100), each with its files in id order. */
 export async function listKeyBundles(sql: Sql, keyId: number): Promise<Array<BundleRow & { files: FileRow[] }>> {
   const bundles = await sql<BundleRow[]>`
     select b.*, false as is_expired from bundles b
@@ -34,8 +35,12 @@ export async function keyTotals(sql: Sql, keyId: number): Promise<KeyTotals> {
   return totals!;
 }
 
-/** The id of bundle `code` when key `keyId` owns it, expired or not (its owner may still delete it). */
+/**
+ * The id of bundle `code` when key `keyId` owns it, expired or not (its owner may still delete it);
+ * a quarantined one answers 451 (its files are evidence).
+ */
 export async function findOwnedBundleId(sql: Sql, code: string, keyId: number): Promise<number | undefined> {
-  const [b] = await sql<{ id: number }[]>`select id from bundles where short_code = ${code} and api_key_id = ${keyId}`;
-  return b?.id;
+  const [b] = await sql<{ id: number; quarantined_at: Date | null }[]>`
+    select id, quarantined_at from bundles where short_code = ${code} and api_key_id = ${keyId}`;
+  return refuseQuarantined(b)?.id;
 }

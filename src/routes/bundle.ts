@@ -9,6 +9,7 @@ import { sqlUtc } from '../util/time.ts';
 import { parseFileId } from './download.ts';
 import type { Deps } from './deps.ts';
 import { fileWithRemaining, limitJson } from '../sharing/limits.ts';
+import { refuseQuarantined } from '../abuse/quarantine.ts';
 
 export function bundleRoutes(deps: Deps): Route[] {
   return [
@@ -102,6 +103,7 @@ async function removeFile(ctx: Ctx, deps: Deps): Promise<void> {
   const denied = (): AppError => new AppError('INVALID_UPLOAD_TOKEN', 'Access denied: invalid upload token');
   const matches = secretMatches(token, row?.upload_token_hash ?? NO_BUNDLE);
   if (!row || !matches || !UPLOAD_TOKEN_RE.test(token)) throw denied();
+  refuseQuarantined(row);
   if (row.is_expired) throw new AppError('BUNDLE_EXPIRED');
   // Deleted meanwhile: no such file, as above.
   if (!(await removeOneFile(deps, id, row.bundle_id))) throw denied();

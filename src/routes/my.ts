@@ -37,7 +37,9 @@ async function myBundles(ctx: Ctx, deps: Deps): Promise<void> {
       password_protected: b.access_password_hash !== null,
       description: b.description ?? '',
       ...limitJson(b.max_downloads),
-      files: b.files.map((f) => {
+      // A quarantined bundle stays listed, as quarantined, without its files.
+      quarantined: b.quarantined_at !== null,
+      files: (b.quarantined_at !== null ? [] : b.files).map((f) => {
         const out: Record<string, unknown> = {
           id: f.id,
           name: f.name,

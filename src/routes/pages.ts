@@ -8,6 +8,7 @@ import { loadAssets } from '../web/assets.ts';
 import { sendHtml } from '../web/html.ts';
 import { managePage, notFoundPage, pageNumber, requestView, sharePage, slowDownPage, uploadPage, type View } from '../web/views.ts';
 import { uploadOptionsFrom } from '../web/upload-options.ts';
+import { unavailablePage } from '../web/report-views.ts';
 import type { Deps } from './deps.ts';
 import { couldNameBundle, resolveCode } from '../sharing/vanity.ts';
 
@@ -28,6 +29,7 @@ export function pageRoutes(deps: Deps): Route[] {
   const manage = (ctx: Ctx): Promise<void> => managePageOf(ctx, deps, viewOf(ctx), notFound);
   // A person reads these refusals: a page saying when to come back, not JSON.
   const renderError = (ctx: Ctx, err: AppError): void => {
+    if (err.code === 'UNAVAILABLE_FOR_LEGAL_REASONS') return sendHtml(ctx, 451, unavailablePage(viewOf(ctx)), 'no-store');
     if (err.code !== 'RATE_LIMITED') return sendError(ctx, err);
     const retryAfter = Number(ctx.replyHeaders.find(([k]) => k === 'Retry-After')?.[1] ?? 60);
     sendHtml(ctx, 429, slowDownPage(viewOf(ctx), retryAfter), 'no-store');

@@ -17,9 +17,10 @@ import { pageRoutes } from './pages.ts';
 import { unsubscribeRoutes } from './unsubscribe.ts';
 import { billingRoutes } from './billing.ts';
 import { tusRoutes } from '../tus/routes.ts';
+import { reportRoutes, type ReportDeps } from './reports.ts';
 
 /** Every route the server mounts, in the order uWS tries them (the catch-alls last). */
-export function routeTable(deps: Deps & { billing: Billing }): Route[] {
+export function routeTable(deps: Deps & ReportDeps & { billing: Billing }): Route[] {
   return [
     ...healthRoutes(deps),
     ...uploadRoutes(deps),
@@ -35,6 +36,7 @@ export function routeTable(deps: Deps & { billing: Billing }): Route[] {
     ...unsubscribeRoutes(deps),
     ...pageRoutes(deps),
     ...tusRoutes(deps),
+    ...reportRoutes(deps),
     // Unknown /api paths still count against the budget and carry the rate-limit headers.
     { method: 'any', pattern: '/api/*', handler: (ctx) => sendError(ctx, new AppError('ROUTE_NOT_FOUND')) },
     { method: 'any', pattern: '/*', handler: (ctx) => sendError(ctx, new AppError('ROUTE_NOT_FOUND')) },

@@ -146,7 +146,7 @@ export async function publishAll(files: readonly IngestedFile[]): Promise<NewFil
   const out: NewFile[] = [];
   for (const f of files) {
     await f.writer.publish();
-    out.push({ storageKey: f.writer.key, name: f.name, size: f.size, mimeType: f.mimeType, crc32: f.crc32 });
+    out.push({ storageKey: f.writer.key, name: f.name, size: f.size, mimeType: f.mimeType, crc32: f.crc32, sha256: f.sha256 });
   }
   return out;
 }

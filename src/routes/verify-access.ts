@@ -54,8 +54,11 @@ async function verify(ctx: Ctx, deps: Deps): Promise<void> {
   });
 }
 
-/** JSON, an urlencoded form, or a multipart form (`curl -F`, an HTML form with enctype multipart). */
-async function parseFields(contentType: string, body: Buffer): Promise<Record<string, unknown>> {
+/**
+ * JSON, an urlencoded form, or a multipart form (`curl -F`, an HTML form with enctype multipart).
+ * `fieldSize`: the bytes a multipart text field may hold.
+ */
+export async function parseFields(contentType: string, body: Buffer, fieldSize = 4096): Promise<Record<string, unknown>> {
   const type = contentType.split(';')[0]!.trim().toLowerCase();
   if (type === 'application/json') {
     try {
@@ -69,17 +72,17 @@ async function parseFields(contentType: string, body: Buffer): Promise<Record<st
   if (type === 'application/x-www-form-urlencoded' || type === '') {
     return Object.fromEntries(new URLSearchParams(body.toString('utf8')));
   }
-  if (type === 'multipart/form-data') return multipartFields(contentType, body);
+  if (type === 'multipart/form-data') return multipartFields(contentType, body, fieldSize);
   throw new AppError('INVALID_FIELD', 'Send JSON or a form (urlencoded or multipart)');
 }
 
 /** The text fields of a whole (small, already read) multipart body; file parts are skipped. */
-function multipartFields(contentType: string, body: Buffer): Promise<Record<string, string>> {
+function multipartFields(contentType: string, body: Buffer, fieldSize: number): Promise<Record<string, string>> {
   const malformed = (): AppError => new AppError('INVALID_FIELD', 'Malformed multipart form');
   return new Promise((resolve, reject) => {
     let bb: busboy.Busboy;
     try {
-      bb = busboy({ headers: { 'content-type': contentType }, limits: { fields: 16, fieldSize: 4096, files: 0 }, defParamCharset: 'utf8' });
+      bb = busboy({ headers: { 'content-type': contentType }, limits: { fields: 16, fieldSize, files: 0 }, defParamCharset: 'utf8' });
     } catch {
       return reject(malformed()); // no boundary
     }

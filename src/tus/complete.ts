@@ -1,8 +1,9 @@
 import type { Deps } from '../routes/deps.ts';
 import type { BundleRow, NewFile } from '../db/bundles.ts';
 import { createFromParts } from '../bundles/service.ts';
-import { markCompleted, type TusRow } from './store.ts';
+import { deleteUpload, markCompleted, type TusRow } from './store.ts';
 import { appendToBundle } from '../sharing/requests.ts';
+import { AppError } from '../errors.ts';
 
 export interface Completed {
   readonly bundle: BundleRow;
@@ -21,8 +22,15 @@ export interface Completed {
  * (an empty PATCH at the final offset retries).
  */
 export async function completeUpload(deps: Deps, row: TusRow): Promise<Completed> {
-  const { key, digest } = await deps.blobs.completeResumable(row.id, row.upload_offset);
-  const file: NewFile = { storageKey: key, name: row.file_name, size: digest.size, mimeType: row.mime_type, crc32: digest.crc32 };
+  const { key, digest } = await deps.blobs.completeResumable(row.id, row.upload_offset).catch(async (err: unknown) => {
+    // A refused file (malware, blocked content: see abuse/inspected-store.ts) is gone already; its
+    // upload goes too, so nothing of it is kept and later requests to it answer 404.
+    if (err instanceof AppError && err.status === 422) await deleteUpload(deps.sql, row.id);
+    throw err;
+  });
+  const file: NewFile = {
+    storageKey: key, name: row.file_name, size: digest.size, mimeType: row.mime_type, crc32: digest.crc32, sha256: digest.sha256,
+  };
   let done: Completed;
   try {
     if (row.bundle_id !== null) {

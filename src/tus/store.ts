@@ -2,6 +2,7 @@ import type { Sql } from '../db/client.ts';
 import { lockWithReserved } from '../db/bundle-room.ts';
 import { AppError } from '../errors.ts';
 import type { NewBundleFields } from '../bundles/service.ts';
+import { refuseQuarantined } from '../abuse/quarantine.ts';
 
 export interface TusRow {
   id: string;
@@ -26,7 +27,8 @@ export type NewUpload = Omit<TusRow, 'upload_offset' | 'completed_at' | 'file_id
 
 /** A PATCH or DELETE holds an upload this long unless it refreshes the lease (a crashed holder frees it). */
 export const LEASE_MS = 60_000;
-const COLS = 'u.*, u.expires_at <= now() as is_expired';
+// With the quarantine of the bundle it appends to: every request to the upload answers 451 then.
+const COLS = 'u.*, u.expires_at <= now() as is_expired, (select b.quarantined_at from bundles b where b.id = u.bundle_id) as quarantined_at';
 
 export async function insertUpload(sql: Sql, u: NewUpload): Promise<void> {
   await sql`
@@ -52,7 +54,7 @@ export async function reserveInBundle(sql: Sql, bundleId: number, length: number
 
 export async function findUpload(sql: Sql, id: string): Promise<TusRow | undefined> {
   const [row] = await sql<TusRow[]>`select ${sql.unsafe(COLS)} from tus_uploads u where id = ${id}`;
-  return row;
+  return refuseQuarantined(row);
 }
 
 /**
@@ -64,7 +66,7 @@ export async function lease(sql: Sql, id: string, owner: string): Promise<TusRow
     update tus_uploads u set lease_owner = ${owner}, lease_until = now() + ${`${LEASE_MS} milliseconds`}::interval
     where id = ${id} and (lease_owner is null or lease_until < now() or lease_owner = ${owner})
     returning ${sql.unsafe(COLS)}`;
-  return row;
+  return refuseQuarantined(row);
 }
 
 export async function renewLease(sql: Sql, id: string, owner: string): Promise<void> {

@@ -1,6 +1,7 @@
 import { html, humanSize, layout, plural, type Safe } from './html.ts';
 import { isoUtc, sqlUtc } from '../util/time.ts';
 import { DEFAULT_UPLOAD_OPTIONS, type UploadOptions } from './upload-options.ts';
+import { reportLink } from './report-views.ts';
 
 /** What the templates need; `asset` maps a static name to its versioned URL. */
 export interface View {
@@ -166,6 +167,7 @@ ${b.description && files !== null ? html`<p class="desc">${b.description}</p>` :
 <p class="meta">${expiry(b.expires_at)}</p>
 ${enc ? html`<p class="e2e-note" id="e2e-note" role="status">These files are end-to-end encrypted. Decrypting them needs this page's script and the key in the link.</p>` : null}
 ${list}
+${reportLink(code)}
 </section>`;
   const head = ogTags(v, b, files === null);
   const scripts = enc ? ['common.js', 'share.js', 'age.js'] : ['common.js', 'share.js'];

@@ -1,0 +1,166 @@
+import type { Sql } from '../db/client.ts';
+import { deleteBundle } from '../db/bundles.ts';
+import { SHORT_CODE_RE } from '../auth/tokens.ts';
+import { CONTROL_CHARS } from '../util/names.ts';
+import { sqlUtc } from '../util/time.ts';
+import { SHA256_RE } from '../abuse/blocklist.ts';
+import {
+  audit, blockHash, bundleByCode, closeReport, expireBundle, listAudit, listBlocked, listReports, setQuarantine, unblockHash,
+} from '../db/abuse.ts';
+import { parseFlags, UsageError } from './keys.ts';
+
+/** What an operator command is given: its arguments (no --by), who runs it, and where output goes. */
+export interface OperatorRun {
+  sql: Sql;
+  args: string[];
+  operator: string;
+  out: (line: string) => void;
+  /** Removes stored files by key (bundles delete). */
+  removeFiles: (keys: string[]) => Promise<void>;
+}
+
+const CONTROL_ALL = new RegExp(`[${CONTROL_CHARS}]+`, 'g');
+/** Someone else's text on one tab-separated line. */
+const flat = (s: string | null): string => (s ?? '').replace(CONTROL_ALL, ' ');
+
+/** Takes `--by NAME` (or `--by=NAME`) out of `args`. */
+export function takeBy(args: string[]): { args: string[]; by: string | undefined } {
+  const rest: string[] = [];
+  let by: string | undefined;
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i]!;
+    if (a === '--by' || a.startsWith('--by=')) {
+      const v = a === '--by' ? args[++i] : a.slice(5);
+      if (v === undefined || v.trim() === '') throw new UsageError('--by needs a name');
+      if (new RegExp(`[${CONTROL_CHARS}]`).test(v)) throw new UsageError('--by must not contain control characters');
+      by = v;
+    } else rest.push(a);
+  }
+  return { args: rest, by };
+}
+
+async function bundleOf(sql: Sql, code: string | undefined) {
+  if (code === undefined) throw new UsageError('a bundle code is required');
+  if (!SHORT_CODE_RE.test(code)) throw new UsageError(`invalid short code: ${code}`);
+  const b = await bundleByCode(sql, code);
+  if (!b) throw new UsageError(`unknown bundle: ${code}`);
+  return b;
+}
+
+/** `sluice bundles expire|delete|quarantine|release CODE`. */
+export async function bundlesCommand(r: OperatorRun): Promise<void> {
+  const [action, code] = r.args;
+  const usage = 'usage: sluice bundles expire|delete|quarantine|release CODE [--by NAME]';
+  if (!['expire', 'delete', 'quarantine', 'release'].includes(action ?? '') || r.args.length !== 2) throw new UsageError(usage);
+  const b = await bundleOf(r.sql, code);
+  const target = b.short_code;
+  if (action === 'expire') {
+    await r.sql.begin(async (tx) => {
+      await expireBundle(tx as unknown as Sql, b.id);
+      await audit(tx as unknown as Sql, 'bundles expire', target, r.operator, b.quarantined_at ? 'quarantined: kept until released' : null);
+    });
+    r.out(b.quarantined_at ? `expired ${target} (quarantined: kept until released)` : `expired ${target}`);
+  } else if (action === 'delete') {
+    const keys = await deleteBundle(r.sql, b.id);
+    await audit(r.sql, 'bundles delete', target, r.operator, `${keys.length} file(s)`);
+    await r.removeFiles(keys);
+    r.out(`deleted ${target}`);
+  } else {
+    const on = action === 'quarantine';
+    const changed = await r.sql.begin(async (tx) => {
+      const c = await setQuarantine(tx as unknown as Sql, b.id, on);
+      if (c) await audit(tx as unknown as Sql, `bundles ${action}`, target, r.operator);
+      return c;
+    });
+    r.out(changed ? `${on ? 'quarantined' : 'released'} ${target}` : `${target} was already ${on ? 'quarantined' : 'not quarantined'}`);
+  }
+}
+
+/** `sluice block add SHA256 [--reason TEXT] | list | remove SHA256`. */
+export async function blockCommand(r: OperatorRun): Promise<void> {
+  const [action, ...rest] = r.args;
+  const usage = 'usage: sluice block add SHA256 [--reason TEXT] | list | remove SHA256';
+  const hashArg = (v: string | undefined): Buffer => {
+    if (v === undefined) throw new UsageError(usage);
+    const hex = v.toLowerCase();
+    if (!SHA256_RE.test(hex)) throw new UsageError(`invalid SHA-256: ${v} (expected 64 hex digits)`);
+    return Buffer.from(hex, 'hex');
+  };
+  if (action === 'add') {
+    const [hex, ...flagArgs] = rest;
+    const sha = hashArg(hex);
+    const { reason } = parseFlags(flagArgs, ['reason']);
+    if (reason !== undefined && new RegExp(`[${CONTROL_CHARS}]`).test(reason)) throw new UsageError('--reason must not contain control characters');
+    const held = await r.sql.begin(async (tx) => {
+      // Bundles already holding it are held at once: evidence kept, nothing served.
+      const list = await blockHash(tx as unknown as Sql, sha, reason ?? null, r.operator);
+      await audit(tx as unknown as Sql, 'block add', sha.toString('hex'), r.operator, [reason, list.length ? `quarantined ${list.join(' ')}` : null].filter(Boolean).join('; ') || null);
+      for (const c of list) await audit(tx as unknown as Sql, 'bundles quarantine', c, r.operator, `holds blocked ${sha.toString('hex')}`);
+      return list;
+    });
+    r.out(`blocked ${sha.toString('hex')}${held.length ? `; quarantined ${held.join(' ')}` : ''}`);
+    return;
+  }
+  if (action === 'remove') {
+    if (rest.length !== 1) throw new UsageError(usage);
+    const sha = hashArg(rest[0]);
+    const removed = await r.sql.begin(async (tx) => {
+      const removed = await unblockHash(tx as unknown as Sql, sha);
+      if (removed) await audit(tx as unknown as Sql, 'block remove', sha.toString('hex'), r.operator);
+      return removed;
+    });
+    if (!removed) throw new UsageError(`not blocked: ${sha.toString('hex')}`);
+    r.out(`unblocked ${sha.toString('hex')} (bundles it quarantined stay quarantined until released)`);
+    return;
+  }
+  if (action === 'list' && rest.length === 0) {
+    for (const b of await listBlocked(r.sql)) r.out([Buffer.from(b.sha256).toString('hex'), sqlUtc(b.created_at), flat(b.created_by), flat(b.reason)].join('\t'));
+    return;
+  }
+  throw new UsageError(usage);
+}
+
+/** `sluice reports list [--open] | close ID`. */
+export async function reportsCommand(r: OperatorRun): Promise<void> {
+  const [action, ...rest] = r.args;
+  const usage = 'usage: sluice reports list [--open] | close ID';
+  if (action === 'list' && (rest.length === 0 || (rest.length === 1 && rest[0] === '--open'))) {
+    for (const x of await listReports(r.sql, rest.length === 1)) {
+      r.out(
+        [
+          x.id, sqlUtc(x.created_at), x.closed_at ? 'closed' : 'open', x.short_code, x.reason,
+          // The first 8 hex of the reporter's keyed hash: tells repeat reporters apart.
+          Buffer.from(x.reporter_hash).subarray(0, 4).toString('hex'), flat(x.contact), flat(x.details),
+        ].join('\t'),
+      );
+    }
+    return;
+  }
+  if (action === 'close' && rest.length === 1) {
+    const id = rest[0]!;
+    if (!/^[1-9]\d{0,17}$/.test(id)) throw new UsageError(`invalid report id: ${id}`);
+    const result = await r.sql.begin(async (tx) => {
+      const res = await closeReport(tx as unknown as Sql, Number(id));
+      if (res === 'closed') await audit(tx as unknown as Sql, 'reports close', id, r.operator);
+      return res;
+    });
+    if (result === 'unknown') throw new UsageError(`unknown report: ${id}`);
+    r.out(result === 'closed' ? `closed report ${id}` : `report ${id} was already closed`);
+    return;
+  }
+  throw new UsageError(usage);
+}
+
+/** `sluice audit [--since DATE]`: oldest first, tab-separated. */
+export async function auditCommand(r: OperatorRun): Promise<void> {
+  const { since } = parseFlags(r.args, ['since']);
+  let from: Date | null = null;
+  if (since !== undefined) {
+    const iso = /^\d{4}-\d{2}-\d{2}$/.test(since) ? `${since}T00:00:00Z` : since;
+    const ok = /^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:?\d{2})?$/.test(iso);
+    // Times are UTC unless they say otherwise, as everything the CLI prints.
+    from = ok ? new Date(/(Z|[+-]\d{2}:?\d{2})$/.test(iso) ? iso.replace(' ', 'T') : `${iso.replace(' ', 'T')}Z`) : new Date(NaN);
+    if (Number.isNaN(from.getTime())) throw new UsageError(`invalid --since: ${since} (expected a date such as 2026-11-26 or 2026-11-26T10:00:00Z)`);
+  }
+  for (const a of await listAudit(r.sql, from)) r.out([sqlUtc(a.at), a.action, a.target, flat(a.operator), flat(a.detail)].join('\t'));
+}
