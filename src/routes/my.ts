@@ -37,8 +37,9 @@ async function myBundles(ctx: Ctx, deps: Deps): Promise<void> {
       password_protected: b.access_password_hash !== null,
       description: b.description ?? '',
       ...limitJson(b.max_downloads),
-      // A quarantined bundle stays listed, as quarantined, without its files.
-      quarantined: b.quarantined_at !== null,
+      // A quarantined bundle stays listed, as quarantined, without its files. The field appears only
+      // then, so every other entry keeps exactly the interface's fields.
+      ...(b.quarantined_at !== null && { quarantined: true }),
       files: (b.quarantined_at !== null ? [] : b.files).map((f) => {
         const out: Record<string, unknown> = {
           id: f.id,
