@@ -12,8 +12,8 @@ import postgres from 'postgres';
 import { request, type Agent } from 'undici';
 import { startServer, type TestServer } from './helpers/server.ts';
 import { mountTmpfs, pgUnavailable, privateRedis, redisUnavailable, startPrivatePg, type PrivatePg, type PrivateRedis } from './helpers/services.ts';
-import { file, rawConnect, rawHead, partHead, newBoundary, write, sha, MiB, stored, createTus } from './upload-util.ts';
-import { multipart } from './helpers/multipart.ts';
+import { rawConnect, rawHead, partHead, newBoundary, write, sha, MiB, stored, createTus } from './upload-util.ts';
+import { multipart, filePart } from './helpers/multipart.ts';
 import { from, randomLoopback } from './access-util.ts';
 import { waitFor } from './helpers/wait.ts';
 
@@ -30,7 +30,7 @@ async function timed(url: string, opts: { method?: 'GET' | 'POST' | 'PATCH' | 'H
 }
 
 function uploadBody(name: string, data: Buffer | string): { body: Buffer; headers: Record<string, string> } {
-  const { body, contentType } = multipart([file(name, data)]);
+  const { body, contentType } = multipart([filePart(name, data)]);
   return { body, headers: { 'content-type': contentType } };
 }
 

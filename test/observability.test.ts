@@ -7,7 +7,8 @@ import path from 'node:path';
 import { Writable } from 'node:stream';
 import { request, type Agent } from 'undici';
 import { backends, startServer, ROOT, type TestServer } from './helpers/server.ts';
-import { created, file, upload, rawConnect, rawHead, partHead, newBoundary, write } from './upload-util.ts';
+import { created, rawConnect, rawHead, partHead, newBoundary, write } from './upload-util.ts';
+import { file, upload } from './helpers/http.ts';
 import { randomLoopback, from } from './access-util.ts';
 import { createLogger } from '../src/log.ts';
 

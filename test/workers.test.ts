@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { Agent, request } from 'undici';
 import { startServer, type TestServer } from './helpers/server.ts';
-import { file, upload } from './upload-util.ts';
+import {  } from './upload-util.ts';
+import { file, upload } from './helpers/http.ts';
 
 /** A new TCP connection per request, so the kernel may hand each to a different worker. */
 async function fresh(url: string, init: Parameters<typeof request>[1] = {}, localAddress?: string) {

@@ -41,7 +41,9 @@ export interface NewFile {
   type?: string;
 }
 
-export const file = (name: string, data: string | Buffer, type?: string): NewFile => ({ name, data, type });
+export const file = (name: string, data: string | Buffer, type?: string): NewFile & { data: Buffer } => ({
+  name, data: Buffer.from(data), type,
+});
 
 export interface UploadOpts {
   /** An API key, sent as a bearer token. */
