@@ -75,6 +75,17 @@ export function logOf(srv: TestServer): { text: string } {
   return entry;
 }
 
+/**
+ * Sends SIGHUP and waits for the line the server logs for it: whatever the server logged while handling
+ * earlier requests is in logOf(srv) by then, so a test can assert that a line never came.
+ */
+export async function logCheckpoint(srv: TestServer): Promise<void> {
+  const log = logOf(srv);
+  const from = log.text.length;
+  srv.proc.kill('SIGHUP');
+  await waitFor('the SIGHUP log line', () => log.text.slice(from).includes('SIGHUP: nothing to reload'));
+}
+
 interface LogLine { level?: number; msg?: string; err?: { message?: string } }
 
 /** Starts watching the server's log for the current test. */
