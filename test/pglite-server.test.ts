@@ -6,6 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import postgres from 'postgres';
 import { PGlite } from '@electric-sql/pglite';
+import { waitFor } from './helpers/wait.ts';
 import { servePglite, type PgliteServer } from '../src/db/pglite-server.ts';
 
 // The embedded database is one PGlite session behind a Unix socket shared by the server, the CLI
@@ -57,7 +58,7 @@ describe('embedded database socket', () => {
     const raw = await rawConnect(socketPath);
     const other = connect();
     await raw.send(Buffer.concat([msg('P', cstr(''), cstr('select $1::text as v'), i16(0)), bind('mine')]));
-    await new Promise((r) => setTimeout(r, 30));
+    await new Promise((r) => setTimeout(r, 30)); // the subject: the Bind is in before the other query (no event shows it)
     const [theirs] = await other<{ v: string }[]>`select ${'theirs'}::text as v`;
     assert.equal(theirs?.v, 'theirs');
     await raw.send(Buffer.concat([msg('E', cstr(''), i32(0)), msg('S')]));
@@ -78,7 +79,8 @@ describe('embedded database socket', () => {
     await raw.until('C'); // the insert ran; no Sync yet
     raw.close();
     const other = connect();
-    await new Promise((r) => setTimeout(r, 50));
+    // Checkpoint: the clean-up runs once the server has seen the close.
+    await waitFor('the flushed insert rolled back', async () => (await other`select 1 from t where who = 'flushed'`).length === 0);
     const rows = await other`select 1 from t where who = 'flushed'`;
     assert.equal(rows.length, 0);
   });
@@ -95,20 +97,21 @@ describe('embedded database socket', () => {
       await sql.end({ timeout: 1 });
     }
     // Each closed connection's clean-up runs once the server has seen the close: poll, not a fixed sleep.
-    const deadline = Date.now() + 2000;
-    while ((await count()) > before && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    await waitFor(`prepared statements back to ${before}`, async () => (await count()) <= before, 2000);
     assert.ok((await count()) <= before, `prepared statements: ${before} before, ${await count()} after`);
   });
 
   it('a transaction keeps the session until it ends; others wait instead of joining it', async () => {
     const [a, b] = [connect(), connect()];
+    let aInside = false;
     const inA = a.begin(async (tx) => {
       await tx`insert into t (who, n) values ('a', 1)`;
-      await new Promise((r) => setTimeout(r, 100));
+      aInside = true;
+      await new Promise((r) => setTimeout(r, 100)); // the subject: a holds its transaction while b asks (no event shows b's query arrived)
       await tx`insert into t (who, n) values ('a', 2)`;
       throw new Error('roll back');
     }).then(() => 'committed', (e: Error) => e.message);
-    await new Promise((r) => setTimeout(r, 20));
+    await waitFor("a's transaction to start", () => aInside);
     // b's write lands after a's transaction, outside it: a's rollback must not take it along.
     await b`insert into t (who, n) values ('b', 1)`;
     assert.equal(await inA, 'roll back');
@@ -123,7 +126,7 @@ describe('embedded database socket', () => {
     await reserved`begin`;
     await reserved`insert into t (who, n) values ('dying', 1)`;
     const waiting = other`insert into t (who, n) values ('other', 1)`; // queued behind the transaction
-    await new Promise((r) => setTimeout(r, 50));
+    await new Promise((r) => setTimeout(r, 50)); // the subject: the insert reaches the server before the close (no event shows it)
     await dying.end({ timeout: 0 }); // closes the socket without commit
     await waiting;
     const rows = await other<{ who: string }[]>`select who from t where who in ('dying', 'other') order by id`;
