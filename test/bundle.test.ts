@@ -2,9 +2,9 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { request } from 'undici';
 import { backends, startServer, storedPaths, type TestServer } from './helpers/server.ts';
-import { multipart, type Part } from './helpers/multipart.ts';
+import { request } from 'undici';
+import { call, upload, type Res } from './helpers/http.ts';
 
 interface UploadedFile {
   id: number;
@@ -19,21 +19,10 @@ interface Upload {
   expires_at: string;
   files: UploadedFile[];
 }
-interface Res {
-  status: number;
-  json: Record<string, unknown>;
-}
 
 const SQL_TS = /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$/;
 const ANON_MAX = 1073741824;
 const fromSqlUtc = (s: string): number => Date.parse(`${s.replace(' ', 'T')}Z`);
-
-async function call(srv: TestServer, method: string, url: string, headers: Record<string, string> = {}, body?: Buffer): Promise<Res> {
-  const res = await request(`${srv.url}${url}`, { method: method as 'GET', headers, body });
-  const text = await res.body.text();
-  assert.match(String(res.headers['content-type']), /^application\/json/, `${method} ${url}: ${text}`);
-  return { status: res.statusCode, json: JSON.parse(text) as Record<string, unknown> };
-}
 
 /** Asserts the interface's error shape: {success: false, error: <string>}. */
 function assertError(r: Res, status: number): void {
@@ -43,16 +32,8 @@ function assertError(r: Res, status: number): void {
   assert.ok((r.json.error as string).length > 0);
 }
 
-async function upload(srv: TestServer, files: Array<{ name: string; data: Buffer; type?: string }>, fields: Part[] = [], token?: string) {
-  const { body, contentType } = multipart([
-    ...fields,
-    ...files.map((f) => ({ name: 'files[]', filename: f.name, contentType: f.type, data: f.data })),
-  ]);
-  return call(srv, 'POST', token ? `/api/v1/upload/${token}` : '/api/v1/upload', { 'content-type': contentType }, body);
-}
-
-async function newBundle(srv: TestServer, sizes: number[] = [10, 20], fields: Part[] = []): Promise<Upload> {
-  const r = await upload(srv, sizes.map((n, i) => ({ name: `f${i}.txt`, data: randomBytes(n), type: 'text/plain' })), fields);
+async function newBundle(srv: TestServer, sizes: number[] = [10, 20], fields: Record<string, string> = {}): Promise<Upload> {
+  const r = await upload(srv, sizes.map((n, i) => ({ name: `f${i}.txt`, data: randomBytes(n), type: 'text/plain' })), { fields });
   assert.ok(r.status === 201 || r.status === 200, JSON.stringify(r.json));
   return r.json as unknown as Upload;
 }
@@ -80,7 +61,7 @@ for (const backend of backends()) {
 
     test('GET /api/v1/bundle/{code} has exactly the documented fields', async () => {
       const up = await newBundle(srv, [10, 20]);
-      const r = await call(srv, 'GET', `/api/v1/bundle/${up.short_code}`);
+      const r = await call(srv, 'GET', `/api/v1/bundle/${up.short_code}`, { json: true });
       assert.equal(r.status, 200);
       const b = r.json;
       assert.deepEqual(Object.keys(b).sort(), [
@@ -113,22 +94,22 @@ for (const backend of backends()) {
     });
 
     test('encrypted=1 at upload shows as is_encrypted', async () => {
-      const up = await newBundle(srv, [5], [{ name: 'encrypted', value: '1' }]);
-      const r = await call(srv, 'GET', `/api/v1/bundle/${up.short_code}`);
+      const up = await newBundle(srv, [5], { encrypted: '1' });
+      const r = await call(srv, 'GET', `/api/v1/bundle/${up.short_code}`, { json: true });
       assert.equal(r.json.is_encrypted, true);
     });
 
     test('bad code format → 400, unknown code → 404', async () => {
       for (const code of ['abc', 'abcdef', 'ab-cd', 'ab%20c', '%C3%A4bcde', 'abcd%2F']) {
-        assertError(await call(srv, 'GET', `/api/v1/bundle/${code}`), 400);
-        assertError(await call(srv, 'GET', `/api/v1/bundle/${code}/status`), 400);
+        assertError(await call(srv, 'GET', `/api/v1/bundle/${code}`, { json: true }), 400);
+        assertError(await call(srv, 'GET', `/api/v1/bundle/${code}/status`, { json: true }), 400);
       }
-      assertError(await call(srv, 'GET', `/api/v1/bundle/${unknownCode()}`), 404);
+      assertError(await call(srv, 'GET', `/api/v1/bundle/${unknownCode()}`, { json: true }), 404);
     });
 
     test('GET /status has exactly the documented fields', async () => {
       const up = await newBundle(srv, [100, 23]);
-      const r = await call(srv, 'GET', `/api/v1/bundle/${up.short_code}/status`);
+      const r = await call(srv, 'GET', `/api/v1/bundle/${up.short_code}/status`, { json: true });
       assert.equal(r.status, 200);
       assert.deepEqual(Object.keys(r.json).sort(), [
         'exists', 'expires_at', 'is_expired', 'max_size_bytes', 'space_remaining', 'success', 'total_size_bytes',
@@ -140,7 +121,7 @@ for (const backend of backends()) {
       assert.equal(r.json.total_size_bytes, 123);
       assert.equal(r.json.max_size_bytes, ANON_MAX);
       assert.equal(r.json.space_remaining, ANON_MAX - 123);
-      assertError(await call(srv, 'GET', `/api/v1/bundle/${unknownCode()}/status`), 404);
+      assertError(await call(srv, 'GET', `/api/v1/bundle/${unknownCode()}/status`, { json: true }), 404);
     });
 
     test('DELETE /api/v1/bundle/{code}: 401, 403, 404, then 200 removes everything', async () => {
@@ -150,22 +131,22 @@ for (const backend of backends()) {
       for (const k of keys) assert.ok(onDisk(srv).has(k), `${k} stored`);
       const url = `/api/v1/bundle/${up.short_code}`;
 
-      assertError(await call(srv, 'DELETE', url), 401);
-      assertError(await call(srv, 'DELETE', url, { 'x-upload-token': otherToken() }), 403);
-      assertError(await call(srv, 'DELETE', url, { 'x-upload-token': 'not-a-token' }), 403);
-      assertError(await call(srv, 'DELETE', `/api/v1/bundle/${unknownCode()}`, { 'x-upload-token': up.upload_token }), 404);
-      assert.equal((await call(srv, 'GET', url)).status, 200, 'failed attempts changed nothing');
+      assertError(await call(srv, 'DELETE', url, { json: true }), 401);
+      assertError(await call(srv, 'DELETE', url, { headers: { 'x-upload-token': otherToken() }, json: true }), 403);
+      assertError(await call(srv, 'DELETE', url, { headers: { 'x-upload-token': 'not-a-token' }, json: true }), 403);
+      assertError(await call(srv, 'DELETE', `/api/v1/bundle/${unknownCode()}`, { headers: { 'x-upload-token': up.upload_token }, json: true }), 404);
+      assert.equal((await call(srv, 'GET', url, { json: true })).status, 200, 'failed attempts changed nothing');
 
-      const ok = await call(srv, 'DELETE', url, { 'x-upload-token': up.upload_token });
+      const ok = await call(srv, 'DELETE', url, { headers: { 'x-upload-token': up.upload_token }, json: true });
       assert.equal(ok.status, 200);
       assert.deepEqual(ok.json, { success: true });
 
-      assertError(await call(srv, 'GET', url), 404);
-      assertError(await call(srv, 'GET', `${url}/status`), 404);
-      for (const f of up.files) assertError(await call(srv, 'GET', f.download_url), 404);
+      assertError(await call(srv, 'GET', url, { json: true }), 404);
+      assertError(await call(srv, 'GET', `${url}/status`, { json: true }), 404);
+      for (const f of up.files) assertError(await call(srv, 'GET', f.download_url, { json: true }), 404);
       const disk = onDisk(srv);
       for (const k of keys) assert.ok(!disk.has(k), `${k} removed from disk`);
-      assertError(await call(srv, 'DELETE', url, { 'x-upload-token': up.upload_token }), 404);
+      assertError(await call(srv, 'DELETE', url, { headers: { 'x-upload-token': up.upload_token }, json: true }), 404);
     });
 
     test('DELETE /api/v1/file/{id}: 400, 401, 403, then Bearer and ?upload_token= delete', async () => {
@@ -173,30 +154,30 @@ for (const backend of backends()) {
       const keys = await storageKeys(srv, up.short_code);
       const [a, b, c] = up.files as [UploadedFile, UploadedFile, UploadedFile];
 
-      for (const bad of ['abc', '0', '-1', '1.5']) assertError(await call(srv, 'DELETE', `/api/v1/file/${bad}?upload_token=${up.upload_token}`), 400);
-      assertError(await call(srv, 'DELETE', `/api/v1/file/${a.id}`), 401);
-      assertError(await call(srv, 'DELETE', `/api/v1/file/${a.id}`, { authorization: `Bearer ${otherToken()}` }), 403);
-      assertError(await call(srv, 'DELETE', `/api/v1/file/${a.id}?upload_token=${otherToken()}`), 403);
+      for (const bad of ['abc', '0', '-1', '1.5']) assertError(await call(srv, 'DELETE', `/api/v1/file/${bad}?upload_token=${up.upload_token}`, { json: true }), 400);
+      assertError(await call(srv, 'DELETE', `/api/v1/file/${a.id}`, { json: true }), 401);
+      assertError(await call(srv, 'DELETE', `/api/v1/file/${a.id}`, { headers: { authorization: `Bearer ${otherToken()}` }, json: true }), 403);
+      assertError(await call(srv, 'DELETE', `/api/v1/file/${a.id}?upload_token=${otherToken()}`, { json: true }), 403);
       // Another bundle's token does not reach this bundle's files.
       const other = await newBundle(srv, [1]);
-      assertError(await call(srv, 'DELETE', `/api/v1/file/${a.id}`, { authorization: `Bearer ${other.upload_token}` }), 403);
+      assertError(await call(srv, 'DELETE', `/api/v1/file/${a.id}`, { headers: { authorization: `Bearer ${other.upload_token}` }, json: true }), 403);
 
-      const byHeader = await call(srv, 'DELETE', `/api/v1/file/${a.id}`, { authorization: `Bearer ${up.upload_token}` });
+      const byHeader = await call(srv, 'DELETE', `/api/v1/file/${a.id}`, { headers: { authorization: `Bearer ${up.upload_token}` }, json: true });
       assert.equal(byHeader.status, 200);
       assert.deepEqual(byHeader.json, { success: true, deleted_file_id: a.id });
-      const byQuery = await call(srv, 'DELETE', `/api/v1/file/${b.id}?upload_token=${up.upload_token}`);
+      const byQuery = await call(srv, 'DELETE', `/api/v1/file/${b.id}?upload_token=${up.upload_token}`, { json: true });
       assert.equal(byQuery.status, 200);
       assert.deepEqual(byQuery.json, { success: true, deleted_file_id: b.id });
 
-      const info = await call(srv, 'GET', `/api/v1/bundle/${up.short_code}`);
+      const info = await call(srv, 'GET', `/api/v1/bundle/${up.short_code}`, { json: true });
       assert.equal(info.json.file_count, 1);
       assert.equal(info.json.total_size_bytes, 40);
       assert.deepEqual((info.json.files as UploadedFile[]).map((f) => f.id), [c.id]);
-      const status = await call(srv, 'GET', `/api/v1/bundle/${up.short_code}/status`);
+      const status = await call(srv, 'GET', `/api/v1/bundle/${up.short_code}/status`, { json: true });
       assert.equal(status.json.total_size_bytes, 40);
       assert.equal(status.json.space_remaining, ANON_MAX - 40);
 
-      for (const f of [a, b]) assertError(await call(srv, 'GET', f.download_url), 404);
+      for (const f of [a, b]) assertError(await call(srv, 'GET', f.download_url, { json: true }), 404);
       const kept = await request(`${srv.url}${c.download_url}`);
       assert.equal((await kept.body.arrayBuffer()).byteLength, 40);
       assert.equal(kept.statusCode, 200);
@@ -204,12 +185,12 @@ for (const backend of backends()) {
       assert.ok(!disk.has(keys[0]!) && !disk.has(keys[1]!), 'deleted files are gone from disk');
       assert.ok(disk.has(keys[2]!), 'the remaining file stays');
       // Gone: answered as any file the token does not open (see the next test).
-      assertError(await call(srv, 'DELETE', `/api/v1/file/${a.id}`, { authorization: `Bearer ${up.upload_token}` }), 403);
+      assertError(await call(srv, 'DELETE', `/api/v1/file/${a.id}`, { headers: { authorization: `Bearer ${up.upload_token}` }, json: true }), 403);
     });
 
     test('DELETE /api/v1/file/{id}: no such file and not yours (locked, expired) get the same answer', async () => {
       const mine = await newBundle(srv, [5]);
-      const locked = await newBundle(srv, [6], [{ name: 'access_password', value: 'pw' }]);
+      const locked = await newBundle(srv, [6], { access_password: 'pw' });
       const expired = await newBundle(srv, [7]);
       assert.equal((await srv.cli(['bundles', 'expire', expired.short_code])).code, 0);
       const max = (await srv.sql<{ max: number }[]>`select max(id)::int as max from files`)[0]!.max;
@@ -222,7 +203,7 @@ for (const backend of backends()) {
       ];
       const answers = [];
       for (const [id, token] of tries) {
-        const r = await call(srv, 'DELETE', `/api/v1/file/${id}`, { authorization: `Bearer ${token}` });
+        const r = await call(srv, 'DELETE', `/api/v1/file/${id}`, { headers: { authorization: `Bearer ${token}` }, json: true });
         answers.push({ status: r.status, body: r.json });
       }
       for (const a of answers) assert.deepEqual(a, answers[0], JSON.stringify(answers));
@@ -236,7 +217,8 @@ for (const backend of backends()) {
       assert.equal(key.code, 0, key.stderr);
       const up = await newBundle(srv, [10, 20]);
       const r = await call(srv, 'DELETE', `/api/v1/file/${up.files[0]!.id}?upload_token=${up.upload_token}`, {
-        authorization: `Bearer ${key.stdout.trim()}`,
+        headers: { authorization: `Bearer ${key.stdout.trim()}` },
+        json: true,
       });
       assert.equal(r.status, 200, JSON.stringify(r.json));
       assert.deepEqual(r.json, { success: true, deleted_file_id: up.files[0]!.id });
@@ -247,9 +229,9 @@ for (const backend of backends()) {
       const cli = await srv.cli(['bundles', 'expire', up.short_code]);
       assert.equal(cli.code, 0, cli.stderr);
 
-      assertError(await call(srv, 'GET', `/api/v1/bundle/${up.short_code}`), 404);
-      assertError(await call(srv, 'GET', up.files[0]!.download_url), 404);
-      const status = await call(srv, 'GET', `/api/v1/bundle/${up.short_code}/status`);
+      assertError(await call(srv, 'GET', `/api/v1/bundle/${up.short_code}`, { json: true }), 404);
+      assertError(await call(srv, 'GET', up.files[0]!.download_url, { json: true }), 404);
+      const status = await call(srv, 'GET', `/api/v1/bundle/${up.short_code}/status`, { json: true });
       assert.equal(status.status, 200);
       assert.equal(status.json.success, true);
       assert.equal(status.json.exists, true);
@@ -257,18 +239,18 @@ for (const backend of backends()) {
       assert.match(status.json.expires_at as string, SQL_TS);
       assert.ok(fromSqlUtc(status.json.expires_at as string) <= Date.now() + 1000);
 
-      assertError(await upload(srv, [{ name: 'late.txt', data: Buffer.from('late') }], [], up.upload_token), 403);
-      assertError(await call(srv, 'DELETE', `/api/v1/file/${up.files[0]!.id}?upload_token=${up.upload_token}`), 403);
+      assertError(await upload(srv, [{ name: 'late.txt', data: Buffer.from('late') }], { path: `/api/v1/upload/${up.upload_token}` }), 403);
+      assertError(await call(srv, 'DELETE', `/api/v1/file/${up.files[0]!.id}?upload_token=${up.upload_token}`, { json: true }), 403);
     });
 
     test('appending with an unknown token → 403', async () => {
-      assertError(await upload(srv, [{ name: 'x.txt', data: Buffer.from('x') }], [], otherToken()), 403);
+      assertError(await upload(srv, [{ name: 'x.txt', data: Buffer.from('x') }], { path: `/api/v1/upload/${otherToken()}` }), 403);
     });
 
     test('unknown routes → 404 JSON', async () => {
-      assertError(await call(srv, 'GET', '/api/v1/nope'), 404);
-      assertError(await call(srv, 'POST', '/api/v2/upload'), 404);
-      assertError(await call(srv, 'GET', '/api/v1/bundle/abcde/files'), 404);
+      assertError(await call(srv, 'GET', '/api/v1/nope', { json: true }), 404);
+      assertError(await call(srv, 'POST', '/api/v2/upload', { json: true }), 404);
+      assertError(await call(srv, 'GET', '/api/v1/bundle/abcde/files', { json: true }), 404);
     });
   });
 }

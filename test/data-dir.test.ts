@@ -8,7 +8,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { backends, runCli, startServer, type TestServer } from './helpers/server.ts';
-import { created, file } from './upload-util.ts';
+import { created } from './upload-util.ts';
+import { file } from './helpers/http.ts';
 
 /** Every path under `root` whose mode lets group or others in, with that mode. */
 function open(root: string): string[] {

@@ -55,18 +55,16 @@ async function afterHeadResponse(port: number, head: string): Promise<{ status: 
   socket.on('data', (c: string) => (out += c));
   socket.on('close', () => (closed = true));
   socket.on('error', () => {});
-  const until = async (cond: () => boolean, what: string): Promise<void> => {
-    const deadline = Date.now() + 5000;
-    while (!cond()) {
-      if (closed || Date.now() > deadline) assert.fail(`${what}; got ${JSON.stringify(out)}`);
-      await new Promise((r) => setTimeout(r, 10));
-    }
+  // (a throw is "not yet" to waitFor, and the last one names what had arrived if time runs out)
+  const received = (cond: (s: string) => boolean) => (): true => {
+    if (cond(out)) return true;
+    throw new Error(`${closed ? 'connection closed; ' : ''}got ${JSON.stringify(out)}`);
   };
   try {
     socket.write(`${head}\r\nHost: 127.0.0.1\r\n\r\n`);
-    await until(() => out.includes('\r\n\r\n'), 'HEAD response headers');
+    await waitFor('HEAD response headers', received((s) => s.includes('\r\n\r\n')));
     socket.write('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
-    await until(() => out.endsWith('\r\n\r\n{"success":true}'), 'the next response');
+    await waitFor('the next response', received((s) => s.endsWith('\r\n\r\n{"success":true}')));
     const end = out.indexOf('\r\n\r\n');
     return { status: out.slice(0, out.indexOf('\r\n')), rest: out.slice(end + 4) };
   } finally {

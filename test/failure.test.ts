@@ -12,8 +12,8 @@ import postgres from 'postgres';
 import { request, type Agent } from 'undici';
 import { startServer, type TestServer } from './helpers/server.ts';
 import { mountTmpfs, pgUnavailable, privateRedis, redisUnavailable, startPrivatePg, type PrivatePg, type PrivateRedis } from './helpers/services.ts';
-import { file, rawConnect, rawHead, partHead, newBoundary, write, sha, MiB, stored, createTus } from './upload-util.ts';
-import { multipart } from './helpers/multipart.ts';
+import { rawConnect, rawHead, partHead, newBoundary, write, sha, MiB, stored, createTus } from './upload-util.ts';
+import { multipart, filePart } from './helpers/multipart.ts';
 import { from, randomLoopback } from './access-util.ts';
 import { waitFor } from './helpers/wait.ts';
 
@@ -30,7 +30,7 @@ async function timed(url: string, opts: { method?: 'GET' | 'POST' | 'PATCH' | 'H
 }
 
 function uploadBody(name: string, data: Buffer | string): { body: Buffer; headers: Record<string, string> } {
-  const { body, contentType } = multipart([file(name, data)]);
+  const { body, contentType } = multipart([filePart(name, data)]);
   return { body, headers: { 'content-type': contentType } };
 }
 
@@ -99,10 +99,10 @@ describe('PostgreSQL restarted under traffic', { skip: pgSkip ?? false }, () => 
           ? await timed(info)
           : await timed(`${srv.url}/api/v1/upload`, { method: 'POST', ...uploadBody(`t${i}.txt`, `traffic ${i}`) });
         seen.push({ ...r, kind });
-        await sleep(20);
+        await sleep(20); // pacing: steady traffic, not a check
       }
     })();
-    await sleep(300);
+    await waitFor('traffic before the outage', () => seen.length >= 4);
     await pg.stop();
 
     // Down: every database-backed request answers 500 in the interface's shape, fast; readiness says so.
@@ -171,20 +171,20 @@ describe('PostgreSQL restarted under traffic', { skip: pgSkip ?? false }, () => 
           ? await timed(`${srv.url}/api/v1/bundle/${code}/status`)
           : await timed(`${srv.url}/api/v1/upload`, { method: 'POST', ...uploadBody(`r${i}.txt`, `round ${round}`) });
         seen.push({ ...r, round });
-        await sleep(10);
+        await sleep(10); // pacing: steady traffic, not a check
       }
     })();
     for (round = 1; round <= 3; round++) {
-      await sleep(300);
+      await waitFor(`traffic before outage ${round}`, () => seen.filter((r) => r.round === round).length >= 4);
       await pg.stop();
-      await sleep(700);
+      await sleep(700); // the outage's length is the subject: refused reconnects pile up a backoff meanwhile
       await pg.start();
       const back = Date.now();
       await waitFor(`an upload to succeed after outage ${round}`, async () =>
         (await timed(`${srv.url}/api/v1/upload`, { method: 'POST', ...uploadBody('b.txt', 'back') })).status === 201, 5000);
       assert.ok(Date.now() - back < 2500, `outage ${round}: uploads succeeded again only after ${Date.now() - back} ms`);
     }
-    await sleep(300);
+    await waitFor('traffic after the last outage', () => seen.filter((r) => r.round > 3).length >= 4);
     running = false;
     await traffic;
     for (const r of seen) {
@@ -427,7 +427,7 @@ describe('graceful shutdown', { skip: pgSkip ?? false }, () => {
       // ... still an /api/ request: it carries the rate-limit headers like any other
       assert.match(refused, /X-RateLimit-Limit: \d+\r\n/i);
       assert.match(refused, /X-RateLimit-Remaining: \d+\r\n/i);
-      await sleep(300);
+      await sleep(300); // the subject: the slow upload stays in flight a while into the drain
       await write(slow.conn.sock, slow.tail);
       const done = await slow.conn.response;
       assert.equal(done.status, 201, done.body);
@@ -480,11 +480,11 @@ describe('graceful shutdown', { skip: pgSkip ?? false }, () => {
       };
       const patient = await start();
       const stalled = await start();
-      await sleep(300);
+      await waitFor('both downloads counted as active', async () => (await metric(srv.url, 'sluice_active_transfers{kind="download"}')) === 2);
       assert.equal(await metric(srv.url, 'sluice_active_transfers{kind="download"}'), 2);
       const exit = exitOf(srv);
       srv.proc.kill('SIGTERM');
-      await sleep(1000);
+      await sleep(1000); // the subject: a client paused for a while into the drain, well inside the grace
       patient.sock.resume();
       const body = (b: Buffer): Buffer => b.subarray(b.indexOf('\r\n\r\n') + 4);
       await waitFor('the patient download complete', async () => body(patient.got()).length >= data.length, 5000);

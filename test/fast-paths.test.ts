@@ -13,8 +13,8 @@ import pino from 'pino';
 import { request } from 'undici';
 import { KNOWN_VERSIONS, busboyInner, enableFastPaths, fastPathsFor } from '../src/ingest/fast-paths.ts';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
-import { multipart, type Part } from './helpers/multipart.ts';
-import { MiB, file, sha, type Reply } from './upload-util.ts';
+import { multipart, type Part, filePart } from './helpers/multipart.ts';
+import { MiB, sha, type Reply } from './upload-util.ts';
 
 const UNKNOWN = { ...KNOWN_VERSIONS, busboy: '99.0.0' };
 const KNOWN_PATHS = { multipartSearch: true, straightToFile: true };
@@ -68,9 +68,9 @@ describe('fast paths: text fields never share a reused chunk', () => {
   const { body } = multipart(
     [
       { name: 'description', value: texts.description },
-      file('one.bin', randomBytes(300_000)),
+      filePart('one.bin', randomBytes(300_000)),
       { name: 'access_password', value: texts.access_password },
-      file('two.bin', randomBytes(200_000)),
+      filePart('two.bin', randomBytes(200_000)),
     ],
     boundary,
   );
@@ -112,11 +112,11 @@ async function assertLargeUploadIntact(srv: TestServer): Promise<number> {
   const password = randomBytes(24).toString('hex');
   const before = await metric(srv, 'sluice_multipart_straight_bytes_total');
   const reply = await uploadInPieces(srv, [
-    file('first.bin', big[0]!),
+    filePart('first.bin', big[0]!),
     { name: 'description', value: description },
-    file('second.bin', big[1]!),
+    filePart('second.bin', big[1]!),
     { name: 'access_password', value: password },
-    file('tail.txt', 'tail'),
+    filePart('tail.txt', 'tail'),
   ]);
   const [row] = await srv.sql<{ description: string }[]>`select description from bundles where short_code = ${reply.short_code}`;
   assert.equal(row?.description, description);

@@ -7,7 +7,8 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { request } from 'undici';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
-import { created, file, upload } from './upload-util.ts';
+import { created } from './upload-util.ts';
+import { file, upload } from './helpers/http.ts';
 import { bufferReader, parseZip } from './zip-util.ts';
 import { FILES_PER_PAGE } from '../src/web/views.ts';
 
@@ -65,7 +66,7 @@ for (const backend of backends()) {
       assert.equal(less.names.length, COUNT - 1);
       assert.ok(!less.names.includes(gone.name));
       assert.notEqual(less.etag, first.etag);
-      const add = await upload(srv, [file('late.txt', 'late')], `/api/v1/upload/${b.upload_token}`);
+      const add = await upload(srv, [file('late.txt', 'late')], { path: `/api/v1/upload/${b.upload_token}` });
       assert.ok(add.status < 300, JSON.stringify(add.json));
       const more = await zipNames(srv, b.short_code);
       assert.equal(more.names.length, COUNT);

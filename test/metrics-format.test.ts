@@ -9,7 +9,8 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import { request } from 'undici';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
-import { created, file, upload } from './upload-util.ts';
+import { created } from './upload-util.ts';
+import { file, upload } from './helpers/http.ts';
 import { from, randomLoopback } from './access-util.ts';
 import { prerequisite } from './helpers/prereq.ts';
 

@@ -7,7 +7,9 @@ import path from 'node:path';
 import { Writable } from 'node:stream';
 import { request, type Agent } from 'undici';
 import { backends, startServer, ROOT, type TestServer } from './helpers/server.ts';
-import { created, file, upload, rawConnect, rawHead, partHead, newBoundary, write } from './upload-util.ts';
+import { waitFor } from './helpers/wait.ts';
+import { created, rawConnect, rawHead, partHead, newBoundary, write } from './upload-util.ts';
+import { file, upload } from './helpers/http.ts';
 import { randomLoopback, from } from './access-util.ts';
 import { createLogger } from '../src/log.ts';
 
@@ -176,10 +178,11 @@ for (const backend of backends()) {
       const boundary = newBoundary();
       await write(conn.sock, rawHead('/api/v1/upload', boundary, 3000, ''));
       await write(conn.sock, Buffer.concat([partHead(boundary, 'gone.bin'), Buffer.alloc(1000)]));
-      await new Promise((r) => setTimeout(r, 200));
+      const uploading = async (): Promise<boolean> =>
+        parseProm((await get(`${base}/metrics`)).text).samples.some((s) => s.name === 'sluice_active_transfers' && s.labels.kind === 'upload' && s.value === 1);
+      await waitFor('the upload in progress', uploading);
       conn.sock.destroy();
-      const deadline = Date.now() + 5000;
-      while ((await value('sluice_upload_aborts_total')) === aborts && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      await waitFor('the abort counted', async () => (await value('sluice_upload_aborts_total')) !== aborts);
       assert.equal(await value('sluice_upload_aborts_total'), aborts + 1);
       assert.equal(await value('sluice_upload_cap_rejections_total'), caps + 1);
     });
@@ -190,8 +193,7 @@ for (const backend of backends()) {
       srv.proc.stderr!.on('data', listen);
       try {
         srv.proc.kill('SIGHUP');
-        const deadline = Date.now() + 5000;
-        while (!log.includes('SIGHUP: nothing to reload') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+        await waitFor('the SIGHUP log line', () => log.includes('SIGHUP: nothing to reload'));
         assert.match(log, /SIGHUP: nothing to reload; restart to apply configuration/);
         assert.equal((await get(`${base}/healthz`)).status, 200);
       } finally {

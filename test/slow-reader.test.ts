@@ -8,7 +8,8 @@ import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { request } from 'undici';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
-import { created, file, MiB, sha } from './upload-util.ts';
+import { created, MiB, sha } from './upload-util.ts';
+import { file } from './helpers/http.ts';
 import { waitFor } from './helpers/wait.ts';
 
 async function stalledCount(srv: TestServer): Promise<number> {

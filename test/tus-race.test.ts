@@ -5,7 +5,8 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
 import { OCTETS, tusCall, tusMeta, tusPatch, uploadPath } from './helpers/tus.ts';
-import { file, upload, getJson, MiB, assertNoServerErrors } from './upload-util.ts';
+import { MiB, assertNoServerErrors } from './upload-util.ts';
+import { file, upload, call } from './helpers/http.ts';
 
 const CAP = 10 * MiB;
 
@@ -25,21 +26,21 @@ for (const backend of backends()) {
         const code = first.headers['sluice-short-code']!;
         // Read once first, so the answer after the creations comes from a cached bundle: reservations
         // must reach it too.
-        assert.equal((await getJson(srv, `/api/v1/bundle/${code}/status`)).json.space_remaining, CAP - 1000);
+        assert.equal((await call(srv, 'GET', `/api/v1/bundle/${code}/status`, { json: true })).json.space_remaining, CAP - 1000);
         const replies = await Promise.all(
           Array.from({ length: 16 }, (_, i) =>
             tusCall(srv, 'POST', '/api/v1/tus/', { 'upload-length': String(MiB), 'upload-metadata': tusMeta({ filename: `p${i}`, upload_token: token }) })),
         );
         const admitted = replies.filter((r) => r.status === 201);
         assert.deepEqual(replies.map((r) => r.status).sort(), [...Array(9).fill(201), ...Array(7).fill(413)], replies.map((r) => r.body).join());
-        const status = await getJson(srv, `/api/v1/bundle/${code}/status`);
+        const status = await call(srv, 'GET', `/api/v1/bundle/${code}/status`, { json: true });
         assert.equal(status.json.space_remaining, CAP - 1000 - 9 * MiB, 'reservations are not free room');
         const done = await Promise.all(admitted.map((r) => tusPatch(srv, uploadPath(r.headers.location!), 0, randomBytes(MiB))));
         assert.deepEqual(done.map((r) => r.status), Array(9).fill(204), done.map((r) => r.body).join());
         // The bundle is not wedged: what is left is still free room.
-        const small = await upload(srv, [file('s.txt', 'hello')], `/api/v1/upload/${token}`);
+        const small = await upload(srv, [file('s.txt', 'hello')], { path: `/api/v1/upload/${token}` });
         assert.equal(small.status, 200, JSON.stringify(small.json));
-        const after = await getJson(srv, `/api/v1/bundle/${code}/status`);
+        const after = await call(srv, 'GET', `/api/v1/bundle/${code}/status`, { json: true });
         assert.equal(after.json.space_remaining, CAP - 1000 - 9 * MiB - 5);
         assertNoServerErrors(srv);
       });

@@ -8,6 +8,7 @@ import { request } from 'undici';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
 import { assertNoServerErrors, ensureRunning, MiB, rawConnect, sha, write } from './upload-util.ts';
 import { waitFor } from './helpers/wait.ts';
+import { call, type Res } from './helpers/http.ts';
 
 const CAP = 8 * MiB;
 const RATE = 5;
@@ -15,26 +16,17 @@ let ipSeq = 0;
 /** Each request comes from its own address (TRUST_PROXY) unless a test pins one: only the rate-limit test shares a budget. */
 const nextIp = (): string => `10.77.${Math.floor(ipSeq / 250) % 250}.${(ipSeq++ % 250) + 1}`;
 
-interface Res { status: number; headers: Record<string, string>; body: string }
-
-async function call(srv: TestServer, method: string, urlPath: string, headers: Record<string, string> = {}, body?: Buffer): Promise<Res> {
-  const r = await request(`${srv.url}${urlPath}`, {
-    method: method as 'GET',
-    headers: { 'tus-resumable': '1.0.0', 'x-forwarded-for': nextIp(), ...headers },
-    body,
-  });
-  const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(r.headers)) out[k] = String(v);
-  return { status: r.statusCode, headers: out, body: method === 'HEAD' ? (await r.body.dump(), '') : await r.body.text() };
-}
+/** A tus request, from a fresh address unless `headers` pins one. */
+const tus = (srv: TestServer, method: string, urlPath: string, headers: Record<string, string> = {}, body?: Buffer): Promise<Res> =>
+  call(srv, method, urlPath, { headers: { 'tus-resumable': '1.0.0', 'x-forwarded-for': nextIp(), ...headers }, body });
 
 const meta = (o: Record<string, string>): string =>
   Object.entries(o).map(([k, v]) => `${k} ${Buffer.from(v).toString('base64')}`).join(',');
 
 async function create(srv: TestServer, length: number | null, m: Record<string, string> = { filename: 'a.bin' }, extra: Record<string, string> = {}): Promise<string> {
   const lengthHeader: Record<string, string> = length === null ? { 'upload-defer-length': '1' } : { 'upload-length': String(length) };
-  const r = await call(srv, 'POST', '/api/v1/tus/', { ...lengthHeader, 'upload-metadata': meta(m), ...extra });
-  assert.equal(r.status, 201, r.body);
+  const r = await tus(srv, 'POST', '/api/v1/tus/', { ...lengthHeader, 'upload-metadata': meta(m), ...extra });
+  assert.equal(r.status, 201, r.text);
   assert.equal(r.headers['tus-resumable'], '1.0.0');
   assert.ok(r.headers['upload-expires'] && Date.parse(r.headers['upload-expires']) > Date.now() + 23 * 3_600_000);
   const location = new URL(r.headers.location!);
@@ -44,20 +36,20 @@ async function create(srv: TestServer, length: number | null, m: Record<string, 
 }
 
 const patch = (srv: TestServer, loc: string, offset: number, piece: Buffer, extra: Record<string, string> = {}): Promise<Res> =>
-  call(srv, 'PATCH', loc, { 'content-type': 'application/offset+octet-stream', 'upload-offset': String(offset), ...extra }, piece);
+  tus(srv, 'PATCH', loc, { 'content-type': 'application/offset+octet-stream', 'upload-offset': String(offset), ...extra }, piece);
 
 async function patchAll(srv: TestServer, loc: string, data: Buffer, piece: number, from = 0): Promise<Res> {
   let last: Res | undefined;
   for (let at = from; at < data.length; at += piece) {
     last = await patch(srv, loc, at, data.subarray(at, Math.min(at + piece, data.length)));
-    assert.equal(last.status, 204, last.body);
+    assert.equal(last.status, 204, last.text);
     assert.equal(last.headers['upload-offset'], String(Math.min(at + piece, data.length)));
   }
   return last!;
 }
 
 async function offsetOf(srv: TestServer, loc: string): Promise<number> {
-  const r = await call(srv, 'HEAD', loc);
+  const r = await tus(srv, 'HEAD', loc);
   assert.equal(r.status, 200);
   return Number(r.headers['upload-offset']);
 }
@@ -96,7 +88,7 @@ for (const backend of backends()) {
     });
 
     test('OPTIONS announces version, extensions, max size and checksum algorithms', async () => {
-      const r = await call(srv, 'OPTIONS', '/api/v1/tus/', { 'tus-resumable': '' });
+      const r = await tus(srv, 'OPTIONS', '/api/v1/tus/', { 'tus-resumable': '' });
       assert.equal(r.status, 204);
       assert.equal(r.headers['tus-version'], '1.0.0');
       for (const ext of ['creation', 'creation-with-upload', 'creation-defer-length', 'termination', 'expiration', 'checksum']) {
@@ -110,7 +102,7 @@ for (const backend of backends()) {
       const data = randomBytes(3 * MiB + 123);
       const loc = await create(srv, data.length, { filename: 'a.bin', filetype: 'application/x-test' });
       assert.equal(await offsetOf(srv, loc), 0);
-      const head = await call(srv, 'HEAD', loc);
+      const head = await tus(srv, 'HEAD', loc);
       assert.equal(head.headers['upload-length'], String(data.length));
       assert.equal(head.headers['cache-control'], 'no-store');
       const [before] = await srv.sql<{ n: number }[]>`select count(*)::int as n from files`;
@@ -127,14 +119,14 @@ for (const backend of backends()) {
 
     test('creation-with-upload completes in one request; an empty file completes at creation', async () => {
       const data = randomBytes(200_000);
-      const r = await call(srv, 'POST', '/api/v1/tus/', {
+      const r = await tus(srv, 'POST', '/api/v1/tus/', {
         'upload-length': String(data.length), 'upload-metadata': meta({ filename: 'one.bin' }), 'content-type': 'application/offset+octet-stream',
       }, data);
-      assert.equal(r.status, 201, r.body);
+      assert.equal(r.status, 201, r.text);
       assert.equal(r.headers['upload-offset'], String(data.length));
       await assertStored(srv, r, data, 'one.bin');
-      const empty = await call(srv, 'POST', '/api/v1/tus/', { 'upload-length': '0', 'upload-metadata': meta({ filename: 'e.txt' }) });
-      assert.equal(empty.status, 201, empty.body);
+      const empty = await tus(srv, 'POST', '/api/v1/tus/', { 'upload-length': '0', 'upload-metadata': meta({ filename: 'e.txt' }) });
+      assert.equal(empty.status, 201, empty.text);
       await assertStored(srv, empty, Buffer.alloc(0), 'e.txt');
     });
 
@@ -144,23 +136,23 @@ for (const backend of backends()) {
       const [rowsBefore, partsBefore] = [await rows(), parts().length];
       const body = { 'content-type': 'application/offset+octet-stream' };
       const sum = (b: Buffer): string => `sha256 ${createHash('sha256').update(b).digest('base64')}`;
-      const badSum = await call(srv, 'POST', '/api/v1/tus/', { ...body, 'upload-length': '5', 'upload-checksum': sum(Buffer.from('other')) }, Buffer.from('hello'));
-      assert.equal(badSum.status, 460, badSum.body);
+      const badSum = await tus(srv, 'POST', '/api/v1/tus/', { ...body, 'upload-length': '5', 'upload-checksum': sum(Buffer.from('other')) }, Buffer.from('hello'));
+      assert.equal(badSum.status, 460, badSum.text);
       assert.equal(badSum.headers.location, undefined);
-      const tooLong = await call(srv, 'POST', '/api/v1/tus/', { ...body, 'upload-length': '5' }, Buffer.from('hellohello'));
-      assert.equal(tooLong.status, 413, tooLong.body);
+      const tooLong = await tus(srv, 'POST', '/api/v1/tus/', { ...body, 'upload-length': '5' }, Buffer.from('hellohello'));
+      assert.equal(tooLong.status, 413, tooLong.text);
       assert.deepEqual([await rows(), parts().length], [rowsBefore, partsBefore], 'no row and no part of either');
 
       // An append whose first bytes fail gives its room back at once.
-      const first = await call(srv, 'POST', '/api/v1/tus/', { ...body, 'upload-length': '1000', 'upload-metadata': meta({ filename: 'a.bin' }) }, randomBytes(1000));
+      const first = await tus(srv, 'POST', '/api/v1/tus/', { ...body, 'upload-length': '1000', 'upload-metadata': meta({ filename: 'a.bin' }) }, randomBytes(1000));
       const token = first.headers['sluice-upload-token']!;
       const room = CAP - 1000;
-      const failed = await call(srv, 'POST', '/api/v1/tus/', {
+      const failed = await tus(srv, 'POST', '/api/v1/tus/', {
         ...body, 'upload-length': String(room), 'upload-metadata': meta({ upload_token: token }), 'upload-checksum': sum(Buffer.from('x')),
       }, Buffer.from('y'));
-      assert.equal(failed.status, 460, failed.body);
+      assert.equal(failed.status, 460, failed.text);
       const next = await create(srv, room, { filename: 'b.bin', upload_token: token });
-      assert.equal((await call(srv, 'DELETE', next)).status, 204);
+      assert.equal((await tus(srv, 'DELETE', next)).status, 204);
       assert.deepEqual([await rows(), parts().length], [rowsBefore, partsBefore]);
     });
 
@@ -168,11 +160,11 @@ for (const backend of backends()) {
       const data = randomBytes(300_000);
       const loc = await create(srv, null);
       assert.equal((await patch(srv, loc, 0, data.subarray(0, 100_000))).status, 204);
-      const head = await call(srv, 'HEAD', loc);
+      const head = await tus(srv, 'HEAD', loc);
       assert.equal(head.headers['upload-defer-length'], '1');
       assert.equal(head.headers['upload-length'], undefined);
       const done = await patch(srv, loc, 100_000, data.subarray(100_000), { 'upload-length': String(data.length) });
-      assert.equal(done.status, 204, done.body);
+      assert.equal(done.status, 204, done.text);
       await assertStored(srv, done, data);
     });
 
@@ -184,14 +176,14 @@ for (const backend of backends()) {
       assert.equal((await patch(srv, a, 0, data.subarray(0, 100_000))).status, 204);
       fs.appendFileSync(partOf(a), randomBytes(50_000));
       const doneA = await patch(srv, a, 100_000, Buffer.alloc(0), { 'upload-length': '100000' });
-      assert.equal(doneA.status, 204, doneA.body);
+      assert.equal(doneA.status, 204, doneA.text);
       await assertStored(srv, doneA, data.subarray(0, 100_000));
       // a later PATCH writing fewer bytes than the junk: the junk's tail would have stayed
       const b = await create(srv, null);
       assert.equal((await patch(srv, b, 0, data.subarray(0, 100_000))).status, 204);
       fs.appendFileSync(partOf(b), randomBytes(80_000));
       const doneB = await patch(srv, b, 100_000, data.subarray(100_000), { 'upload-length': String(data.length) });
-      assert.equal(doneB.status, 204, doneB.body);
+      assert.equal(doneB.status, 204, doneB.text);
       await assertStored(srv, doneB, data);
     });
 
@@ -202,11 +194,11 @@ for (const backend of backends()) {
       const auth = { authorization: `Bearer ${key}` };
       const loc = await create(srv, 2048, { filename: 'k.bin' }, auth);
       const first = await patch(srv, loc, 0, randomBytes(1024), auth);
-      assert.equal(first.status, 204, first.body);
+      assert.equal(first.status, 204, first.text);
       assert.equal((await srv.cli(['keys', 'revoke', key.slice(0, 12)])).code, 0);
       for (const headers of [auth, {}]) {
         const r = await patch(srv, loc, 1024, randomBytes(1024), headers);
-        assert.equal(r.status, 401, r.body);
+        assert.equal(r.status, 401, r.text);
         assert.equal(r.headers['sluice-short-code'], undefined);
       }
       assert.equal(await offsetOf(srv, loc), 1024);
@@ -218,9 +210,9 @@ for (const backend of backends()) {
       const loc = await create(srv, 1000);
       await patch(srv, loc, 0, randomBytes(500));
       assert.ok(fs.existsSync(partOf(srv, loc)));
-      assert.equal((await call(srv, 'DELETE', loc)).status, 204);
+      assert.equal((await tus(srv, 'DELETE', loc)).status, 204);
       assert.ok(!fs.existsSync(partOf(srv, loc)));
-      assert.equal((await call(srv, 'HEAD', loc)).status, 404);
+      assert.equal((await tus(srv, 'HEAD', loc)).status, 404);
       assert.equal((await patch(srv, loc, 500, randomBytes(10))).status, 404);
     });
 
@@ -229,9 +221,9 @@ for (const backend of backends()) {
       const loc = await create(srv, data.length);
       const digest = (b: Buffer): string => `sha256 ${createHash('sha256').update(b).digest('base64')}`;
       const good = await patch(srv, loc, 0, data.subarray(0, 1000), { 'upload-checksum': digest(data.subarray(0, 1000)) });
-      assert.equal(good.status, 204, good.body);
+      assert.equal(good.status, 204, good.text);
       const bad = await patch(srv, loc, 1000, data.subarray(1000), { 'upload-checksum': digest(randomBytes(8)) });
-      assert.equal(bad.status, 460, bad.body);
+      assert.equal(bad.status, 460, bad.text);
       assert.equal(await offsetOf(srv, loc), 1000);
       assert.equal(fs.statSync(partOf(srv, loc)).size, 1000, 'the rejected bytes were cut off');
       const unknown = await patch(srv, loc, 1000, data.subarray(1000), { 'upload-checksum': 'crc99 AAAA' });
@@ -252,11 +244,11 @@ for (const backend of backends()) {
       assert.equal((await patch(srv, loc, 0, data.subarray(0, a))).status, 204);
       const other = randomBytes(b - a);
       const bad = await patch(srv, loc, a, other, { 'upload-checksum': digest(data.subarray(a, b)) });
-      assert.equal(bad.status, 460, bad.body);
+      assert.equal(bad.status, 460, bad.text);
       assert.equal(await offsetOf(srv, loc), a);
       assert.equal((await patch(srv, loc, a, data.subarray(a, b), { 'upload-checksum': digest(data.subarray(a, b)) })).status, 204);
       const done = await patch(srv, loc, b, data.subarray(b));
-      assert.equal(done.status, 204, done.body);
+      assert.equal(done.status, 204, done.text);
       await assertStored(srv, done, data);
       assertNoServerErrors(srv);
     });
@@ -264,14 +256,14 @@ for (const backend of backends()) {
     test('protocol refusals: wrong offset 409, wrong type 415, missing Tus-Resumable 412, past the length 413', async () => {
       const loc = await create(srv, 100);
       assert.equal((await patch(srv, loc, 5, randomBytes(10))).status, 409);
-      const wrongType = await call(srv, 'PATCH', loc, { 'content-type': 'application/octet-stream', 'upload-offset': '0' }, randomBytes(10));
+      const wrongType = await tus(srv, 'PATCH', loc, { 'content-type': 'application/octet-stream', 'upload-offset': '0' }, randomBytes(10));
       assert.equal(wrongType.status, 415);
       assert.equal((await patch(srv, loc, 0, randomBytes(10), { 'tus-resumable': '0.2.2' })).status, 412);
       assert.equal((await patch(srv, loc, 0, randomBytes(101))).status, 413);
       assert.equal(await offsetOf(srv, loc), 0);
-      assert.equal((await call(srv, 'HEAD', '/api/v1/tus/0123456789abcdef0123456789abcdef')).status, 404);
+      assert.equal((await tus(srv, 'HEAD', '/api/v1/tus/0123456789abcdef0123456789abcdef')).status, 404);
       // Metadata PostgreSQL cannot store is refused at creation, not a 500.
-      const nul = await call(srv, 'POST', '/api/v1/tus/', {
+      const nul = await tus(srv, 'POST', '/api/v1/tus/', {
         'upload-length': '10', 'upload-metadata': meta({ filename: 'a.bin', description: 'a\u0000b' }),
       });
       assert.equal(nul.status, 400);
@@ -319,8 +311,8 @@ for (const backend of backends()) {
     });
 
     test('the cap counts the declared length at creation, and bytes as they arrive when deferred', async () => {
-      const over = await call(srv, 'POST', '/api/v1/tus/', { 'upload-length': String(CAP + 1) });
-      assert.equal(over.status, 413, over.body);
+      const over = await tus(srv, 'POST', '/api/v1/tus/', { 'upload-length': String(CAP + 1) });
+      assert.equal(over.status, 413, over.text);
       const loc = await create(srv, null);
       assert.equal((await patch(srv, loc, 0, randomBytes(10), { 'upload-length': String(CAP + 1) })).status, 413);
       const fits = await create(srv, CAP);
@@ -329,7 +321,7 @@ for (const backend of backends()) {
 
     test('upload_token metadata appends to the existing bundle, within its room', async () => {
       const a = randomBytes(1000);
-      const first = await call(srv, 'POST', '/api/v1/tus/', {
+      const first = await tus(srv, 'POST', '/api/v1/tus/', {
         'upload-length': String(a.length), 'upload-metadata': meta({ filename: 'a.bin', description: 'two files' }),
         'content-type': 'application/offset+octet-stream',
       }, a);
@@ -344,32 +336,32 @@ for (const backend of backends()) {
       const [bundle] = await srv.sql<{ n: number; total: string; d: string }[]>`
         select file_count as n, total_size_bytes::text as total, description as d from bundles where short_code = ${done.headers['sluice-short-code']!}`;
       assert.deepEqual(bundle, { n: 2, total: '3000', d: 'two files' });
-      const tooBig = await call(srv, 'POST', '/api/v1/tus/', { 'upload-length': String(CAP - 2000), 'upload-metadata': meta({ upload_token: token }) });
+      const tooBig = await tus(srv, 'POST', '/api/v1/tus/', { 'upload-length': String(CAP - 2000), 'upload-metadata': meta({ upload_token: token }) });
       assert.equal(tooBig.status, 413);
-      const badToken = await call(srv, 'POST', '/api/v1/tus/', { 'upload-length': '1', 'upload-metadata': meta({ upload_token: 'f'.repeat(64) }) });
+      const badToken = await tus(srv, 'POST', '/api/v1/tus/', { 'upload-length': '1', 'upload-metadata': meta({ upload_token: 'f'.repeat(64) }) });
       assert.equal(badToken.status, 403);
     });
 
     test('a password, upload token or notify_email in the metadata is used, never stored or echoed', async () => {
       const password = 'tus secret pw 7';
-      const first = await call(srv, 'POST', '/api/v1/tus/', {
+      const first = await tus(srv, 'POST', '/api/v1/tus/', {
         'upload-length': '5',
         'upload-metadata': meta({ filename: 'p.txt', access_password: password, notify_email: 'owner@example.com', description: 'locked' }),
         'content-type': 'application/offset+octet-stream',
       }, Buffer.from('hello'));
-      assert.equal(first.status, 201, first.body);
+      assert.equal(first.status, 201, first.text);
       const loc = new URL(first.headers.location!).pathname;
       const token = first.headers['sluice-upload-token']!;
       const code = first.headers['sluice-short-code']!;
       // The bundle is locked by that password: its files are hidden until it is given.
-      const info = await call(srv, 'GET', `/api/v1/bundle/${code}`);
-      assert.deepEqual(JSON.parse(info.body).files, []);
+      const info = await tus(srv, 'GET', `/api/v1/bundle/${code}`);
+      assert.deepEqual(JSON.parse(info.text).files, []);
       // The write-only address went to the bundle it made.
       const [kept] = await srv.sql<{ notify_email: string }[]>`select notify_email from bundles where short_code = ${code}`;
       assert.equal(kept?.notify_email, 'owner@example.com');
       const second = await create(srv, 3, { filename: 'q.txt', upload_token: token, filetype: 'text/plain' });
       for (const [where, echoed] of [[loc, meta({ filename: 'p.txt', description: 'locked' })], [second, meta({ filename: 'q.txt', filetype: 'text/plain' })]]) {
-        const h = await call(srv, 'HEAD', where!);
+        const h = await tus(srv, 'HEAD', where!);
         assert.equal(h.headers['upload-metadata'], echoed, 'HEAD echoes the other pairs, in order');
       }
       const rows = await srv.sql<{ metadata: string }[]>`select metadata from tus_uploads where id in (${path.basename(loc)}, ${path.basename(second)})`;
@@ -384,15 +376,15 @@ for (const backend of backends()) {
       const loc = await create(srv, 1000);
       await patch(srv, loc, 0, randomBytes(400));
       assert.ok(fs.existsSync(partOf(srv, loc)));
-      assert.equal((await call(srv, 'HEAD', loc)).status, 200);
+      assert.equal((await tus(srv, 'HEAD', loc)).status, 200);
       await srv.sql`update tus_uploads set expires_at = now() - interval '1 minute' where id = ${path.basename(loc)}`;
-      assert.equal((await call(srv, 'HEAD', loc)).status, 404, 'expired sessions answer 404 before the sweep');
+      assert.equal((await tus(srv, 'HEAD', loc)).status, 404, 'expired sessions answer 404 before the sweep');
       const r = await srv.cli(['sweep']);
       assert.equal(r.code, 0, r.stderr);
       assert.ok(!fs.existsSync(partOf(srv, loc)));
       const rows = await srv.sql`select 1 from tus_uploads where id = ${path.basename(loc)}`;
       assert.equal(rows.length, 0);
-      assert.equal((await call(srv, 'HEAD', loc)).status, 404);
+      assert.equal((await tus(srv, 'HEAD', loc)).status, 404);
     });
   });
 }

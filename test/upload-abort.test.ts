@@ -5,7 +5,8 @@ import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import { Readable } from 'node:stream';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
-import { MiB, file, created, upload, getJson, ensureRunning, assertServes, assertNoServerErrors, snapshot, assertNothingKept, rawConnect, rawHead, partHead, closing, newBoundary, write, assertJsonError, survives, exited, stored, sendUntilAnswered, repeated } from './upload-util.ts';
+import { MiB, created, ensureRunning, assertServes, assertNoServerErrors, snapshot, assertNothingKept, rawConnect, rawHead, partHead, closing, newBoundary, write, assertJsonError, survives, exited, stored, sendUntilAnswered, repeated } from './upload-util.ts';
+import { file, upload, call } from './helpers/http.ts';
 import { waitFor } from './helpers/wait.ts';
 
 /** Anonymous cap of this file's server: the aborted 8 MiB uploads below stay within it. */
@@ -223,9 +224,9 @@ for (const backend of backends()) {
       await partsGone(srv);
       await assertServes(srv);
       await assertNothingKept(srv, before);
-      const full = await survives(srv, upload(srv, [file('rest.bin', randomBytes(4 * MiB))], `/api/v1/upload/${bundle.upload_token}`));
+      const full = await survives(srv, upload(srv, [file('rest.bin', randomBytes(4 * MiB))], { path: `/api/v1/upload/${bundle.upload_token}` }));
       assert.equal(full.status, 200, JSON.stringify(full.json));
-      const status = await getJson(srv, `/api/v1/bundle/${bundle.short_code}/status`);
+      const status = await call(srv, 'GET', `/api/v1/bundle/${bundle.short_code}/status`, { json: true });
       assert.equal(status.json.total_size_bytes, CAP);
     });
   });

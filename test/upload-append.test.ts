@@ -2,7 +2,8 @@ import { describe, it, before, after, beforeEach, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
-import { MiB, sha, file, upload, created, getJson, download, assertError, ensureRunning, assertServes, assertNoServerErrors, snapshot, assertNothingKept, assertDiskMatchesRows, survives, stored, rawConnect, rawHead, partHead, closing, newBoundary, write, assertJsonError, type Sent } from './upload-util.ts';
+import { MiB, sha, created, download, assertError, ensureRunning, assertServes, assertNoServerErrors, snapshot, assertNothingKept, assertDiskMatchesRows, survives, stored, rawConnect, rawHead, partHead, closing, newBoundary, write, assertJsonError } from './upload-util.ts';
+import { file, upload, call, type Res } from './helpers/http.ts';
 import { waitFor } from './helpers/wait.ts';
 
 const CAP = 8 * MiB;
@@ -22,7 +23,7 @@ for (const backend of backends()) {
     it('200 with the added files; the bundle lists all of them', async () => {
       const first = await created(srv, [file('first.txt', 'one')]);
       const added = [file('second.bin', randomBytes(300_000)), file('dritte €.txt', 'three', 'text/plain')];
-      const r = await upload(srv, added, `/api/v1/upload/${first.upload_token}`);
+      const r = await upload(srv, added, { path: `/api/v1/upload/${first.upload_token}` });
       assert.equal(r.status, 200, JSON.stringify(r.json));
       assert.equal(r.json.success, true);
       assert.equal(r.json.short_code, first.short_code);
@@ -30,13 +31,13 @@ for (const backend of backends()) {
       assert.equal(r.json.upload_url, `/u/${first.upload_token}`);
       assert.equal(r.json.files.length, 2);
       for (const [i, f] of r.json.files.entries()) {
-        assert.equal(f.name, added[i]!.filename);
+        assert.equal(f.name, added[i]!.name);
         assert.equal(f.size, added[i]!.data!.length);
         assert.ok(Number.isInteger(f.id) && f.id > first.files[0]!.id);
         assert.equal(f.download_url, `/api/v1/download/${f.id}`);
         assert.equal(sha((await download(srv, f)).data), sha(added[i]!.data!));
       }
-      const info = await getJson(srv, `/api/v1/bundle/${first.short_code}`);
+      const info = await call(srv, 'GET', `/api/v1/bundle/${first.short_code}`, { json: true });
       assert.equal(info.status, 200);
       assert.equal(info.json.file_count, 3);
       assert.equal(info.json.total_size_bytes, 3 + 300_000 + 5);
@@ -47,7 +48,7 @@ for (const backend of backends()) {
     it('400 when the append carries no files, with nothing kept', async () => {
       const b = await created(srv, [file('a.txt', 'a')]);
       const before = await snapshot(srv);
-      assertError(await upload(srv, [{ name: 'description', value: 'x' }], `/api/v1/upload/${b.upload_token}`), 400);
+      assertError(await upload(srv, [], { fields: { description: 'x' }, path: `/api/v1/upload/${b.upload_token}` }), 400);
       await assertNothingKept(srv, before);
     });
 
@@ -56,10 +57,10 @@ for (const backend of backends()) {
       const before = await snapshot(srv);
       const bad = ['abc', 'g'.repeat(64), b.upload_token.slice(0, 63), `${b.upload_token}0`, randomBytes(32).toString('hex')];
       for (const token of bad) {
-        assertError(await upload(srv, [file('x.txt', 'x')], `/api/v1/upload/${token}`), 403);
+        assertError(await upload(srv, [file('x.txt', 'x')], { path: `/api/v1/upload/${token}` }), 403);
       }
       await assertNothingKept(srv, before);
-      const info = await getJson(srv, `/api/v1/bundle/${b.short_code}`);
+      const info = await call(srv, 'GET', `/api/v1/bundle/${b.short_code}`, { json: true });
       assert.equal(info.json.file_count, 1);
     });
 
@@ -68,7 +69,7 @@ for (const backend of backends()) {
       const cli = await srv.cli(['bundles', 'expire', b.short_code]);
       assert.equal(cli.code, 0, cli.stderr);
       const before = await snapshot(srv);
-      assertError(await upload(srv, [file('late.txt', randomBytes(100_000))], `/api/v1/upload/${b.upload_token}`), 403, /expired/i);
+      assertError(await upload(srv, [file('late.txt', randomBytes(100_000))], { path: `/api/v1/upload/${b.upload_token}` }), 403, /expired/i);
       await assertNothingKept(srv, before);
       const [row] = await srv.sql<{ file_count: number }[]>`select file_count from bundles where short_code = ${b.short_code}`;
       assert.equal(row?.file_count, 1);
@@ -78,12 +79,12 @@ for (const backend of backends()) {
       const b = await created(srv, [file('base.bin', randomBytes(CAP - MiB))]);
       const before = await snapshot(srv);
       const over = [file('a.bin', randomBytes(MiB / 2)), file('b.bin', randomBytes(MiB / 2 + 1))];
-      assertError(await survives(srv, upload(srv, over, `/api/v1/upload/${b.upload_token}`)), 400, /size|limit|large/i);
+      assertError(await survives(srv, upload(srv, over, { path: `/api/v1/upload/${b.upload_token}` })), 400, /size|limit|large/i);
       await assertNothingKept(srv, before);
       // The failed append's reservation is released: exactly the remaining room still fits.
-      const fits = await survives(srv, upload(srv, [file('last.bin', randomBytes(MiB))], `/api/v1/upload/${b.upload_token}`));
+      const fits = await survives(srv, upload(srv, [file('last.bin', randomBytes(MiB))], { path: `/api/v1/upload/${b.upload_token}` }));
       assert.equal(fits.status, 200, JSON.stringify(fits.json));
-      const status = await getJson(srv, `/api/v1/bundle/${b.short_code}/status`);
+      const status = await call(srv, 'GET', `/api/v1/bundle/${b.short_code}/status`, { json: true });
       assert.equal(status.json.total_size_bytes, CAP);
       assert.equal(status.json.space_remaining, 0);
     });
@@ -96,7 +97,7 @@ for (const backend of backends()) {
       await write(conn.sock, rawHead(`/api/v1/upload/${b.upload_token}`, boundary, partHead(boundary, 'slow.bin').length + total + closing(boundary).length));
       await write(conn.sock, partHead(boundary, 'slow.bin'));
       await write(conn.sock, randomBytes(2 * MiB)); // the slow one holds 2 MiB of the room
-      const fast = await survives(srv, upload(srv, [file('fast.bin', randomBytes(3 * MiB))], `/api/v1/upload/${b.upload_token}`));
+      const fast = await survives(srv, upload(srv, [file('fast.bin', randomBytes(3 * MiB))], { path: `/api/v1/upload/${b.upload_token}` }));
       assert.equal(fast.status, 200, JSON.stringify(fast.json)); // 2 + 3 of 6 MiB
       // 2 + 3 + 3 MiB would cross the cap: the answer must come before the last of it is sent
       let sent = 2 * MiB;
@@ -108,7 +109,7 @@ for (const backend of backends()) {
       assertJsonError(await conn.response, 400, /size|limit/i);
       assert.ok(sent < total, `refused only after the whole body (${sent} bytes) was sent`);
       conn.sock.destroy();
-      const status = await getJson(srv, `/api/v1/bundle/${b.short_code}/status`);
+      const status = await call(srv, 'GET', `/api/v1/bundle/${b.short_code}/status`, { json: true });
       assert.equal(status.json.total_size_bytes, 5 * MiB);
       await waitFor('no temp parts left', () => stored(srv.dataDir).parts.length === 0);
       await assertDiskMatchesRows(srv);
@@ -122,8 +123,8 @@ for (const backend of backends()) {
         headers: { 'tus-resumable': '1.0.0', 'upload-length': String(5 * MiB), 'upload-metadata': meta },
       });
       assert.equal(tus.status, 201, await tus.text());
-      assertError(await survives(srv, upload(srv, [file('m.bin', randomBytes(2 * MiB))], `/api/v1/upload/${b.upload_token}`)), 400, /size|limit/i);
-      const fits = await survives(srv, upload(srv, [file('m.bin', randomBytes(MiB))], `/api/v1/upload/${b.upload_token}`));
+      assertError(await survives(srv, upload(srv, [file('m.bin', randomBytes(2 * MiB))], { path: `/api/v1/upload/${b.upload_token}` })), 400, /size|limit/i);
+      const fits = await survives(srv, upload(srv, [file('m.bin', randomBytes(MiB))], { path: `/api/v1/upload/${b.upload_token}` }));
       assert.equal(fits.status, 200, JSON.stringify(fits.json));
       const loc = new URL(tus.headers.get('location')!).pathname;
       const done = await fetch(`${srv.url}${loc}`, {
@@ -132,7 +133,7 @@ for (const backend of backends()) {
         body: randomBytes(5 * MiB),
       });
       assert.equal(done.status, 204, await done.text());
-      const status = await getJson(srv, `/api/v1/bundle/${b.short_code}/status`);
+      const status = await call(srv, 'GET', `/api/v1/bundle/${b.short_code}/status`, { json: true });
       assert.equal(status.json.total_size_bytes, CAP);
     });
 
@@ -166,9 +167,9 @@ for (const backend of backends()) {
     it('file parts that are not kept still count against the cap', async () => {
       const before = await snapshot(srv);
       const junk = { name: 'junk', filename: 'junk.bin', data: randomBytes(CAP + MiB) };
-      assertError(await survives(srv, upload(srv, [file('a.txt', 'a'), junk])), 400, /size|limit/i);
+      assertError(await survives(srv, upload(srv, [file('a.txt', 'a')], { parts: [junk] })), 400, /size|limit/i);
       const empty = { name: 'files[]', filename: '', data: randomBytes(CAP + MiB) };
-      assertError(await survives(srv, upload(srv, [file('a.txt', 'a'), empty])), 400, /size|limit/i);
+      assertError(await survives(srv, upload(srv, [file('a.txt', 'a')], { parts: [empty] })), 400, /size|limit/i);
       await assertNothingKept(srv, before);
     });
 
@@ -176,9 +177,9 @@ for (const backend of backends()) {
       const base = 5 * MiB;
       const b = await created(srv, [file('base.bin', randomBytes(base))]);
       const racers = 6;
-      const results: Sent[] = await Promise.all(
+      const results: Res[] = await Promise.all(
         Array.from({ length: racers }, (_, i) =>
-          survives(srv, upload(srv, [file(`race${i}.bin`, randomBytes(MiB))], `/api/v1/upload/${b.upload_token}`)),
+          survives(srv, upload(srv, [file(`race${i}.bin`, randomBytes(MiB))], { path: `/api/v1/upload/${b.upload_token}` })),
         ),
       );
       const ok = results.filter((r) => r.status === 200);
@@ -189,14 +190,14 @@ for (const backend of backends()) {
       assert.ok(ok.length >= 1, 'at least one append fits');
       assert.ok(ok.length <= (CAP - base) / MiB, `${ok.length} appends of 1 MiB were accepted into ${(CAP - base) / MiB} MiB of room`);
 
-      const status = await getJson(srv, `/api/v1/bundle/${b.short_code}/status`);
+      const status = await call(srv, 'GET', `/api/v1/bundle/${b.short_code}/status`, { json: true });
       assert.equal(status.json.total_size_bytes, base + ok.length * MiB);
       assert.ok((status.json.total_size_bytes as number) <= CAP);
       const rows = await srv.sql<{ id: number; size: number }[]>`
         select f.id::int as id, f.size::int as size from files f join bundles b on b.id = f.bundle_id where b.short_code = ${b.short_code} order by f.id`;
       assert.deepEqual(rows.map((r) => r.id), [b.files[0]!.id, ...ok.map((r) => r.json.files[0]!.id)].sort((x, y) => x - y));
       assert.equal(rows.reduce((n, r) => n + r.size, 0), base + ok.length * MiB);
-      const info = await getJson(srv, `/api/v1/bundle/${b.short_code}`);
+      const info = await call(srv, 'GET', `/api/v1/bundle/${b.short_code}`, { json: true });
       assert.equal(info.json.file_count, 1 + ok.length);
       // Losers' temp parts and any renamed files are gone; winners' files are exactly the rows.
       await waitFor('no temp parts left', () => stored(srv.dataDir).parts.length === 0);

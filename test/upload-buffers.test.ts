@@ -9,7 +9,8 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { request } from 'undici';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
-import { MiB, created, createTus, download, file, sha } from './upload-util.ts';
+import { MiB, created, createTus, download, sha } from './upload-util.ts';
+import { file } from './helpers/http.ts';
 
 async function allocations(srv: TestServer): Promise<Record<string, number>> {
   const res = await request(`${srv.url}/metrics`);

@@ -11,10 +11,8 @@ import path from 'node:path';
 import { request } from 'undici';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
 import { mintKey } from './access-util.ts';
-import {
-  MiB, file, created, getJson, ensureRunning, assertServes, assertNoServerErrors, snapshot, assertNothingKept, rawConnect,
-  rawHead, partHead, closing, newBoundary, write, assertJsonError, survives, sendUntilAnswered, repeated, type Reply,
-} from './upload-util.ts';
+import { MiB, created, ensureRunning, assertServes, assertNoServerErrors, snapshot, assertNothingKept, rawConnect, rawHead, partHead, closing, newBoundary, write, assertJsonError, survives, sendUntilAnswered, repeated, type Reply } from './upload-util.ts';
+import { file, call } from './helpers/http.ts';
 
 const GiB = 1024 * MiB;
 /** The anonymous cap of the default configuration. */
@@ -153,7 +151,7 @@ for (const backend of backends()) {
     it('anonymous, an append of 1 GiB past the cap: 400 mid-stream, the bundle as it was', { timeout: 300_000 }, async () => {
       const bundle = await created(srv, [file('base.bin', randomBytes(MiB))]);
       await refusedMidStream(`/api/v1/upload/${bundle.upload_token}`, [['more.bin', GiB]]);
-      const status = await getJson(srv, `/api/v1/bundle/${bundle.short_code}/status`);
+      const status = await call(srv, 'GET', `/api/v1/bundle/${bundle.short_code}/status`, { json: true });
       assert.equal(status.json.total_size_bytes, MiB);
       await assertServes(srv);
     });

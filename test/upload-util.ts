@@ -6,7 +6,7 @@ import path from 'node:path';
 import { request } from 'undici';
 import fs from 'node:fs';
 import type { TestServer } from './helpers/server.ts';
-import { multipart, type Part } from './helpers/multipart.ts';
+import { upload, type NewFile, type Res, type UploadOpts } from './helpers/http.ts';
 import { waitFor } from './helpers/wait.ts';
 
 export const MiB = 1 << 20;
@@ -17,35 +17,15 @@ export interface Reply {
   success: boolean; error?: string; short_code: string; share_url: string; upload_url: string;
   upload_token: string; expires_at: string; files: FileJson[];
 }
-export interface Sent { status: number; json: Reply }
 export interface Snapshot { parts: string[]; files: string[]; bundles: number; fileRows: number }
 
 export const sha = (b: Uint8Array): string => createHash('sha256').update(b).digest('hex');
 
-export const file = (filename: string, data: Buffer | string, contentType?: string): Part => ({
-  name: 'files[]', filename, data: Buffer.isBuffer(data) ? data : Buffer.from(data), contentType,
-});
-
-export async function send(srv: TestServer, urlPath: string, body: Buffer | string, headers: Record<string, string>): Promise<Sent> {
-  const res = await request(`${srv.url}${urlPath}`, { method: 'POST', body, headers });
-  assert.match(String(res.headers['content-type']), /^application\/json/);
-  return { status: res.statusCode, json: (await res.body.json()) as Reply };
-}
-
-export function upload(srv: TestServer, parts: Part[], urlPath = '/api/v1/upload', headers: Record<string, string> = {}): Promise<Sent> {
-  const { body, contentType } = multipart(parts);
-  return send(srv, urlPath, body, { 'content-type': contentType, ...headers });
-}
-
-export async function created(srv: TestServer, parts: Part[]): Promise<Reply> {
-  const r = await upload(srv, parts);
-  assert.equal(r.status, 201, JSON.stringify(r.json));
-  return r.json;
-}
-
-export async function getJson(srv: TestServer, urlPath: string): Promise<{ status: number; json: Record<string, unknown> }> {
-  const res = await request(`${srv.url}${urlPath}`);
-  return { status: res.statusCode, json: (await res.body.json()) as Record<string, unknown> };
+/** Uploads and asserts 201 (a new bundle). */
+export async function created(srv: TestServer, files: NewFile[], o: UploadOpts = {}): Promise<Reply> {
+  const r = await upload(srv, files, o);
+  assert.equal(r.status, 201, r.text);
+  return r.json as Reply;
 }
 
 export async function download(srv: TestServer, f: FileJson): Promise<{ data: Buffer; headers: Record<string, unknown> }> {
@@ -54,11 +34,11 @@ export async function download(srv: TestServer, f: FileJson): Promise<{ data: Bu
   return { data: Buffer.from(await res.body.arrayBuffer()), headers: res.headers };
 }
 
-export function assertError(r: Sent, status: number, pattern?: RegExp): void {
+export function assertError(r: Pick<Res, 'status' | 'json'>, status: number, pattern?: RegExp): void {
   assert.equal(r.status, status, JSON.stringify(r.json));
   assert.equal(r.json.success, false);
   assert.equal(typeof r.json.error, 'string');
-  if (pattern) assert.match(r.json.error!, pattern);
+  if (pattern) assert.match(r.json.error, pattern);
 }
 
 export const exited = (srv: TestServer): boolean => srv.proc.exitCode !== null || srv.proc.signalCode !== null;
@@ -93,6 +73,17 @@ export function logOf(srv: TestServer): { text: string } {
     entry = e;
   }
   return entry;
+}
+
+/**
+ * Sends SIGHUP and waits for the line the server logs for it: whatever the server logged while handling
+ * earlier requests is in logOf(srv) by then, so a test can assert that a line never came.
+ */
+export async function logCheckpoint(srv: TestServer): Promise<void> {
+  const log = logOf(srv);
+  const from = log.text.length;
+  srv.proc.kill('SIGHUP');
+  await waitFor('the SIGHUP log line', () => log.text.slice(from).includes('SIGHUP: nothing to reload'));
 }
 
 interface LogLine { level?: number; msg?: string; err?: { message?: string } }

@@ -7,7 +7,8 @@ import zlib from 'node:zlib';
 import path from 'node:path';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
 import { multipart } from './helpers/multipart.ts';
-import { MiB, DAY_MS, sha, file, send, upload, created, getJson, download, assertError, ensureRunning, assertServes, assertNoServerErrors, snapshot, assertNothingKept, assertDiskMatchesRows, dispositionName, survives, rawConnect, write, type Reply } from './upload-util.ts';
+import { MiB, DAY_MS, sha, created, type FileJson, download, assertError, ensureRunning, assertServes, assertNoServerErrors, snapshot, assertNothingKept, assertDiskMatchesRows, dispositionName, survives, rawConnect, write, type Reply } from './upload-util.ts';
+import { file, upload, call } from './helpers/http.ts';
 import { waitFor } from './helpers/wait.ts';
 
 /** Per-server anonymous cap: small enough to cross cheaply, large enough for the 5 MiB round trip. */
@@ -51,12 +52,12 @@ for (const backend of backends()) {
       const expires = Date.parse(j.expires_at);
       assert.ok(expires >= t0 + 3 * DAY_MS - 2000 && expires <= Date.now() + 3 * DAY_MS + 2000, j.expires_at);
       assert.equal(j.files.length, sent.length);
-      const ids = j.files.map((f) => f.id);
+      const ids = j.files.map((f: FileJson) => f.id);
       assert.ok(ids.every(Number.isInteger), 'integer ids');
       assert.deepEqual([...ids].sort((a, b) => a - b), ids, 'ids in upload order');
       for (const [i, f] of j.files.entries()) {
         assert.deepEqual(Object.keys(f).sort(), ['download_url', 'id', 'mime_type', 'name', 'size']);
-        assert.equal(f.name, sent[i]!.filename);
+        assert.equal(f.name, sent[i]!.name);
         assert.equal(f.size, sent[i]!.data!.length);
         assert.equal(f.download_url, `/api/v1/download/${f.id}`);
         assert.equal(typeof f.mime_type, 'string');
@@ -69,7 +70,7 @@ for (const backend of backends()) {
       assert.equal(j.files[1]!.mime_type, 'text/plain');
       assert.equal(j.files[3]!.mime_type, 'application/json');
 
-      const info = await getJson(srv, `/api/v1/bundle/${j.short_code}`);
+      const info = await call(srv, 'GET', `/api/v1/bundle/${j.short_code}`, { json: true });
       assert.equal(info.status, 200);
       assert.equal(info.json.file_count, sent.length);
       assert.equal(info.json.total_size_bytes, 5 * MiB + 12 + 7);
@@ -79,12 +80,13 @@ for (const backend of backends()) {
     });
 
     it('form fields are read before or after the files', async () => {
-      const after = await created(srv, [
-        file('a.txt', 'a'),
-        { name: 'description', value: 'described after the file' },
-        { name: 'notify_email', value: 'someone@example.com' },
-      ]);
-      const beforeFiles = await created(srv, [{ name: 'description', value: 'described first' }, file('b.txt', 'b')]);
+      const after = await created(srv, [file('a.txt', 'a')], {
+        parts: [
+          { name: 'description', value: 'described after the file' },
+          { name: 'notify_email', value: 'someone@example.com' },
+        ],
+      });
+      const beforeFiles = await created(srv, [file('b.txt', 'b')], { fields: { description: 'described first' } });
       const rows = await srv.sql<{ short_code: string; description: string; notify_email: string | null }[]>`
         select short_code, description, notify_email from bundles
         where short_code in (${after.short_code}, ${beforeFiles.short_code})`;
@@ -99,7 +101,7 @@ for (const backend of backends()) {
       const datas = sizes.map((n) => randomBytes(n));
       const j = await created(srv, datas.map((d, i) => file(`s${i}.bin`, d)));
       const rows = await srv.sql<{ id: number; sha256: Uint8Array | null; crc32: number }[]>`
-        select id, sha256, crc32 from files where id in ${srv.sql(j.files.map((f) => f.id))} order by id`;
+        select id, sha256, crc32 from files where id in ${srv.sql(j.files.map((f: FileJson) => f.id))} order by id`;
       for (const [i, r] of rows.entries()) {
         assert.equal(r.sha256, null);
         assert.equal(Number(r.crc32), zlib.crc32(datas[i]!) >>> 0, `crc32 of ${sizes[i]} bytes`);
@@ -167,7 +169,7 @@ for (const backend of backends()) {
         for (const [i, f] of j.files.entries()) assert.equal(sha((await download(srv, f)).data), sha(files[i]!), `file ${i}`);
         // (No notify_email here: its mail would be sent in the background while later tests query
         // the embedded database, which serves one connection at a time.)
-        const info = await getJson(srv, `/api/v1/bundle/${j.short_code}`);
+        const info = await call(srv, 'GET', `/api/v1/bundle/${j.short_code}`, { json: true });
         assert.equal(info.json.is_encrypted, true);
         const [row] = await srv.sql<{ description: string }[]>`select description from bundles where short_code = ${j.short_code}`;
         assert.equal(row?.description, description);
@@ -208,25 +210,25 @@ for (const backend of backends()) {
     });
 
     it('description: 1000 characters accepted; 1001, or a NUL, rejected with nothing kept', async () => {
-      await created(srv, [{ name: 'description', value: 'é'.repeat(1000) }, file('a.txt', 'a')]);
+      await created(srv, [file('a.txt', 'a')], { fields: { description: 'é'.repeat(1000) } });
       const before = await snapshot(srv);
-      assertError(await upload(srv, [file('a.txt', 'a'), { name: 'description', value: 'd'.repeat(1001) }]), 400, /description/i);
+      assertError(await upload(srv, [file('a.txt', 'a')], { parts: [{ name: 'description', value: 'd'.repeat(1001) }] }), 400, /description/i);
       // PostgreSQL text cannot hold NUL: a clear 400, not a failed insert.
-      assertError(await upload(srv, [file('a.txt', 'a'), { name: 'description', value: 'a\u0000b' }]), 400, /description/i);
+      assertError(await upload(srv, [file('a.txt', 'a')], { parts: [{ name: 'description', value: 'a\u0000b' }] }), 400, /description/i);
       await assertNothingKept(srv, before);
     });
 
     it('notify_email must be a valid address of at most 255 characters', async () => {
       const before = await snapshot(srv);
       for (const bad of ['not-an-email', 'a@b', 'x y@example.com', `${'a'.repeat(244)}@example.com`, 'a\u0000b@example.com', 'a\u0001@b.co']) {
-        assertError(await upload(srv, [{ name: 'notify_email', value: bad }, file('a.txt', 'a')]), 400);
+        assertError(await upload(srv, [file('a.txt', 'a')], { fields: { notify_email: bad } }), 400);
       }
       await assertNothingKept(srv, before);
     });
 
     it('encrypted=1 sets is_encrypted', async () => {
-      const j = await created(srv, [{ name: 'encrypted', value: '1' }, file('secret.bin', randomBytes(100))]);
-      const info = await getJson(srv, `/api/v1/bundle/${j.short_code}`);
+      const j = await created(srv, [file('secret.bin', randomBytes(100))], { fields: { encrypted: '1' } });
+      const info = await call(srv, 'GET', `/api/v1/bundle/${j.short_code}`, { json: true });
       assert.equal(info.status, 200);
       assert.equal(info.json.is_encrypted, true);
     });
@@ -234,7 +236,7 @@ for (const backend of backends()) {
     it('non-ASCII names round-trip in JSON and Content-Disposition', async () => {
       const names = ['café.txt', '日本語のファイル.pdf', '🎉 party 👨‍👩‍👧.png', 'Ünïcödé ñ.tar.gz'];
       const j = await created(srv, names.map((n) => file(n, n)));
-      assert.deepEqual(j.files.map((f) => f.name), names);
+      assert.deepEqual(j.files.map((f: FileJson) => f.name), names);
       for (const f of j.files) {
         const { data, headers } = await download(srv, f);
         assert.equal(data.toString(), f.name);
@@ -270,9 +272,9 @@ for (const backend of backends()) {
         ),
         Buffer.from(`--${boundary}--\r\n`),
       ]);
-      const r = await send(srv, '/api/v1/upload', body, { 'content-type': `multipart/form-data; boundary=${boundary}` });
+      const r = await call(srv, 'POST', '/api/v1/upload', { body: body, headers: { 'content-type': `multipart/form-data; boundary=${boundary}` }, json: true });
       assert.equal(r.status, 201, JSON.stringify(r.json));
-      const names = r.json.files.map((f) => f.name);
+      const names = r.json.files.map((f: FileJson) => f.name);
       assert.equal(names.length, dispositions.length);
       for (const [i, name] of names.entries()) {
         assert.ok(name.length > 0, `name ${i} empty`);
@@ -315,9 +317,9 @@ for (const backend of backends()) {
           `Content-Type: application/octet-stream\r\n\r\ncontent ${i}\r\n`)),
         Buffer.from(`--${boundary}--\r\n`),
       ]);
-      const r = await send(srv, '/api/v1/upload', body, { 'content-type': `multipart/form-data; boundary=${boundary}` });
+      const r = await call(srv, 'POST', '/api/v1/upload', { body: body, headers: { 'content-type': `multipart/form-data; boundary=${boundary}` }, json: true });
       assert.equal(r.status, 201, JSON.stringify(r.json));
-      assert.equal(r.json.files.length, names.length, `kept ${JSON.stringify(r.json.files.map((f) => f.name))}`);
+      assert.equal(r.json.files.length, names.length, `kept ${JSON.stringify(r.json.files.map((f: FileJson) => f.name))}`);
       for (const [i, f] of r.json.files.entries()) {
         assert.ok(f.name.length > 0 && !['.', '..'].includes(f.name) && !/[/\\]/.test(f.name), f.name);
         assert.equal((await download(srv, f)).data.toString(), `content ${i}`);
@@ -327,13 +329,13 @@ for (const backend of backends()) {
     it('400 for requests without files, with nothing kept', async () => {
       const before = await snapshot(srv);
       const json = { 'content-type': 'application/json' };
-      assertError(await upload(srv, [{ name: 'description', value: 'only fields' }]), 400);
-      assertError(await upload(srv, [{ name: 'files[]', filename: '', data: Buffer.alloc(0) }]), 400);
-      assertError(await upload(srv, [{ name: 'other', filename: 'x.txt', data: Buffer.from('x') }]), 400);
-      assertError(await send(srv, '/api/v1/upload', '', { 'content-type': multipart([]).contentType }), 400);
-      assertError(await send(srv, '/api/v1/upload', '', {}), 400);
-      assertError(await send(srv, '/api/v1/upload', JSON.stringify({ files: ['a.txt'] }), json), 400);
-      assertError(await send(srv, '/api/v1/upload', 'files=a.txt', { 'content-type': 'application/x-www-form-urlencoded' }), 400);
+      assertError(await upload(srv, [], { fields: { description: 'only fields' } }), 400);
+      assertError(await upload(srv, [], { parts: [{ name: 'files[]', filename: '', data: Buffer.alloc(0) }] }), 400);
+      assertError(await upload(srv, [], { parts: [{ name: 'other', filename: 'x.txt', data: Buffer.from('x') }] }), 400);
+      assertError(await call(srv, 'POST', '/api/v1/upload', { body: '', headers: { 'content-type': multipart([]).contentType }, json: true }), 400);
+      assertError(await call(srv, 'POST', '/api/v1/upload', { body: '', headers: {}, json: true }), 400);
+      assertError(await call(srv, 'POST', '/api/v1/upload', { body: JSON.stringify({ files: ['a.txt'] }), headers: json, json: true }), 400);
+      assertError(await call(srv, 'POST', '/api/v1/upload', { body: 'files=a.txt', headers: { 'content-type': 'application/x-www-form-urlencoded' }, json: true }), 400);
       await assertNothingKept(srv, before);
       await created(srv, [file('still.txt', 'serving')]);
     });
@@ -341,7 +343,7 @@ for (const backend of backends()) {
     it('400 for a text field sent as a file part (the bundle would have come out public), with nothing kept', async () => {
       const before = await snapshot(srv);
       for (const name of ['access_password', 'description', 'notify_email', 'encrypted']) {
-        const r = await upload(srv, [file('a.txt', 'a'), { name, filename: 'pw.txt', data: Buffer.from('secret\n') }]);
+        const r = await upload(srv, [file('a.txt', 'a')], { parts: [{ name, filename: 'pw.txt', data: Buffer.from('secret\n') }] });
         assertError(r, 400);
         assert.match(r.json.error as string, new RegExp(`${name} must be a text field`));
       }
@@ -350,21 +352,21 @@ for (const backend of backends()) {
 
     it('a Bearer header on upload is 401 while no API keys exist', async () => {
       const before = await snapshot(srv);
-      assertError(await upload(srv, [file('a.txt', 'a')], '/api/v1/upload', { authorization: 'Bearer sk_test_not_a_key' }), 401);
-      assertError(await upload(srv, [file('a.txt', 'a')], '/api/v1/upload', { authorization: 'bearer x' }), 401);
+      assertError(await upload(srv, [file('a.txt', 'a')], { headers: { authorization: 'Bearer sk_test_not_a_key' } }), 401);
+      assertError(await upload(srv, [file('a.txt', 'a')], { headers: { authorization: 'bearer x' } }), 401);
       // A Bearer without exactly one value is a key that is not valid, not an anonymous upload.
       for (const authorization of ['Bearer ', 'Bearer', 'Bearer a b']) {
-        assertError(await upload(srv, [file('a.txt', 'a')], '/api/v1/upload', { authorization }), 401);
+        assertError(await upload(srv, [file('a.txt', 'a')], { headers: { authorization } }), 401);
       }
       await assertNothingKept(srv, before);
       // Another scheme is no key at all: an anonymous upload.
-      assert.equal((await upload(srv, [file('b.txt', 'b')], '/api/v1/upload', { authorization: 'Basic dXNlcjpwdw==' })).status, 201);
+      assert.equal((await upload(srv, [file('b.txt', 'b')], { headers: { authorization: 'Basic dXNlcjpwdw==' } })).status, 201);
     });
 
     it('the cap counts file bytes: exactly the cap is 201, one byte more is 400', async () => {
       const exact = await created(srv, [file('exact.bin', randomBytes(CAP))]);
       assert.equal(exact.files[0]!.size, CAP);
-      const status = await getJson(srv, `/api/v1/bundle/${exact.short_code}/status`);
+      const status = await call(srv, 'GET', `/api/v1/bundle/${exact.short_code}/status`, { json: true });
       assert.equal(status.json.total_size_bytes, CAP);
       assert.equal(status.json.space_remaining, 0);
       const before = await snapshot(srv);
@@ -372,7 +374,7 @@ for (const backend of backends()) {
       const halves = [file('half1.bin', randomBytes(CAP / 2)), file('half2.bin', randomBytes(CAP / 2 + 1))];
       assertError(await survives(srv, upload(srv, halves)), 400, /size|limit|large/i);
       await assertNothingKept(srv, before);
-      assertError(await survives(srv, upload(srv, [file('one.bin', 'x')], `/api/v1/upload/${exact.upload_token}`)), 400, /size|limit|large/i);
+      assertError(await survives(srv, upload(srv, [file('one.bin', 'x')], { path: `/api/v1/upload/${exact.upload_token}` })), 400, /size|limit|large/i);
       await assertNothingKept(srv, before);
       await assertServes(srv);
     });

@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { Agent, request } from 'undici';
 import { startServer, type TestServer } from './helpers/server.ts';
-import { file, upload } from './upload-util.ts';
+import { file, upload } from './helpers/http.ts';
+import { waitFor } from './helpers/wait.ts';
 
 /** A new TCP connection per request, so the kernel may hand each to a different worker. */
 async function fresh(url: string, init: Parameters<typeof request>[1] = {}, localAddress?: string) {
@@ -95,11 +96,10 @@ describe('WORKERS=2 (postgres + redis)', { skip: !SELF && 'postgres backend not 
     // Connections the dead worker had accepted or queued are lost with it; the survivor serves.
     const deadline = Date.now() + 10_000;
     let pids: number[] = [];
-    while (Date.now() < deadline) {
+    await waitFor('a replacement worker', () => {
       pids = childPids(s.proc.pid!);
-      if (pids.length === 2 && !pids.includes(victim!)) break;
-      await new Promise((r) => setTimeout(r, 200));
-    }
+      return pids.length === 2 && !pids.includes(victim!);
+    }, 10_000);
     assert.equal(pids.length, 2);
     assert.ok(!pids.includes(victim!));
     // The replacement takes connections once it listens.

@@ -7,7 +7,8 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { request } from 'undici';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
-import { created, file, upload } from './upload-util.ts';
+import { created } from './upload-util.ts';
+import { file, upload } from './helpers/http.ts';
 import { createZipPlans } from '../src/zip/plan.ts';
 import { LAYOUT_SLICE } from '../src/zip/layout.ts';
 import { zipEtag } from '../src/routes/zip.ts';
@@ -28,7 +29,7 @@ for (const backend of backends()) {
       db = await connectDb({ databaseUrl: srv.env.DATABASE_URL, dataDir: srv.dataDir, log: pino({ level: 'silent' }), max: 1 });
       const names = Array.from({ length: COUNT }, (_, i) => file(`f${i}.txt`, `${i}`));
       const b = await created(srv, names.slice(0, 1000)); // one request's file limit
-      const more = await upload(srv, names.slice(1000), `/api/v1/upload/${b.upload_token}`);
+      const more = await upload(srv, names.slice(1000), { path: `/api/v1/upload/${b.upload_token}` });
       assert.ok(more.status < 300, JSON.stringify(more.json));
       code = b.short_code;
       bundleId = (await srv.sql<{ id: number }[]>`select id::int as id from bundles where short_code = ${code}`)[0]!.id;

@@ -153,7 +153,10 @@ for (const backend of backends()) {
       sock.pause(); // never read: the server must stall on backpressure, not buffer the archive
       sock.write(`GET ${zipPath} HTTP/1.1\r\nHost: x\r\n\r\n`);
       await waitFor('the server to open big.bin', () => openStoredFds(srv) === 1);
-      await new Promise((r) => setTimeout(r, 500));
+      // Checkpoint: a reading client gets the whole archive meanwhile, so a server that buffered the
+      // stalled one instead of waiting on it would have read big.bin to the end and closed it by now.
+      assert.equal((await get(srv, zipPath)).status, 200);
+      await waitFor("the reading client's files to close", () => openStoredFds(srv) <= 1);
       assert.equal(openStoredFds(srv), 1, 'still stalled on the unread socket');
       sock.destroy();
       await waitFor('the file to be closed after the abort', () => openStoredFds(srv) === 0);

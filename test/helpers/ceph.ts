@@ -1,11 +1,11 @@
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import { prerequisite } from './prereq.ts';
+import { freePort } from './services.ts';
 
 const run = promisify(execFile);
 const SCRIPT = path.join(import.meta.dirname, 'ceph-cluster.sh');
@@ -45,17 +45,6 @@ function missingProgram(): string | false {
  */
 export function cephSkip(what: string): string | false {
   return prerequisite({ what, missing: missingProgram(), install: CEPH_INSTALL });
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as net.AddressInfo).port;
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 async function waitForHttp(url: string, ms: number, dir: string): Promise<void> {

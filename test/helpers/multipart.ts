@@ -24,3 +24,8 @@ export function multipart(parts: Part[], boundary = `----sluice${randomBytes(8).
   chunks.push(Buffer.from(`--${boundary}--\r\n`));
   return { body: Buffer.concat(chunks), contentType: `multipart/form-data; boundary=${boundary}` };
 }
+
+/** A file part as the upload form sends it (field `files[]`). */
+export const filePart = (filename: string, data: Buffer | string, contentType?: string): Part => ({
+  name: 'files[]', filename, data: Buffer.isBuffer(data) ? data : Buffer.from(data), contentType,
+});
