@@ -11,7 +11,7 @@ import {
 import { patternChunks, uploadMultipart, CONTENT_LENGTH_LIMIT } from './lib/http-client.ts';
 import { IDLE_TIMEOUT_MS } from './lib/download-client.ts';
 import { closeAll, describeFailure, selectServers, startTarget, type Target } from './lib/targets.ts';
-import { printTreeComparison } from './lib/tree-compare.ts';
+import { paired, printTreeComparison } from './lib/tree-compare.ts';
 import { asUploadReply, cleanupUploads } from './lib/sluice-api.ts';
 
 type Mode = 'tus' | 'multipart';
@@ -200,13 +200,13 @@ async function main(): Promise<void> {
       c.errors.length ? `${c.errors.length} failed: ${c.errors[0]!.slice(0, 120)}` : '',
     ]),
   );
-  const paired = results
+  const pairs = results
     .filter((c) => c.server === 'sluice')
     .flatMap((c) => {
       const base = results.find((x) => x.server === 'sluice-base' && x.mode === c.mode && x.size === c.size);
-      return base ? [{ label: `${formatSize(c.size)} ${c.mode}`, sluice: c.runs.map((x) => x.mbps), base: base.runs.map((x) => x.mbps) }] : [];
+      return base ? [{ label: `${formatSize(c.size)} ${c.mode}`, ...paired(c.runs, base.runs) }] : [];
     });
-  const trees = paired.length ? printTreeComparison(paired) : undefined;
+  const trees = pairs.length ? printTreeComparison(pairs) : undefined;
   const file = writeResults('tus', { scenario: 'tus', environment: env, runs, pieceBytes: piece, results, trees });
   console.log(`\nJSON: ${file}`);
   if (results.some((c) => c.errors.length > 0)) process.exitCode = 1;

@@ -7,7 +7,7 @@ import { envInt, environment, fixed, formatSize, mbps, median, MiB, printHeader,
 import { uploadMultipart } from './lib/http-client.ts';
 import { download, type DownloadResult } from './lib/download-client.ts';
 import { closeAll, DEFAULT_DATABASE_URL, describeFailure, ensureDatabase, selectServers, startTarget, type Target } from './lib/targets.ts';
-import { printTreeComparison } from './lib/tree-compare.ts';
+import { paired, printTreeComparison } from './lib/tree-compare.ts';
 import { asUploadReply, cleanupUploads } from './lib/sluice-api.ts';
 
 type Mode = 'zip' | 'plain';
@@ -176,8 +176,7 @@ async function main(): Promise<void> {
   const trees = mine && base
     ? printTreeComparison((['zip', 'plain'] as const).map((mode, i) => ({
       label: mode === 'zip' ? 'GET /zip/<code>' : `GET /api/v1/download x${count}`,
-      sluice: mine.results[i]!.runs.map((x) => x.mbps),
-      base: base.results[i]!.runs.map((x) => x.mbps),
+      ...paired(mine.results[i]!.runs, base.results[i]!.runs),
     })))
     : undefined;
   const file = writeResults('zip', {
