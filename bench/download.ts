@@ -12,6 +12,7 @@ import {
 import { uploadMultipart, writePatternFile } from './lib/http-client.ts';
 import { download } from './lib/download-client.ts';
 import { closeAll, describeFailure, selectServers, startTarget, type Target } from './lib/targets.ts';
+import { compareTreeRows } from './lib/tree-compare.ts';
 import { asUploadReply, cleanupUploads } from './lib/sluice-api.ts';
 
 interface Run {
@@ -146,7 +147,8 @@ async function main(): Promise<void> {
   ]);
   console.log(`\nmedians of ${runs} run(s); MB/s = 10^6 bytes/s summed over streams; RSS = server peak (max of runs)`);
   printTable(['server', 'file', 'streams', 'MB/s', 'wall s', 'peak RSS MiB', 'srv CPU s/GB', 'vs node:http pipe', 'vs nginx sendfile', 'errors'], rows);
-  const file = writeResults('download', { scenario: 'download', environment: env, runs, concurrency: conc, results });
+  const trees = compareTreeRows(results, (size, streams) => `${formatSize(size)} ${streams === 1 ? 'single' : `x${streams}`}`);
+  const file = writeResults('download', { scenario: 'download', environment: env, runs, concurrency: conc, results, trees });
   console.log(`\nJSON: ${file}`);
   if (results.some((c) => c.errors.length > 0)) process.exitCode = 1;
 }

@@ -1,7 +1,8 @@
 // Resumable upload throughput: one file of SIZE through tus (creation, then PATCH pieces of PIECE) against the
 // same file as one multipart POST, on the same Sluice process in the same run. Medians of BENCH_RUNS; the order
-// alternates per run. Target: tus >= 0.9x multipart.
-//   node --import tsx bench/tus.ts [4G]     env: BENCH_SIZES (default 4G) BENCH_RUNS (3) BENCH_TUS_PIECE (64M) DATABASE_URL
+// alternates per run. Target: tus >= 0.9x multipart. With BENCH_TREE_ALT, the other tree's server takes its turn
+// after this one's in every round.
+//   node --import tsx bench/tus.ts [4G]     env: BENCH_SIZES (default 4G) BENCH_RUNS (3) BENCH_TUS_PIECE (64M) DATABASE_URL BENCH_TREE_ALT
 import http from 'node:http';
 import {
   envInt, environment, fixed, formatSize, mbps, median, parseSize, printHeader, printTable, ratio, runLine, sizesFromArgs,
@@ -9,7 +10,8 @@ import {
 } from './lib/report.ts';
 import { patternChunks, uploadMultipart, CONTENT_LENGTH_LIMIT } from './lib/http-client.ts';
 import { IDLE_TIMEOUT_MS } from './lib/download-client.ts';
-import { closeAll, describeFailure, startSluice, type Target } from './lib/targets.ts';
+import { closeAll, describeFailure, selectServers, startTarget, type Target } from './lib/targets.ts';
+import { paired, printTreeComparison } from './lib/tree-compare.ts';
 import { asUploadReply, cleanupUploads } from './lib/sluice-api.ts';
 
 type Mode = 'tus' | 'multipart';
@@ -20,6 +22,18 @@ interface Run {
   peakRssMiB: number;
   cpuPerGB: number;
   requests: number;
+}
+
+interface Case {
+  server: string;
+  mode: Mode;
+  size: number;
+  runs: Run[];
+  errors: string[];
+  mbps?: number;
+  wallMs?: number;
+  peakRssMiB?: number;
+  cpuPerGB?: number;
 }
 
 interface Reply {
@@ -132,24 +146,31 @@ async function main(): Promise<void> {
     `tus = creation POST, then PATCHes of ${formatSize(piece)} on one kept-alive connection, Content-Length each; ` +
       `multipart = one streamed POST (chunked when >= ${CONTENT_LENGTH_LIMIT} bytes). Same bytes, same server, same run.`,
   );
-  const t = await startSluice({ databaseUrl: process.env.DATABASE_URL });
-  const warm = await runOnce(t, 'tus', 16 * MiB, 4 * MiB, 0);
-  const warm2 = await runOnce(t, 'multipart', 16 * MiB, piece, 0);
-  console.log(`sluice: pid ${t.proc.pid}, idle RSS ${fixed(t.rss.currentMiB())} MiB, warm-up ${warm.error ?? 'ok'} / ${warm2.error ?? 'ok'}`);
+  // with BENCH_TREE_ALT, `sluice-base` too: the servers take turns round by round (A, B, A, B ...)
+  const targets: Target[] = [];
+  for (const name of selectServers(['sluice'])) {
+    const t = await startTarget(name, { databaseUrl: process.env.DATABASE_URL });
+    targets.push(t);
+    const warm = await runOnce(t, 'tus', 16 * MiB, 4 * MiB, 0);
+    const warm2 = await runOnce(t, 'multipart', 16 * MiB, piece, 0);
+    console.log(`${t.name}: pid ${t.proc.pid}, idle RSS ${fixed(t.rss.currentMiB())} MiB, warm-up ${warm.error ?? 'ok'} / ${warm2.error ?? 'ok'}`);
+  }
 
-  const results: Array<{ mode: Mode; size: number; runs: Run[]; errors: string[]; mbps?: number; wallMs?: number; peakRssMiB?: number; cpuPerGB?: number }> = [];
+  const results: Case[] = [];
   for (const size of sizes) {
-    const cases = (['tus', 'multipart'] as const).map((mode) => ({ mode, size, runs: [] as Run[], errors: [] as string[] }));
+    const cases = targets.map((t) => (['tus', 'multipart'] as const).map((mode): Case => ({ server: t.name, mode, size, runs: [], errors: [] })));
     for (let r = 0; r < runs; r++) {
-      for (let k = 0; k < 2; k++) {
-        const c = cases[(k + r) % 2]!; // alternate which goes first after the previous run's writeback
-        const out = await runOnce(t, c.mode, size, piece, r + 1);
-        if (out.run) c.runs.push(out.run);
-        else c.errors.push(out.error ?? 'unknown');
-        console.log(`  ${formatSize(size)} run ${r + 1} ${c.mode}: ${runLine(out.run, out.error)}${out.run ? `, ${out.run.requests} request(s)` : ''}`);
+      for (let i = 0; i < targets.length; i++) {
+        for (let k = 0; k < 2; k++) {
+          const c = cases[i]![(k + r) % 2]!; // alternate which goes first after the previous run's writeback
+          const out = await runOnce(targets[i]!, c.mode, size, piece, r + 1);
+          if (out.run) c.runs.push(out.run);
+          else c.errors.push(out.error ?? 'unknown');
+          console.log(`  ${formatSize(size)} run ${r + 1} ${c.server} ${c.mode}: ${runLine(out.run, out.error)}${out.run ? `, ${out.run.requests} request(s)` : ''}`);
+        }
       }
     }
-    for (const c of cases) {
+    for (const c of cases.flat()) {
       results.push({
         ...c,
         mbps: c.runs.length ? median(c.runs.map((x) => x.mbps)) : undefined,
@@ -162,22 +183,31 @@ async function main(): Promise<void> {
   agent.destroy();
   await closeAll();
 
-  const multipartOf = (size: number): number | undefined => results.find((x) => x.mode === 'multipart' && x.size === size)?.mbps;
+  const multipartOf = (c: Case): number | undefined =>
+    results.find((x) => x.server === c.server && x.mode === 'multipart' && x.size === c.size)?.mbps;
   console.log(`\nmedians of ${runs} run(s); MB/s = 10^6 bytes/s of file data, creation to final 204 (completion included)`);
   printTable(
-    ['mode', 'size', 'MB/s', 'wall s', 'peak RSS MiB', 'srv CPU s/GB', 'tus / multipart', 'errors'],
+    ['server', 'mode', 'size', 'MB/s', 'wall s', 'peak RSS MiB', 'srv CPU s/GB', 'tus / multipart', 'errors'],
     results.map((c) => [
+      c.server,
       c.mode,
       formatSize(c.size),
       fixed(c.mbps),
       fixed(c.wallMs === undefined ? undefined : c.wallMs / 1000, 2),
       fixed(c.peakRssMiB),
       fixed(c.cpuPerGB, 2),
-      c.mode === 'tus' ? ratio(c.mbps, multipartOf(c.size)) : '',
+      c.mode === 'tus' ? ratio(c.mbps, multipartOf(c)) : '',
       c.errors.length ? `${c.errors.length} failed: ${c.errors[0]!.slice(0, 120)}` : '',
     ]),
   );
-  const file = writeResults('tus', { scenario: 'tus', environment: env, runs, pieceBytes: piece, results });
+  const pairs = results
+    .filter((c) => c.server === 'sluice')
+    .flatMap((c) => {
+      const base = results.find((x) => x.server === 'sluice-base' && x.mode === c.mode && x.size === c.size);
+      return base ? [{ label: `${formatSize(c.size)} ${c.mode}`, ...paired(c.runs, base.runs) }] : [];
+    });
+  const trees = pairs.length ? printTreeComparison(pairs) : undefined;
+  const file = writeResults('tus', { scenario: 'tus', environment: env, runs, pieceBytes: piece, results, trees });
   console.log(`\nJSON: ${file}`);
   if (results.some((c) => c.errors.length > 0)) process.exitCode = 1;
 }

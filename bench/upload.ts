@@ -8,6 +8,7 @@ import {
 } from './lib/report.ts';
 import { CONTENT_LENGTH_LIMIT, uploadMultipart, type UploadResult } from './lib/http-client.ts';
 import { closeAll, describeFailure, selectServers, startTarget, type Target } from './lib/targets.ts';
+import { compareTreeRows } from './lib/tree-compare.ts';
 import { asUploadReply, cleanupUploads } from './lib/sluice-api.ts';
 import { durableWrite } from './lib/disk-ceiling.ts';
 
@@ -239,7 +240,8 @@ async function main(): Promise<void> {
     ['server', 'total', 'streams', 'body', 'MB/s', 'wall s', 'sent s', 'peak RSS MiB', 'srv CPU s/GB', 'vs express-multer', 'vs multer+fsync', 'vs nginx', 'vs node-busboy', 'vs disk', 'vs disk cached', 'errors'],
     rows,
   );
-  const file = writeResults('upload', { scenario: 'upload', environment: env, runs, concurrency: conc, results });
+  const trees = compareTreeRows(results, (size, streams) => `${formatSize(size)} ${streams === 1 ? 'single' : `x${streams}`}`);
+  const file = writeResults('upload', { scenario: 'upload', environment: env, runs, concurrency: conc, results, trees });
   console.log(`\nJSON: ${file}`);
   if (results.some((c) => c.errors.length > 0)) process.exitCode = 1;
 }

@@ -1,11 +1,13 @@
 // Bundle as ZIP vs the same bytes as plain downloads: BENCH_ZIP_FILES files of BENCH_ZIP_MB MiB are uploaded
 // through one Sluice, then GET /zip/<code> (one stream) is timed against GET /api/v1/download/<id> for each file
 // (sequentially) in the same run, alternating which goes first. Target: zip >= 0.8x plain, server RSS flat.
-//   node --import tsx bench/zip.ts     env: BENCH_ZIP_MB (256) BENCH_ZIP_FILES (4) BENCH_RUNS (3) DATABASE_URL
+// With BENCH_TREE_ALT, the other tree's server gets the same bundle and the two take turns round by round.
+//   node --import tsx bench/zip.ts     env: BENCH_ZIP_MB (256) BENCH_ZIP_FILES (4) BENCH_RUNS (3) DATABASE_URL BENCH_TREE_ALT
 import { envInt, environment, fixed, formatSize, mbps, median, MiB, printHeader, printTable, ratio, writeResults, type Cell } from './lib/report.ts';
 import { uploadMultipart } from './lib/http-client.ts';
 import { download, type DownloadResult } from './lib/download-client.ts';
-import { closeAll, DEFAULT_DATABASE_URL, describeFailure, ensureDatabase, startSluice, type Target } from './lib/targets.ts';
+import { closeAll, DEFAULT_DATABASE_URL, describeFailure, ensureDatabase, selectServers, startTarget, type Target } from './lib/targets.ts';
+import { paired, printTreeComparison } from './lib/tree-compare.ts';
 import { asUploadReply, cleanupUploads } from './lib/sluice-api.ts';
 
 type Mode = 'zip' | 'plain';
@@ -48,6 +50,46 @@ async function measure(target: Target, body: () => Promise<number>): Promise<Run
   return { ms, bytes, mbps: mbps(bytes, ms), peakRssMiB, cpuPerGB: cpu / (bytes / 1e9) };
 }
 
+interface Subject {
+  target: Target;
+  results: ModeResult[];
+  idleRssMiB: number;
+  zipBytes: number;
+  uploads: unknown[];
+  bodies?: Record<Mode, () => Promise<number>>;
+}
+
+/** Uploads the bundle into one server, checks the archive, warms the page cache and JIT. */
+async function prepare(s: Subject, fileBytes: number, count: number): Promise<void> {
+  const { target } = s;
+  const files = Array.from({ length: count }, (_, i) => ({ name: `zip-bench-${i}.bin`, size: fileBytes }));
+  const up = await uploadMultipart(`${target.baseUrl}/api/v1/upload`, files);
+  s.uploads.push(up.json);
+  const reply = asUploadReply(up.json);
+  if ((up.status !== 201 && up.status !== 200) || !reply?.short_code || reply.files.length !== count) {
+    throw new Error(`upload failed: HTTP ${up.status} ${up.body.slice(0, 200)}`);
+  }
+  console.log(`${target.name}: uploaded ${count} x ${formatSize(fileBytes)} as bundle ${reply.short_code} (${fixed(mbps(up.bodyBytes, up.ms))} MB/s)`);
+  const zipUrl = `${target.baseUrl}/zip/${reply.short_code}`;
+  const plainUrls = reply.files.map((f) => `${target.baseUrl}/api/v1/download/${f.id}`);
+  const total = fileBytes * count;
+  // the archive size: data plus a few hundred bytes of headers
+  const zipBytes = check(await download(zipUrl), 'zip warm-up');
+  if (zipBytes <= total || zipBytes > total + 4096 * count) throw new Error(`implausible archive size ${zipBytes}`);
+  for (const u of plainUrls) check(await download(u), 'plain warm-up', fileBytes);
+  s.zipBytes = zipBytes;
+  s.idleRssMiB = target.rss.currentMiB();
+  console.log(`${target.name}: archive ${zipBytes} bytes (${zipBytes - total} bytes of ZIP structure); idle server RSS ${fixed(s.idleRssMiB)} MiB`);
+  s.bodies = {
+    zip: async () => check(await download(zipUrl), 'zip', zipBytes),
+    plain: async () => {
+      let n = 0;
+      for (const u of plainUrls) n += check(await download(u), 'plain', fileBytes);
+      return n;
+    },
+  };
+}
+
 async function main(): Promise<void> {
   const env = environment();
   const fileBytes = envInt('BENCH_ZIP_MB', 256) * MiB;
@@ -60,99 +102,94 @@ async function main(): Promise<void> {
     database: databaseUrl.replace(/\/\/[^@]*@/, '//'),
   });
   await ensureDatabase(databaseUrl);
-  const target = await startSluice({ databaseUrl });
-  const results: ModeResult[] = [
-    { mode: 'zip', runs: [], errors: [] },
-    { mode: 'plain', runs: [], errors: [] },
-  ];
-  let idleRssMiB = 0;
-  let zipBytes = 0;
-  const uploads: unknown[] = [];
+  const subjects: Subject[] = [];
   try {
-    const files = Array.from({ length: count }, (_, i) => ({ name: `zip-bench-${i}.bin`, size: fileBytes }));
-    const up = await uploadMultipart(`${target.baseUrl}/api/v1/upload`, files);
-    uploads.push(up.json);
-    const reply = asUploadReply(up.json);
-    if ((up.status !== 201 && up.status !== 200) || !reply?.short_code || reply.files.length !== count) {
-      throw new Error(`upload failed: HTTP ${up.status} ${up.body.slice(0, 200)}`);
+    // with BENCH_TREE_ALT, `sluice-base` too: the servers take turns round by round (A, B, A, B ...)
+    for (const name of selectServers(['sluice'])) {
+      const s: Subject = {
+        target: await startTarget(name, { databaseUrl }),
+        results: [
+          { mode: 'zip', runs: [], errors: [] },
+          { mode: 'plain', runs: [], errors: [] },
+        ],
+        idleRssMiB: 0,
+        zipBytes: 0,
+        uploads: [],
+      };
+      subjects.push(s);
+      await prepare(s, fileBytes, count);
     }
-    console.log(`uploaded ${count} x ${formatSize(fileBytes)} as bundle ${reply.short_code} (${fixed(mbps(up.bodyBytes, up.ms))} MB/s)`);
-    const zipUrl = `${target.baseUrl}/zip/${reply.short_code}`;
-    const plainUrls = reply.files.map((f) => `${target.baseUrl}/api/v1/download/${f.id}`);
-    const total = fileBytes * count;
-
-    // warm-up (page cache, JIT) and the archive size: data plus a few hundred bytes of headers
-    zipBytes = check(await download(zipUrl), 'zip warm-up');
-    if (zipBytes <= total || zipBytes > total + 4096 * count) throw new Error(`implausible archive size ${zipBytes}`);
-    for (const u of plainUrls) check(await download(u), 'plain warm-up', fileBytes);
-    idleRssMiB = target.rss.currentMiB();
-    console.log(`archive ${zipBytes} bytes (${zipBytes - total} bytes of ZIP structure); idle server RSS ${fixed(idleRssMiB)} MiB`);
-
-    const bodies: Record<Mode, () => Promise<number>> = {
-      zip: async () => check(await download(zipUrl), 'zip', zipBytes),
-      plain: async () => {
-        let n = 0;
-        for (const u of plainUrls) n += check(await download(u), 'plain', fileBytes);
-        return n;
-      },
-    };
     for (let r = 0; r < runs; r++) {
       const order: Mode[] = r % 2 === 0 ? ['zip', 'plain'] : ['plain', 'zip']; // rotate who goes first
-      for (const mode of order) {
-        const res = results.find((x) => x.mode === mode)!;
-        try {
-          const run = await measure(target, bodies[mode]);
-          res.runs.push(run);
-          console.log(`  run ${r + 1} ${mode.padEnd(5)}: ${fixed(run.mbps)} MB/s, peak RSS ${fixed(run.peakRssMiB)} MiB, CPU ${fixed(run.cpuPerGB, 2)} s/GB`);
-        } catch (err) {
-          const msg = describeFailure(target, String(err));
-          res.errors.push(msg);
-          console.log(`  run ${r + 1} ${mode.padEnd(5)}: ERROR ${msg}`);
+      for (const s of subjects) {
+        for (const mode of order) {
+          const res = s.results.find((x) => x.mode === mode)!;
+          try {
+            const run = await measure(s.target, s.bodies![mode]);
+            res.runs.push(run);
+            console.log(`  run ${r + 1} ${s.target.name} ${mode.padEnd(5)}: ${fixed(run.mbps)} MB/s, peak RSS ${fixed(run.peakRssMiB)} MiB, CPU ${fixed(run.cpuPerGB, 2)} s/GB`);
+          } catch (err) {
+            const msg = describeFailure(s.target, String(err));
+            res.errors.push(msg);
+            console.log(`  run ${r + 1} ${s.target.name} ${mode.padEnd(5)}: ERROR ${msg}`);
+          }
         }
       }
     }
   } finally {
-    await cleanupUploads(target, uploads).catch((err: unknown) => console.warn(`cleanup: ${String(err)}`));
+    for (const s of subjects) await cleanupUploads(s.target, s.uploads).catch((err: unknown) => console.warn(`cleanup: ${String(err)}`));
     await closeAll();
   }
 
-  for (const c of results) {
-    if (c.runs.length === 0) continue;
-    c.mbps = median(c.runs.map((x) => x.mbps));
-    c.wallMs = median(c.runs.map((x) => x.ms));
-    c.peakRssMiB = Math.max(...c.runs.map((x) => x.peakRssMiB));
-    c.cpuPerGB = median(c.runs.map((x) => x.cpuPerGB));
+  const rows: Cell[][] = [];
+  for (const s of subjects) {
+    for (const c of s.results) {
+      if (c.runs.length === 0) continue;
+      c.mbps = median(c.runs.map((x) => x.mbps));
+      c.wallMs = median(c.runs.map((x) => x.ms));
+      c.peakRssMiB = Math.max(...c.runs.map((x) => x.peakRssMiB));
+      c.cpuPerGB = median(c.runs.map((x) => x.cpuPerGB));
+    }
+    const plain = s.results.find((c) => c.mode === 'plain');
+    rows.push(...s.results.map((c): Cell[] => [
+      s.target.name,
+      c.mode === 'zip' ? 'GET /zip/<code>' : `GET /api/v1/download x${count}`,
+      formatSize(c.runs[0]?.bytes ?? 0),
+      fixed(c.mbps),
+      fixed(c.wallMs === undefined ? undefined : c.wallMs / 1000, 2),
+      fixed(c.peakRssMiB),
+      fixed(c.peakRssMiB === undefined ? undefined : c.peakRssMiB - s.idleRssMiB),
+      fixed(c.cpuPerGB, 2),
+      c.mode === 'zip' ? ratio(c.mbps, plain?.mbps) : '',
+      c.errors.length > 0 ? `${c.errors.length} failed` : '',
+    ]));
   }
-  const plain = results.find((c) => c.mode === 'plain');
-  const rows: Cell[][] = results.map((c) => [
-    c.mode === 'zip' ? 'GET /zip/<code>' : `GET /api/v1/download x${count}`,
-    formatSize(c.runs[0]?.bytes ?? 0),
-    fixed(c.mbps),
-    fixed(c.wallMs === undefined ? undefined : c.wallMs / 1000, 2),
-    fixed(c.peakRssMiB),
-    fixed(c.peakRssMiB === undefined ? undefined : c.peakRssMiB - idleRssMiB),
-    fixed(c.cpuPerGB, 2),
-    c.mode === 'zip' ? ratio(c.mbps, plain?.mbps) : '',
-    c.errors.length > 0 ? `${c.errors.length} failed` : '',
-  ]);
-  console.log(`\nmedians of ${runs} run(s); MB/s = 10^6 bytes/s; RSS = server peak (max of runs); idle RSS ${fixed(idleRssMiB)} MiB`);
-  printTable(['mode', 'bytes', 'MB/s', 'wall s', 'peak RSS MiB', 'over idle', 'srv CPU s/GB', 'zip/plain', 'errors'], rows);
-  const zip = results[0]!;
-  if (zip.mbps !== undefined && plain?.mbps !== undefined) {
+  console.log(`\nmedians of ${runs} run(s); MB/s = 10^6 bytes/s; RSS = server peak (max of runs); idle RSS ${subjects.map((s) => `${s.target.name} ${fixed(s.idleRssMiB)} MiB`).join(', ')}`);
+  printTable(['server', 'mode', 'bytes', 'MB/s', 'wall s', 'peak RSS MiB', 'over idle', 'srv CPU s/GB', 'zip/plain', 'errors'], rows);
+  const mine = subjects.find((s) => s.target.name === 'sluice');
+  const zip = mine?.results[0];
+  const plain = mine?.results[1];
+  if (zip?.mbps !== undefined && plain?.mbps !== undefined) {
     console.log(`target zip >= 0.80x plain: ${zip.mbps / plain.mbps >= 0.8 ? 'met' : 'NOT met'} (${ratio(zip.mbps, plain.mbps)})`);
   }
+  const base = subjects.find((s) => s.target.name === 'sluice-base');
+  const trees = mine && base
+    ? printTreeComparison((['zip', 'plain'] as const).map((mode, i) => ({
+      label: mode === 'zip' ? 'GET /zip/<code>' : `GET /api/v1/download x${count}`,
+      ...paired(mine.results[i]!.runs, base.results[i]!.runs),
+    })))
+    : undefined;
   const file = writeResults('zip', {
     scenario: 'zip',
     environment: env,
     runs,
     fileBytes,
     files: count,
-    archiveBytes: zipBytes,
-    idleRssMiB,
-    results,
+    servers: subjects.map((s) => ({ server: s.target.name, archiveBytes: s.zipBytes, idleRssMiB: s.idleRssMiB, results: s.results })),
+    trees,
   });
   console.log(`\nJSON: ${file}`);
-  if (results.some((c) => c.errors.length > 0 || c.runs.length === 0)) process.exitCode = 1;
+  if (subjects.some((s) => s.results.some((c) => c.errors.length > 0 || c.runs.length === 0))) process.exitCode = 1;
 }
 
 main().catch(async (err: unknown) => {

@@ -250,7 +250,11 @@ http {
   return launch('nginx', args, () => ({ ...process.env }), dir, bin);
 }
 
-export function startTarget(name: string, sluice: SluiceOptions = {}): Promise<Target> {
+export async function startTarget(name: string, sluice: SluiceOptions = {}): Promise<Target> {
+  // Two trees may differ in schema, and neither should pay for the other's rows: each gets its own empty database.
+  if (ALT_TREE_DIR !== undefined && sluice.databaseUrl !== undefined && (name === 'sluice' || name === 'sluice-base')) {
+    sluice = { ...sluice, databaseUrl: await freshDatabase(sluice.databaseUrl, name) };
+  }
   if (name === 'sluice') return startSluice(sluice);
   if (name === 'sluice-alt') return startSluice({ ...sluice, name, uwsDir: ALT_UWS_DIR });
   if (name === 'sluice-base') return startSluice({ ...sluice, name, treeDir: ALT_TREE_DIR });
@@ -264,14 +268,15 @@ export function startTarget(name: string, sluice: SluiceOptions = {}): Promise<T
 export { removeLargeFiles } from './files.ts';
 
 /**
- * A new, empty database beside `url`'s (its name plus `_run<pid>`), dropped by closeAll. Every server
+ * A new, empty database beside `url`'s (its name plus `_run<pid>`, plus `_<tag>` when given), dropped by closeAll. Every server
  * of a run then starts from the same empty state, as the node-pg baseline recreates its tables at
  * each start: a database kept across runs held ~2M bundles after a day of runs here, and Sluice's
  * inserts into its larger indexes cost more than the baseline's into fresh ones.
  */
-export async function freshDatabase(url: string): Promise<string> {
+export async function freshDatabase(url: string, tag?: string): Promise<string> {
   const u = new URL(url);
-  const name = `${decodeURIComponent(u.pathname.slice(1))}_run${process.pid}`;
+  const suffix = tag === undefined ? '' : `_${tag.replace(/[^a-z0-9]+/gi, '_')}`;
+  const name = `${decodeURIComponent(u.pathname.slice(1))}_run${process.pid}${suffix}`;
   const quoted = `"${name.replace(/"/g, '""')}"`;
   const admin = new URL(url);
   admin.pathname = '/postgres';
