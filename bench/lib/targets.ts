@@ -266,6 +266,7 @@ export async function startTarget(name: string, sluice: SluiceOptions = {}): Pro
 }
 
 export { removeLargeFiles } from './files.ts';
+export { ensureDatabase } from './databases.ts';
 
 /**
  * A new, empty database beside `url`'s (its name plus `_run<pid>`, plus `_<tag>` when given), dropped by closeAll. Every server
@@ -294,18 +295,4 @@ export async function freshDatabase(url: string, tag?: string): Promise<string> 
   cleanups.push(() => run(`drop database if exists ${quoted} with (force)`));
   u.pathname = `/${encodeURIComponent(name)}`;
   return u.toString();
-}
-
-/** Creates the database named in url when missing (connecting to the server's `postgres` database). */
-export async function ensureDatabase(url: string): Promise<void> {
-  const name = decodeURIComponent(new URL(url).pathname.slice(1));
-  const admin = new URL(url);
-  admin.pathname = '/postgres';
-  const sql = postgres(admin.toString(), { max: 1, onnotice: () => {} });
-  try {
-    const found = await sql`select 1 from pg_database where datname = ${name}`;
-    if (found.length === 0) await sql.unsafe(`create database "${name.replace(/"/g, '""')}"`);
-  } finally {
-    await sql.end();
-  }
 }
