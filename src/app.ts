@@ -5,7 +5,8 @@ import { createHttpServer } from './http/server.ts';
 import { connectDb } from './db/client.ts';
 import { migrate } from './db/migrate.ts';
 import { createHasher } from './storage/hasher.ts';
-import { createDiskStore } from './storage/disk.ts';
+import { openBlobStore } from './storage/open.ts';
+import type { BlobStore } from './storage/blob-store.ts';
 import { sweep } from './sweeper/sweep.ts';
 import { createAccess } from './auth/access.ts';
 import { createContentBudget } from './auth/content-budget.ts';
@@ -76,6 +77,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
   let rateStore: RateStore = createMemoryRateStore();
   const mailTransport = createMailTransport({ smtpUrl: config.smtpUrl, dataDir: config.dataDir });
   let background: Background | null = null;
+  let opened: BlobStore | null = null;
   const metrics = createMetrics(link && { gather: () => link.gatherMetrics() });
   link?.serveMetrics(() => metrics.registry.getMetricsAsJSON());
   configureSlowReaders({ stallMs: config.downloadStallMs, onStall: () => metrics.stalledClosed() });
@@ -86,7 +88,8 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
       const [instance] = await db.sql<{ id: string }[]>`select id from instance`;
       rateStore = createRedisRateStore(config.redisUrl, log, `sluice:${instance!.id.slice(0, 12)}:`, () => metrics.redisError());
     }
-    const blobs = await createDiskStore(config.dataDir, hasher);
+    const blobs = await openBlobStore(config, hasher);
+    opened = blobs;
     if (sweeper) log.info(await sweep(db.sql, blobs), 'start-up sweep done');
 
     const secret = loadSecret(config.secret, config.dataDir);
@@ -208,6 +211,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
         await phase(log, 'database', () => db.close());
         await phase(log, 'redis', () => rateStore.close());
         await phase(log, 'hash workers', () => hasher.close());
+        await phase(log, 'storage', () => blobs.close());
       },
     };
   } catch (err) {
@@ -216,6 +220,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
     await db.close().catch(() => {});
     await rateStore.close();
     await hasher.close();
+    await opened?.close();
     throw err;
   }
 }

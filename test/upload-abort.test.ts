@@ -4,8 +4,8 @@ import fs from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import { Readable } from 'node:stream';
-import { backends, startServer, type TestServer } from './helpers/server.ts';
-import { MiB, file, created, upload, getJson, ensureRunning, assertServes, assertNoServerErrors, snapshot, assertNothingKept, rawConnect, rawHead, partHead, closing, newBoundary, write, assertJsonError, survives, exited, stored, sendUntilAnswered, repeated } from './upload-util.ts';
+import { backends, startServer, storedBlobs, type TestServer } from './helpers/server.ts';
+import { MiB, file, created, upload, getJson, ensureRunning, assertServes, assertNoServerErrors, snapshot, assertNothingKept, rawConnect, rawHead, partHead, closing, newBoundary, write, assertJsonError, survives, exited, sendUntilAnswered, repeated } from './upload-util.ts';
 import { waitFor } from './helpers/wait.ts';
 
 /** Anonymous cap of this file's server: the aborted 8 MiB uploads below stay within it. */
@@ -23,7 +23,7 @@ const PIECE = 256 * 1024;
 
 /** Waits for the temp parts of an aborted request to go (or for the server to die: assertServes says so). */
 async function partsGone(srv: TestServer): Promise<void> {
-  await waitFor('the temp parts to be removed', () => stored(srv.dataDir).parts.length === 0 || exited(srv));
+  await waitFor('the temp parts to be removed', async () => (await storedBlobs(srv)).parts.length === 0 || exited(srv));
 }
 
 /** Sends `head` and exactly `body`, then returns the server's answer. */
@@ -187,7 +187,7 @@ for (const backend of backends()) {
       await write(c.sock, rawHead('/api/v1/upload', b, body.length));
       await write(c.sock, body.subarray(0, body.length / 2));
       // The server has started storing the file before the client goes away.
-      await waitFor('a temp part', () => stored(srv.dataDir).parts.length >= 1);
+      await waitFor('a temp part', async () => (await storedBlobs(srv)).parts.length >= 1);
       c.sock.destroy();
       await partsGone(srv);
       await assertServes(srv);
@@ -203,7 +203,7 @@ for (const backend of backends()) {
       await write(c.sock, rawHead('/api/v1/upload', b, first.length + second.length));
       await write(c.sock, first);
       await write(c.sock, second.subarray(0, second.length / 2));
-      await waitFor('two temp parts', () => stored(srv.dataDir).parts.length >= 2);
+      await waitFor('two temp parts', async () => (await storedBlobs(srv)).parts.length >= 2);
       c.sock.destroy();
       await partsGone(srv);
       await assertServes(srv);
@@ -218,7 +218,7 @@ for (const backend of backends()) {
       const c = await rawConnect(srv.port);
       await write(c.sock, rawHead(`/api/v1/upload/${bundle.upload_token}`, b, body.length));
       await write(c.sock, body.subarray(0, body.length - 1024));
-      await waitFor('a temp part', () => stored(srv.dataDir).parts.length >= 1);
+      await waitFor('a temp part', async () => (await storedBlobs(srv)).parts.length >= 1);
       c.sock.destroy();
       await partsGone(srv);
       await assertServes(srv);

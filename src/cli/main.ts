@@ -5,7 +5,7 @@ import { startApp, type RunningApp } from '../app.ts';
 import { connectDb } from '../db/client.ts';
 import { migrate } from '../db/migrate.ts';
 import { createHasher } from '../storage/hasher.ts';
-import { createDiskStore } from '../storage/disk.ts';
+import { openBlobStore } from '../storage/open.ts';
 import { sweep } from '../sweeper/sweep.ts';
 import { findBundle, deleteBundle } from '../db/bundles.ts';
 import { SHORT_CODE_RE } from '../auth/tokens.ts';
@@ -63,12 +63,17 @@ async function main(argv: string[]): Promise<void> {
     if (cmd === 'migrate') return;
     if (cmd === 'sweep') {
       const hasher = createHasher(1);
+      const blobs = await openBlobStore(config, hasher).catch(async (err: unknown) => {
+        await hasher.close();
+        throw err;
+      });
       try {
-        const r = await sweep(db.sql, await createDiskStore(config.dataDir, hasher));
+        const r = await sweep(db.sql, blobs);
         process.stdout.write(
           `expired bundles: ${r.expiredBundles}, their files: ${r.expiredFiles}, stale parts: ${r.staleParts}, orphan files: ${r.orphanFiles}, cache files: ${r.cacheFiles}, expired tus uploads: ${r.tusUploads}\n`,
         );
       } finally {
+        await blobs.close();
         await hasher.close();
       }
       return;
@@ -93,11 +98,13 @@ async function main(argv: string[]): Promise<void> {
         process.stdout.write(`expired ${code}\n`);
       } else {
         const hasher = createHasher(1);
+        let blobs: Awaited<ReturnType<typeof openBlobStore>> | null = null;
         try {
-          const blobs = await createDiskStore(config.dataDir, hasher);
+          blobs = await openBlobStore(config, hasher);
           const keys = await deleteBundle(db.sql, bundle.id);
-          await Promise.all(keys.map((k) => blobs.delete(k)));
+          await Promise.all(keys.map((k) => blobs!.delete(k)));
         } finally {
+          await blobs?.close();
           await hasher.close();
         }
         process.stdout.write(`deleted ${code}\n`);

@@ -5,14 +5,18 @@ import os from 'node:os';
 import path from 'node:path';
 import postgres from 'postgres';
 import { createPgDatabase, dropPgDatabase } from './database.ts';
+import { ListMultipartUploadsCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
+import { sharedBucket } from './s3-backend.ts';
 
 export const ROOT = path.resolve(import.meta.dirname, '../..');
 
-export type Backend = 'embedded' | 'postgres';
+/** `s3`: PostgreSQL and Redis as `postgres`, with the files in a Ceph bucket (STORAGE_URL). */
+export type Backend = 'embedded' | 'postgres' | 's3';
 
 /**
  * The backends every HTTP test runs against: the embedded defaults always, and real PostgreSQL
- * (plus Redis, once state lives there) unless SLUICE_TEST_BACKENDS narrows the list.
+ * plus Redis, unless SLUICE_TEST_BACKENDS narrows the list. test/run.ts runs the storage-relevant
+ * files once more with SLUICE_TEST_BACKENDS=s3.
  */
 export function backends(): Backend[] {
   const only = process.env.SLUICE_TEST_BACKENDS;
@@ -61,12 +65,14 @@ export async function startServer(backend: Backend, extraEnv: Record<string, str
     ...extraEnv,
   };
   let dbName: string | undefined;
-  if (backend === 'postgres') {
+  if (backend === 'postgres' || backend === 's3') {
     const pg = await createPgDatabase();
     dbName = pg.name;
     env.DATABASE_URL = pg.url;
     env.REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
   }
+  // Each server its own prefix in the one bucket of the run: no test sees another's objects.
+  if (backend === 's3') Object.assign(env, (await sharedBucket()).env(path.basename(dataDir)), extraEnv);
   let proc!: ChildProcess;
   let port = 0;
   const launch = async (): Promise<void> => {
@@ -193,4 +199,45 @@ export function storedPaths(dataDir: string): { parts: string[]; files: string[]
   const list = (dir: string): string[] =>
     fs.existsSync(dir) ? (fs.readdirSync(dir, { recursive: true }) as string[]).filter((p) => fs.statSync(path.join(dir, p)).isFile()) : [];
   return { parts: list(path.join(dataDir, 'tmp')), files: list(path.join(dataDir, 'files')) };
+}
+
+/**
+ * What the server's store holds, whichever it is: `files` as storedPaths names them (xx/yy/KEY),
+ * `parts` the uploads not yet published (temp files on disk; multipart uploads and temp objects in a
+ * bucket). Files the server removes while they are listed are simply not there.
+ */
+export async function storedBlobs(srv: TestServer): Promise<{ parts: string[]; files: string[] }> {
+  if (srv.backend !== 's3') {
+    const list = (dir: string): string[] =>
+      fs.existsSync(dir)
+        ? (fs.readdirSync(dir, { recursive: true, withFileTypes: true }) as fs.Dirent[])
+            .filter((d) => d.isFile())
+            .map((d) => path.relative(dir, path.join(d.parentPath, d.name)))
+            .sort()
+        : [];
+    return { parts: list(path.join(srv.dataDir, 'tmp')), files: list(path.join(srv.dataDir, 'files')) };
+  }
+  const b = await sharedBucket();
+  const prefix = `${/^s3:\/\/[^/]+\/?(.*)$/.exec(srv.env.STORAGE_URL!)![1]}/`;
+  const client = b.client();
+  try {
+    const files: string[] = [];
+    const parts: string[] = [];
+    let token: string | undefined;
+    do {
+      const page = await client.send(new ListObjectsV2Command({ Bucket: b.bucket, Prefix: `${prefix}files/`, ContinuationToken: token }));
+      for (const o of page.Contents ?? []) {
+        const rest = o.Key!.slice(prefix.length + 'files/'.length);
+        // Temp objects of a writer sit beside the published ones, named with a dot.
+        if (/^[0-9a-f]{32}$/.test(rest)) files.push(`${rest.slice(0, 2)}/${rest.slice(2, 4)}/${rest}`);
+        else parts.push(o.Key!.slice(prefix.length));
+      }
+      token = page.NextContinuationToken;
+    } while (token);
+    const ups = await client.send(new ListMultipartUploadsCommand({ Bucket: b.bucket, Prefix: `${prefix}files/` }));
+    for (const u of ups.Uploads ?? []) parts.push(`${u.Key!.slice(prefix.length)}#${u.UploadId}`);
+    return { parts: parts.sort(), files: files.sort() };
+  } finally {
+    client.destroy();
+  }
 }
