@@ -7,7 +7,7 @@ import { migrate } from './db/migrate.ts';
 import { createHasher } from './storage/hasher.ts';
 import { openBlobStore } from './storage/open.ts';
 import type { BlobStore } from './storage/blob-store.ts';
-import { sweep } from './sweeper/sweep.ts';
+import { sweepExclusive } from './sweeper/sweep.ts';
 import { createAccess } from './auth/access.ts';
 import { createContentBudget } from './auth/content-budget.ts';
 import { createBudgets } from './state/budget.ts';
@@ -90,7 +90,10 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
     }
     const blobs = await openBlobStore(config, hasher);
     opened = blobs;
-    if (sweeper) log.info(await sweep(db.sql, blobs), 'start-up sweep done');
+    if (sweeper) {
+      const r = await sweepExclusive(db.sql, db.kind, blobs);
+      log.info(r ?? {}, r ? 'start-up sweep done' : 'start-up sweep skipped: another process is sweeping');
+    }
 
     const secret = loadSecret(config.secret, config.dataDir);
     const signer = createSigner(secret);
@@ -163,8 +166,9 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
     const timer = setInterval(() => {
       if (sweeping || !sweeper) return;
       sweeping = true;
-      sweep(db.sql, blobs)
+      sweepExclusive(db.sql, db.kind, blobs)
         .then((r) => {
+          if (!r) return log.debug('sweep skipped: another process is sweeping');
           metrics.sweepDone(r);
           log.info(r, 'sweep done');
         })

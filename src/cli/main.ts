@@ -6,7 +6,7 @@ import { connectDb } from '../db/client.ts';
 import { migrate } from '../db/migrate.ts';
 import { createHasher } from '../storage/hasher.ts';
 import { openBlobStore } from '../storage/open.ts';
-import { sweep } from '../sweeper/sweep.ts';
+import { sweepExclusive } from '../sweeper/sweep.ts';
 import { findBundle, deleteBundle } from '../db/bundles.ts';
 import { SHORT_CODE_RE } from '../auth/tokens.ts';
 import { keysCommand, UsageError } from './keys.ts';
@@ -57,7 +57,8 @@ async function main(argv: string[]): Promise<void> {
   const log = loggerFor(config, config.logLevel === 'info' ? 'warn' : config.logLevel);
   process.umask(OWNER_ONLY_UMASK);
   if (!config.databaseUrl) usableDataDir(config.dataDir);
-  const db = await connectDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, log, max: 1 });
+  // A sweep holds its lock on one connection and works on another.
+  const db = await connectDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, log, max: cmd === 'sweep' ? 2 : 1 });
   try {
     await migrate(db.sql).then((applied) => cmd === 'migrate' && process.stdout.write(applied.length ? `applied ${applied.join(', ')}\n` : 'up to date\n'));
     if (cmd === 'migrate') return;
@@ -68,7 +69,8 @@ async function main(argv: string[]): Promise<void> {
         throw err;
       });
       try {
-        const r = await sweep(db.sql, blobs);
+        const r = await sweepExclusive(db.sql, db.kind, blobs);
+        if (!r) throw new CliError('another process is sweeping this database now; nothing done (try again later)');
         process.stdout.write(
           `expired bundles: ${r.expiredBundles}, their files: ${r.expiredFiles}, stale parts: ${r.staleParts}, orphan files: ${r.orphanFiles}, cache files: ${r.cacheFiles}, expired tus uploads: ${r.tusUploads}\n`,
         );

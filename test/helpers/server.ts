@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import postgres from 'postgres';
 import { createPgDatabase, dropPgDatabase } from './database.ts';
-import { ListMultipartUploadsCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
+import { DeleteObjectCommand, ListMultipartUploadsCommand, ListObjectsV2Command, ListPartsCommand, type S3Client } from '@aws-sdk/client-s3';
 import { sharedBucket } from './s3-backend.ts';
 
 export const ROOT = path.resolve(import.meta.dirname, '../..');
@@ -240,4 +240,63 @@ export async function storedBlobs(srv: TestServer): Promise<{ parts: string[]; f
   } finally {
     client.destroy();
   }
+}
+
+/** The ids of the resumable (tus) objects the server's store holds. */
+export async function resumableIds(srv: TestServer): Promise<string[]> {
+  if (srv.backend !== 's3') {
+    const dir = path.join(srv.dataDir, 'tus');
+    return fs.existsSync(dir) ? fs.readdirSync(dir).filter((f) => f.endsWith('.part')).map((f) => f.slice(0, -5)).sort() : [];
+  }
+  const ids = new Set<string>();
+  await withBucket(srv, async (client, bucket, prefix) => {
+    let token: string | undefined;
+    do {
+      const page = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: `${prefix}resumable/`, ContinuationToken: token }));
+      for (const o of page.Contents ?? []) ids.add(o.Key!.slice(`${prefix}resumable/`.length).split('/')[0]!);
+      token = page.NextContinuationToken;
+    } while (token);
+  });
+  return [...ids].sort();
+}
+
+/**
+ * Bytes the store holds for a resumable object, offered or not (null: none). On S3 the parts and
+ * tails written so far: an append holds up to a part in memory until it finishes.
+ */
+export async function resumableBytes(srv: TestServer, id: string): Promise<number | null> {
+  if (srv.backend !== 's3') return fs.statSync(path.join(srv.dataDir, 'tus', `${id}.part`), { throwIfNoEntry: false })?.size ?? null;
+  return withBucket(srv, async (client, bucket, prefix) => {
+    const listed = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: `${prefix}resumable/${id}/` }));
+    const names = (listed.Contents ?? []).map((o) => o.Key!.slice(`${prefix}resumable/${id}/`.length));
+    const key = names.find((n) => n.startsWith('key-'))?.slice(4);
+    if (key === undefined) return null;
+    let bytes = Math.max(0, ...names.filter((n) => n.startsWith('tail-')).map((n) => Number(n.split('-')[2])));
+    const ups = await client.send(new ListMultipartUploadsCommand({ Bucket: bucket, Prefix: `${prefix}files/${key}` }));
+    for (const u of ups.Uploads ?? []) {
+      const parts = await client.send(new ListPartsCommand({ Bucket: bucket, Key: u.Key, UploadId: u.UploadId }));
+      bytes = Math.max(bytes, (parts.Parts ?? []).reduce((n, p) => n + (p.Size ?? 0), 0));
+    }
+    return bytes;
+  });
+}
+
+async function withBucket<T>(srv: TestServer, fn: (client: S3Client, bucket: string, prefix: string) => Promise<T>): Promise<T> {
+  const b = await sharedBucket();
+  const prefix = `${/^s3:\/\/[^/]+\/?(.*)$/.exec(srv.env.STORAGE_URL!)![1]}/`;
+  const client = b.client();
+  try {
+    return await fn(client, b.bucket, prefix);
+  } finally {
+    client.destroy();
+  }
+}
+
+/** Removes a stored file behind the server's back (a file lost from the disk or the bucket). */
+export async function removeStored(srv: TestServer, key: string): Promise<void> {
+  if (srv.backend !== 's3') {
+    fs.rmSync(path.join(srv.dataDir, 'files', key.slice(0, 2), key.slice(2, 4), key));
+    return;
+  }
+  await withBucket(srv, (client, bucket, prefix) => client.send(new DeleteObjectCommand({ Bucket: bucket, Key: `${prefix}files/${key}` })));
 }
