@@ -65,7 +65,8 @@ export async function startServer(backend: Backend, extraEnv: Record<string, str
     ...extraEnv,
   };
   let dbName: string | undefined;
-  if (backend === 'postgres' || backend === 's3') {
+  // A DATABASE_URL given (nodes sharing one database) is used as it is, and left for its owner to drop.
+  if ((backend === 'postgres' || backend === 's3') && !extraEnv.DATABASE_URL) {
     const pg = await createPgDatabase();
     dbName = pg.name;
     env.DATABASE_URL = pg.url;
