@@ -235,8 +235,15 @@ export async function storedBlobs(srv: TestServer): Promise<{ parts: string[]; f
       }
       token = page.NextContinuationToken;
     } while (token);
+    // A tus upload's multipart upload is its resumable object (on disk under DATA_DIR/tus), not a temp part.
+    const resumable = new Set<string>();
+    const markers = await client.send(new ListObjectsV2Command({ Bucket: b.bucket, Prefix: `${prefix}resumable/` }));
+    for (const o of markers.Contents ?? []) {
+      const m = /\/key-([0-9a-f]{32})$/.exec(o.Key!);
+      if (m) resumable.add(`${prefix}files/${m[1]}`);
+    }
     const ups = await client.send(new ListMultipartUploadsCommand({ Bucket: b.bucket, Prefix: `${prefix}files/` }));
-    for (const u of ups.Uploads ?? []) parts.push(`${u.Key!.slice(prefix.length)}#${u.UploadId}`);
+    for (const u of ups.Uploads ?? []) if (!resumable.has(u.Key!)) parts.push(`${u.Key!.slice(prefix.length)}#${u.UploadId}`);
     return { parts: parts.sort(), files: files.sort() };
   } finally {
     client.destroy();
