@@ -5,8 +5,9 @@ import { createHttpServer } from './http/server.ts';
 import { connectDb } from './db/client.ts';
 import { migrate } from './db/migrate.ts';
 import { createHasher } from './storage/hasher.ts';
-import { createDiskStore } from './storage/disk.ts';
-import { sweep } from './sweeper/sweep.ts';
+import { openBlobStore } from './storage/open.ts';
+import type { BlobStore } from './storage/blob-store.ts';
+import { sweepExclusive } from './sweeper/sweep.ts';
 import { createAccess } from './auth/access.ts';
 import { createContentBudget } from './auth/content-budget.ts';
 import { createBudgets } from './state/budget.ts';
@@ -83,6 +84,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
   let rateStore: RateStore = createMemoryRateStore();
   const mailTransport = createMailTransport({ smtpUrl: config.smtpUrl, dataDir: config.dataDir });
   let background: Background | null = null;
+  let opened: BlobStore | null = null;
   const metrics = createMetrics(link && { gather: () => link.gatherMetrics() });
   link?.serveMetrics(() => metrics.registry.getMetricsAsJSON());
   configureSlowReaders({ stallMs: config.downloadStallMs, onStall: () => metrics.stalledClosed() });
@@ -93,8 +95,12 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
       const [instance] = await db.sql<{ id: string }[]>`select id from instance`;
       rateStore = createRedisRateStore(config.redisUrl, log, `sluice:${instance!.id.slice(0, 12)}:`, () => metrics.redisError());
     }
-    const blobs = await createDiskStore(config.dataDir, hasher);
-    if (sweeper) log.info(await sweep(db.sql, blobs), 'start-up sweep done');
+    const blobs = await openBlobStore(config, hasher);
+    opened = blobs;
+    if (sweeper) {
+      const r = await sweepExclusive(db.sql, db.kind, blobs);
+      log.info(r ?? {}, r ? 'start-up sweep done' : 'start-up sweep skipped: another process is sweeping');
+    }
 
     const secret = loadSecret(config.secret, config.dataDir);
     const signer = createSigner(secret);
@@ -178,8 +184,9 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
     const timer = setInterval(() => {
       if (sweeping || !sweeper) return;
       sweeping = true;
-      sweep(db.sql, blobs)
+      sweepExclusive(db.sql, db.kind, blobs)
         .then((r) => {
+          if (!r) return log.debug('sweep skipped: another process is sweeping');
           metrics.sweepDone(r);
           log.info(r, 'sweep done');
         })
@@ -228,6 +235,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
         await phase(log, 'database', () => db.close());
         await phase(log, 'redis', () => rateStore.close());
         await phase(log, 'hash workers', () => hasher.close());
+        await phase(log, 'storage', () => blobs.close());
       },
     };
   } catch (err) {
@@ -236,6 +244,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
     await db.close().catch(() => {});
     await rateStore.close();
     await hasher.close();
+    await opened?.close();
     throw err;
   }
 }

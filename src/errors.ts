@@ -1,4 +1,5 @@
 import { STORAGE_SYSCALLS } from './storage/syscalls.ts';
+import { isBlobError } from './storage/blob-store.ts';
 
 /** The one table of error codes: HTTP status and the human message sent as `error`. */
 export const ERRORS = {
@@ -40,6 +41,9 @@ export const ERRORS = {
   // A storage error as the interface defines it (500), with its own code and message: retrying at
   // once will not help until an operator frees space.
   INSUFFICIENT_STORAGE: [500, 'The server is out of storage space; please try again later'],
+  // The object store could not be reached, timed out or answered with a server error: a passing
+  // outage, so the client is told to come back rather than that the server failed.
+  STORAGE_UNAVAILABLE: [503, 'File storage is unavailable; please retry in a moment'],
   DATABASE_ERROR: [500, 'Database error; please retry in a moment'],
   INTERNAL: [500, 'Internal server error'],
   UNAVAILABLE: [503, 'Server is shutting down'],
@@ -98,17 +102,18 @@ export class AppError extends Error {
   }
 }
 
-/** Maps anything thrown to an AppError; unexpected errors become INTERNAL (the caller logs the original). */
-
 /** A failed disk operation: a full disk or exhausted quota is INSUFFICIENT_STORAGE, anything else STORAGE_ERROR (both 500). */
 export function storageError(err: unknown): AppError {
   if (err instanceof AppError) return err;
+  if (isBlobError(err, 'UNAVAILABLE')) return new AppError('STORAGE_UNAVAILABLE', undefined, { cause: err });
   const code = (err as { code?: string } | null)?.code;
   return new AppError(code === 'ENOSPC' || code === 'EDQUOT' ? 'INSUFFICIENT_STORAGE' : 'STORAGE_ERROR', undefined, { cause: err });
 }
 
+/** Maps anything thrown to an AppError; unexpected errors become INTERNAL (the caller logs the original). */
 export function toAppError(err: unknown): AppError {
   if (err instanceof AppError) return err;
+  if (isBlobError(err, 'UNAVAILABLE')) return storageError(err);
   const e = err as { code?: string; errno?: number; syscall?: string } | null;
   if (e && (e.code === 'ENOSPC' || e.code === 'EDQUOT')) return storageError(err);
   if (e && typeof e.code === 'string') {
@@ -116,7 +121,8 @@ export function toAppError(err: unknown): AppError {
     if (/^(08|53|57)/.test(e.code) || e.code === 'CONNECTION_CLOSED' || e.code === 'CONNECTION_ENDED' || e.code === 'CONNECT_TIMEOUT') {
       return new AppError('DATABASE_ERROR', undefined, { cause: err });
     }
-    // Only the database and Redis talk over sockets; every file operation is a filesystem call.
+    // Besides the object store (whose outages arrive as BlobErrors), only the database and Redis talk
+    // over sockets; every file operation is a filesystem call.
     if (e.syscall !== undefined && STORAGE_SYSCALLS.has(e.syscall)) return new AppError('STORAGE_ERROR', undefined, { cause: err });
     if (/^E[A-Z]+$/.test(e.code)) return new AppError('DATABASE_ERROR', undefined, { cause: err });
   }

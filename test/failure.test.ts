@@ -10,7 +10,7 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';
 import { request, type Agent } from 'undici';
-import { startServer, type TestServer } from './helpers/server.ts';
+import { startServer, storedBlobs, type TestServer } from './helpers/server.ts';
 import { mountTmpfs, pgUnavailable, privateRedis, redisUnavailable, startPrivatePg, type PrivatePg, type PrivateRedis } from './helpers/services.ts';
 import { rawConnect, rawHead, partHead, newBoundary, write, sha, MiB, stored, createTus } from './upload-util.ts';
 import { multipart, filePart } from './helpers/multipart.ts';
@@ -123,7 +123,7 @@ describe('PostgreSQL restarted under traffic', { skip: pgSkip ?? false }, () => 
     assert.equal((await timed(`${srv.url}/healthz`)).status, 200, 'liveness does not depend on the database');
     // The failed uploads kept nothing on disk. (The background traffic keeps uploading meanwhile: one of
     // its uploads may hold a part for the few milliseconds it streams, so wait for a moment without.)
-    await waitFor('no parts of the failed uploads left', async () => stored(srv.dataDir).parts.length === 0, 3000);
+    await waitFor('no parts of the failed uploads left', async () => (await storedBlobs(srv)).parts.length === 0, 3000);
     assert.ok((await metric(srv.url, 'sluice_db_errors_total')) >= 6);
 
     await pg.start();
@@ -151,9 +151,9 @@ describe('PostgreSQL restarted under traffic', { skip: pgSkip ?? false }, () => 
     assert.equal(after.status, 201, after.text);
     assert.equal((await timed(`${srv.url}/readyz`)).status, 200);
     // Every stored file has its row and no failed upload left a part or a file behind.
-    await waitFor('parts removed', async () => stored(srv.dataDir).parts.length === 0, 3000);
+    await waitFor('parts removed', async () => (await storedBlobs(srv)).parts.length === 0, 3000);
     const rows = await srv.sql<{ storage_key: string }[]>`select storage_key from files`;
-    assert.deepEqual(stored(srv.dataDir).files.map((p) => path.basename(p)).sort(), rows.map((r) => r.storage_key).sort());
+    assert.deepEqual((await storedBlobs(srv)).files.map((p) => path.basename(p)).sort(), rows.map((r) => r.storage_key).sort());
     const dl = await timed(`${srv.url}${(after.json.files as Array<{ download_url: string }>)[0]!.download_url}`);
     assert.equal(dl.text, 'after');
   });
@@ -406,7 +406,7 @@ describe('graceful shutdown', { skip: pgSkip ?? false }, () => {
       await waitFor('the first answer on the kept-alive connection', async () => idleText.includes('HTTP/1.1 200'), 3000);
       const slow = await open('slow.bin', slowData);
       const stuck = await open('stuck.bin', stuckData);
-      await waitFor('both parts on disk', async () => stored(srv.dataDir).parts.length === 2, 5000);
+      await waitFor('both parts on disk', async () => (await storedBlobs(srv)).parts.length === 2, 5000);
       assert.equal(await metric(srv.url, 'sluice_active_transfers{kind="upload"}'), 2);
 
       const exit = exitOf(srv);
@@ -442,7 +442,7 @@ describe('graceful shutdown', { skip: pgSkip ?? false }, () => {
       assert.equal(signal, null);
       assert.equal(code, 0);
       assert.ok(took >= 2500 && took < 10_000, `exit after ${took} ms with a 3 s grace`);
-      assert.deepEqual(stored(srv.dataDir).parts, []);
+      assert.deepEqual((await storedBlobs(srv)).parts, []);
 
       const sql = postgres(dbUrl, { max: 1, onnotice: () => {} });
       try {
@@ -451,7 +451,7 @@ describe('graceful shutdown', { skip: pgSkip ?? false }, () => {
       } finally {
         await sql.end();
       }
-      assert.equal(stored(srv.dataDir).files.length, 1);
+      assert.equal((await storedBlobs(srv)).files.length, 1);
     } finally {
       await srv.close();
     }

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import { createHash, randomBytes } from 'node:crypto';
 import { request } from 'undici';
-import { backends, startServer, type TestServer } from './helpers/server.ts';
+import { backends, resumableBytes, resumableIds, startServer, type TestServer } from './helpers/server.ts';
 import { OCTETS, tusCall, tusCreate, tusMeta, tusPatch, uploadPath, type TusRes } from './helpers/tus.ts';
 import { assertNoServerErrors, MiB, rawConnect, write } from './upload-util.ts';
 import { waitFor } from './helpers/wait.ts';
@@ -30,13 +30,13 @@ function assertRefused(r: TusRes, status: number): void {
 
 const offsetOf = async (srv: TestServer, loc: string): Promise<number> => Number((await tusCall(srv, 'HEAD', loc)).headers['upload-offset']);
 const rowsOf = async (srv: TestServer): Promise<number> => (await srv.sql<{ n: number }[]>`select count(*)::int as n from tus_uploads`)[0]!.n;
-const partsOf = (srv: TestServer): number => fs.readdirSync(path.join(srv.dataDir, 'tus')).length;
+const partsOf = async (srv: TestServer): Promise<number> => (await resumableIds(srv)).length;
 
 /** Runs `send` and checks that it left no upload row and no part behind. */
 async function storesNothing(srv: TestServer, send: () => Promise<void>): Promise<void> {
-  const before = [await rowsOf(srv), partsOf(srv)];
+  const before = [await rowsOf(srv), await partsOf(srv)];
   await send();
-  assert.deepEqual([await rowsOf(srv), partsOf(srv)], before, 'nothing stored');
+  assert.deepEqual([await rowsOf(srv), await partsOf(srv)], before, 'nothing stored');
 }
 
 /** A finished upload of `data`; returns its path and the completing PATCH's answer. */
@@ -179,7 +179,9 @@ const CORE: Row[] = [
     await write(conn.sock, `PATCH ${loc} HTTP/1.1\r\nHost: x\r\nTus-Resumable: 1.0.0\r\nUpload-Offset: 0\r\n` +
       `Content-Type: application/offset+octet-stream\r\nContent-Length: ${data.length}\r\n\r\n`);
     await write(conn.sock, data.subarray(0, MiB));
-    await waitFor('the bytes to arrive', () => fs.statSync(path.join(srv.dataDir, 'tus', `${path.basename(loc)}.part`)).size > 0);
+    // An S3 append keeps a body shorter than a part in memory until it ends: give the bytes time instead.
+    if (srv.backend === 's3') await new Promise((r) => setTimeout(r, 1000));
+    else await waitFor('the bytes to arrive', async () => ((await resumableBytes(srv, path.basename(loc))) ?? 0) > 0);
     conn.sock.destroy();
     await waitFor('the cut PATCH to record what arrived', async () => (await offsetOf(srv, loc)) > 0);
   } },
@@ -296,10 +298,9 @@ const EXTENSIONS: Row[] = [
   { sentence: 'Termination: "When receiving a DELETE request for an existing upload the Server SHOULD free associated resources and MUST respond with the 204 No Content status"', async check(srv) {
     const loc = await tusCreate(srv, 10);
     await tusPatch(srv, loc, 0, Buffer.from('abc'));
-    const part = path.join(srv.dataDir, 'tus', `${path.basename(loc)}.part`);
-    assert.ok(fs.existsSync(part));
+    assert.notEqual(await resumableBytes(srv, path.basename(loc)), null);
     assert.equal((await tusCall(srv, 'DELETE', loc)).status, 204);
-    assert.ok(!fs.existsSync(part), 'the part is freed');
+    assert.equal(await resumableBytes(srv, path.basename(loc)), null, 'the part is freed');
   } },
   { sentence: 'Termination: "For all future requests to this URL, the Server SHOULD respond with the 404 Not Found or 410 Gone status."', async check(srv) {
     const loc = await tusCreate(srv, 10);
@@ -422,7 +423,7 @@ const CONCATENATION: Row[] = [
     assert.equal(f.status, 201, f.body);
     assert.equal(f.headers['sluice-short-code'], first.headers['sluice-short-code']);
     for (const p of [a, b]) {
-      assert.ok(!fs.existsSync(path.join(srv.dataDir, 'tus', `${path.basename(p)}.part`)), 'the partial\'s part is gone');
+      assert.equal(await resumableBytes(srv, path.basename(p)), null, 'the partial\'s part is gone');
       assertRefused(await tusCall(srv, 'GET', p), 404);
     }
     assertRefused(await tusCall(srv, 'POST', '/api/v1/tus/', { 'upload-concat': `final;${a}` }), 400);

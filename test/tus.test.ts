@@ -5,7 +5,7 @@ import path from 'node:path';
 import { createHash, randomBytes } from 'node:crypto';
 import zlib from 'node:zlib';
 import { request } from 'undici';
-import { backends, startServer, type TestServer } from './helpers/server.ts';
+import { backends, resumableBytes, resumableIds, startServer, type TestServer } from './helpers/server.ts';
 import { assertNoServerErrors, ensureRunning, MiB, rawConnect, sha, write } from './upload-util.ts';
 import { waitFor } from './helpers/wait.ts';
 import { call, type Res } from './helpers/http.ts';
@@ -67,7 +67,8 @@ async function assertStored(srv: TestServer, done: Res, data: Buffer, name = 'a.
   assert.deepEqual(row, { crc32: String(zlib.crc32(data)), name, size: String(data.length) });
 }
 
-const partOf = (srv: TestServer, loc: string): string => path.join(srv.dataDir, 'tus', `${path.basename(loc)}.part`);
+/** Bytes the store holds for the upload at `loc` (null: none), on disk or in a bucket. */
+const partOf = (srv: TestServer, loc: string): Promise<number | null> => resumableBytes(srv, path.basename(loc));
 
 for (const backend of backends()) {
   describe(`tus 1.0.0 (${backend})`, () => {
@@ -112,7 +113,7 @@ for (const backend of backends()) {
       const done = await patchAll(srv, loc, data, 700_000, MiB);
       assert.match(done.headers['sluice-upload-token'] ?? '', /^[0-9a-f]{64}$/);
       await assertStored(srv, done, data);
-      assert.ok(!fs.existsSync(partOf(srv, loc)), 'the part became the stored file');
+      assert.equal(await partOf(srv, loc), null, 'the part became the stored file');
       assert.equal(await offsetOf(srv, loc), data.length);
       assertNoServerErrors(srv);
     });
@@ -132,8 +133,8 @@ for (const backend of backends()) {
 
     test('a creation answered with an error leaves no session behind, nor holds room in a bundle', async () => {
       const rows = async (): Promise<number> => (await srv.sql<{ n: number }[]>`select count(*)::int as n from tus_uploads where completed_at is null`)[0]!.n;
-      const parts = (): string[] => fs.readdirSync(path.join(srv.dataDir, 'tus')).filter((f) => f.endsWith('.part'));
-      const [rowsBefore, partsBefore] = [await rows(), parts().length];
+      const parts = async (): Promise<string[]> => resumableIds(srv);
+      const [rowsBefore, partsBefore] = [await rows(), (await parts()).length];
       const body = { 'content-type': 'application/offset+octet-stream' };
       const sum = (b: Buffer): string => `sha256 ${createHash('sha256').update(b).digest('base64')}`;
       const badSum = await tus(srv, 'POST', '/api/v1/tus/', { ...body, 'upload-length': '5', 'upload-checksum': sum(Buffer.from('other')) }, Buffer.from('hello'));
@@ -141,7 +142,7 @@ for (const backend of backends()) {
       assert.equal(badSum.headers.location, undefined);
       const tooLong = await tus(srv, 'POST', '/api/v1/tus/', { ...body, 'upload-length': '5' }, Buffer.from('hellohello'));
       assert.equal(tooLong.status, 413, tooLong.text);
-      assert.deepEqual([await rows(), parts().length], [rowsBefore, partsBefore], 'no row and no part of either');
+      assert.deepEqual([await rows(), (await parts()).length], [rowsBefore, partsBefore], 'no row and no part of either');
 
       // An append whose first bytes fail gives its room back at once.
       const first = await tus(srv, 'POST', '/api/v1/tus/', { ...body, 'upload-length': '1000', 'upload-metadata': meta({ filename: 'a.bin' }) }, randomBytes(1000));
@@ -153,7 +154,7 @@ for (const backend of backends()) {
       assert.equal(failed.status, 460, failed.text);
       const next = await create(srv, room, { filename: 'b.bin', upload_token: token });
       assert.equal((await tus(srv, 'DELETE', next)).status, 204);
-      assert.deepEqual([await rows(), parts().length], [rowsBefore, partsBefore]);
+      assert.deepEqual([await rows(), (await parts()).length], [rowsBefore, partsBefore]);
     });
 
     test('creation-defer-length: the length arrives with a later PATCH', async () => {
@@ -168,7 +169,10 @@ for (const backend of backends()) {
       await assertStored(srv, done, data);
     });
 
-    test('bytes past the offset on record (a PATCH a crash cut off) never reach the file', async () => {
+    // On S3 a crash past the offset leaves parts and tails, not bytes at a file's end: the S3 store's own
+    // test (test/s3-store.test.ts) cuts those off.
+    const appendsToPartFile = backend === 's3' && 'writes junk into the disk store\'s part file behind the server\'s back';
+    test('bytes past the offset on record (a PATCH a crash cut off) never reach the file', { skip: appendsToPartFile }, async () => {
       const data = randomBytes(150_000);
       const partOf = (loc: string): string => path.join(srv.dataDir, 'tus', `${loc.split('/').pop()}.part`);
       // deferred length, completed by an empty PATCH: the junk would have been counted
@@ -209,9 +213,9 @@ for (const backend of backends()) {
     test('termination removes the session and its part', async () => {
       const loc = await create(srv, 1000);
       await patch(srv, loc, 0, randomBytes(500));
-      assert.ok(fs.existsSync(partOf(srv, loc)));
+      assert.notEqual(await partOf(srv, loc), null);
       assert.equal((await tus(srv, 'DELETE', loc)).status, 204);
-      assert.ok(!fs.existsSync(partOf(srv, loc)));
+      assert.equal(await partOf(srv, loc), null);
       assert.equal((await tus(srv, 'HEAD', loc)).status, 404);
       assert.equal((await patch(srv, loc, 500, randomBytes(10))).status, 404);
     });
@@ -225,7 +229,8 @@ for (const backend of backends()) {
       const bad = await patch(srv, loc, 1000, data.subarray(1000), { 'upload-checksum': digest(randomBytes(8)) });
       assert.equal(bad.status, 460, bad.text);
       assert.equal(await offsetOf(srv, loc), 1000);
-      assert.equal(fs.statSync(partOf(srv, loc)).size, 1000, 'the rejected bytes were cut off');
+      // (an S3 append holds a body shorter than a part in memory: a refused one never reaches the bucket)
+      if (backend !== 's3') assert.equal(await partOf(srv, loc), 1000, 'the rejected bytes were cut off');
       const unknown = await patch(srv, loc, 1000, data.subarray(1000), { 'upload-checksum': 'crc99 AAAA' });
       assert.equal(unknown.status, 400);
       const done = await patch(srv, loc, 1000, data.subarray(1000), { 'upload-checksum': digest(data.subarray(1000)) });
@@ -297,14 +302,17 @@ for (const backend of backends()) {
         `Content-Type: application/offset+octet-stream\r\nContent-Length: ${data.length}\r\n\r\n`);
       await write(conn.sock, data.subarray(0, half));
       const id = path.basename(loc);
-      await waitFor('the server to receive the bytes', () => fs.statSync(partOf(srv, loc)).size > 0);
+      // An S3 append keeps a body shorter than a part in memory, so nothing shows in the bucket before
+      // the cut: there, the bytes are given time to arrive instead.
+      if (backend === 's3') await new Promise((r) => setTimeout(r, 1000));
+      else await waitFor('the server to receive the bytes', async () => ((await partOf(srv, loc)) ?? 0) > 0);
       conn.sock.destroy();
       await waitFor('the cut PATCH to record its offset and release the upload', async () =>
         (await srv.sql<{ o: string | null; n: string }[]>`select lease_owner as o, upload_offset::text as n from tus_uploads where id = ${id}`)
           .some((r) => r.o === null && Number(r.n) > 0));
       const offset = await offsetOf(srv, loc);
       assert.ok(offset > 0 && offset <= half, `offset ${offset}`);
-      assert.ok(fs.statSync(partOf(srv, loc)).size >= offset, 'every reported byte is on disk');
+      assert.ok(((await partOf(srv, loc)) ?? 0) >= offset, 'every reported byte is stored');
       const done = await patchAll(srv, loc, data, MiB, offset);
       await assertStored(srv, done, data);
       assertNoServerErrors(srv);
@@ -375,13 +383,13 @@ for (const backend of backends()) {
     test('an expired unfinished upload is swept: row and part gone, HEAD 404', async () => {
       const loc = await create(srv, 1000);
       await patch(srv, loc, 0, randomBytes(400));
-      assert.ok(fs.existsSync(partOf(srv, loc)));
+      assert.notEqual(await partOf(srv, loc), null);
       assert.equal((await tus(srv, 'HEAD', loc)).status, 200);
       await srv.sql`update tus_uploads set expires_at = now() - interval '1 minute' where id = ${path.basename(loc)}`;
       assert.equal((await tus(srv, 'HEAD', loc)).status, 404, 'expired sessions answer 404 before the sweep');
       const r = await srv.cli(['sweep']);
       assert.equal(r.code, 0, r.stderr);
-      assert.ok(!fs.existsSync(partOf(srv, loc)));
+      assert.equal(await partOf(srv, loc), null);
       const rows = await srv.sql`select 1 from tus_uploads where id = ${path.basename(loc)}`;
       assert.equal(rows.length, 0);
       assert.equal((await tus(srv, 'HEAD', loc)).status, 404);

@@ -1,8 +1,8 @@
 import { describe, it, before, after, beforeEach, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { backends, startServer, type TestServer } from './helpers/server.ts';
-import { MiB, sha, created, download, assertError, ensureRunning, assertServes, assertNoServerErrors, snapshot, assertNothingKept, assertDiskMatchesRows, survives, stored, rawConnect, rawHead, partHead, closing, newBoundary, write, assertJsonError } from './upload-util.ts';
+import { backends, startServer, storedBlobs, type TestServer } from './helpers/server.ts';
+import { MiB, sha, created, download, assertError, ensureRunning, assertServes, assertNoServerErrors, snapshot, assertNothingKept, assertDiskMatchesRows, survives, rawConnect, rawHead, partHead, closing, newBoundary, write, assertJsonError } from './upload-util.ts';
 import { file, upload, call, type Res } from './helpers/http.ts';
 import { waitFor } from './helpers/wait.ts';
 
@@ -111,7 +111,7 @@ for (const backend of backends()) {
       conn.sock.destroy();
       const status = await call(srv, 'GET', `/api/v1/bundle/${b.short_code}/status`, { json: true });
       assert.equal(status.json.total_size_bytes, 5 * MiB);
-      await waitFor('no temp parts left', () => stored(srv.dataDir).parts.length === 0);
+      await waitFor('no temp parts left', async () => (await storedBlobs(srv)).parts.length === 0);
       await assertDiskMatchesRows(srv);
     });
 
@@ -200,7 +200,7 @@ for (const backend of backends()) {
       const info = await call(srv, 'GET', `/api/v1/bundle/${b.short_code}`, { json: true });
       assert.equal(info.json.file_count, 1 + ok.length);
       // Losers' temp parts and any renamed files are gone; winners' files are exactly the rows.
-      await waitFor('no temp parts left', () => stored(srv.dataDir).parts.length === 0);
+      await waitFor('no temp parts left', async () => (await storedBlobs(srv)).parts.length === 0);
       await assertDiskMatchesRows(srv);
       await assertServes(srv);
     });

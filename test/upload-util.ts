@@ -5,7 +5,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { request } from 'undici';
 import fs from 'node:fs';
-import type { TestServer } from './helpers/server.ts';
+import { storedBlobs, type TestServer } from './helpers/server.ts';
 import { upload, type NewFile, type Res, type UploadOpts } from './helpers/http.ts';
 import { waitFor } from './helpers/wait.ts';
 
@@ -138,7 +138,7 @@ export function stored(dataDir: string): { parts: string[]; files: string[] } {
 }
 
 export async function snapshot(srv: TestServer): Promise<Snapshot> {
-  const { parts, files } = stored(srv.dataDir);
+  const { parts, files } = await storedBlobs(srv);
   const [row] = await survives(srv, srv.sql<{ bundles: number; files: number }[]>`
     select (select count(*)::int from bundles) as bundles, (select count(*)::int from files) as files`);
   return { parts: parts.sort(), files: files.sort(), bundles: row!.bundles, fileRows: row!.files };
@@ -159,7 +159,7 @@ export async function assertNothingKept(srv: TestServer, before: Snapshot): Prom
 
 /** Every stored file is a server-made key with a row, and every row has its file. */
 export async function assertDiskMatchesRows(srv: TestServer): Promise<void> {
-  const { files } = stored(srv.dataDir);
+  const { files } = await storedBlobs(srv);
   for (const p of files) assert.match(p, /^[0-9a-f]{2}\/[0-9a-f]{2}\/[0-9a-f]{32}$/);
   const rows = await srv.sql<{ storage_key: string }[]>`select storage_key from files`;
   assert.deepEqual(files.map((p) => path.basename(p)).sort(), rows.map((r) => r.storage_key).sort());

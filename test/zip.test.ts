@@ -7,7 +7,7 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { crc32 } from 'node:zlib';
 import { request } from 'undici';
-import { backends, startServer, type TestServer } from './helpers/server.ts';
+import { backends, removeStored, startServer, type TestServer } from './helpers/server.ts';
 import { bufferReader, parseZip } from './zip-util.ts';
 import { assertNotFound, get, hdr, openStoredFds, pythonZip, sha, storedFiles, unzipTest, yazlZip, type Upload } from './zip-tools.ts';
 import { uploaded } from './helpers/http.ts';
@@ -147,7 +147,9 @@ for (const backend of backends()) {
       assert.equal(undated.status, 206, 'no modification date: If-Unmodified-Since is ignored');
     });
 
-    test('a client that stops reading holds one file open; going away releases it', async () => {
+    // Counts the server's open descriptors under DATA_DIR/files; an S3 read holds a request instead.
+    const countsFds = backend === 's3' && 'counts open files under DATA_DIR/files (disk store only)';
+    test('a client that stops reading holds one file open; going away releases it', { skip: countsFds }, async () => {
       assert.equal(openStoredFds(srv), 0);
       const sock = net.connect(srv.port, '127.0.0.1');
       sock.pause(); // never read: the server must stall on backpressure, not buffer the archive
@@ -191,10 +193,7 @@ for (const backend of backends()) {
     test('a file gone from the disk before the first byte: 404 JSON, not a 500; the server goes on', async () => {
       const b = await uploaded(srv, [{ name: 'keep', data: Buffer.from('kept') }, { name: 'lost', data: randomBytes(4096) }]);
       const [row] = await srv.sql<Array<{ storage_key: string }>>`select storage_key from files where id = ${b.files[1]!.id}`;
-      const stored = fs.readdirSync(path.join(srv.dataDir, 'files'), { recursive: true, encoding: 'utf8' });
-      const rel = stored.find((p) => p.endsWith(row!.storage_key));
-      assert.ok(rel, 'the stored file is found');
-      fs.rmSync(path.join(srv.dataDir, 'files', rel));
+      await removeStored(srv, row!.storage_key);
       for (const headers of [{}, { range: 'bytes=100-' }] as Array<Record<string, string>>) {
         const r = await get(srv, `/zip/${b.short_code}`, headers);
         assertNotFound(r, `zip with ${JSON.stringify(headers)}`);

@@ -6,8 +6,8 @@ import { connectDb, type Sql } from '../db/client.ts';
 import { importPglite } from '../db/pglite-import.ts';
 import { migrate } from '../db/migrate.ts';
 import { createHasher } from '../storage/hasher.ts';
-import { createDiskStore } from '../storage/disk.ts';
-import { sweep } from '../sweeper/sweep.ts';
+import { openBlobStore } from '../storage/open.ts';
+import { sweepExclusive } from '../sweeper/sweep.ts';
 import { operatorName } from '../abuse/audit.ts';
 import { audit } from '../db/abuse.ts';
 import { auditCommand, blockCommand, bundlesCommand, reportsCommand, takeBy } from './operator.ts';
@@ -72,19 +72,26 @@ async function main(argv: string[]): Promise<void> {
   if (!config.databaseUrl) usableDataDir(config.dataDir);
   const importing = cmd === 'import-pglite';
   if (importing && config.databaseUrl) throw new CliError('sluice import-pglite copies into the embedded database: unset DATABASE_URL');
-  const db = await connectDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, log, max: 1, allowLegacy: importing });
+  // A sweep holds its lock on one connection and works on another.
+  const db = await connectDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, log, max: cmd === 'sweep' ? 2 : 1, allowLegacy: importing });
   try {
     if (importing) return await importCommand(config.dataDir, db.sql);
     await migrate(db.sql).then((applied) => cmd === 'migrate' && process.stdout.write(applied.length ? `applied ${applied.join(', ')}\n` : 'up to date\n'));
     if (cmd === 'migrate') return;
     if (cmd === 'sweep') {
       const hasher = createHasher(1);
+      const blobs = await openBlobStore(config, hasher).catch(async (err: unknown) => {
+        await hasher.close();
+        throw err;
+      });
       try {
-        const r = await sweep(db.sql, await createDiskStore(config.dataDir, hasher));
+        const r = await sweepExclusive(db.sql, db.kind, blobs);
+        if (!r) throw new CliError('another process is sweeping this database now; nothing done (try again later)');
         process.stdout.write(
           `expired bundles: ${r.expiredBundles}, their files: ${r.expiredFiles}, stale parts: ${r.staleParts}, orphan files: ${r.orphanFiles}, cache files: ${r.cacheFiles}, expired tus uploads: ${r.tusUploads}\n`,
         );
       } finally {
+        await blobs.close();
         await hasher.close();
       }
       return;
@@ -101,10 +108,12 @@ async function main(argv: string[]): Promise<void> {
       if (cmd in OPERATOR_COMMANDS) {
         const removeFiles = async (keys: string[]): Promise<void> => {
           const hasher = createHasher(1);
+          let blobs: Awaited<ReturnType<typeof openBlobStore>> | null = null;
           try {
-            const blobs = await createDiskStore(config.dataDir, hasher);
-            await Promise.all(keys.map((k) => blobs.delete(k)));
+            blobs = await openBlobStore(config, hasher);
+            await Promise.all(keys.map((k) => blobs!.delete(k)));
           } finally {
+            await blobs?.close();
             await hasher.close();
           }
         };

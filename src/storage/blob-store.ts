@@ -46,14 +46,17 @@ export type BlobErrorCode =
   /** An append that went past its limit (AppendOptions.limit). */
   | 'TOO_LARGE'
   /** write()/finish() after abort(). */
-  | 'ABORTED';
+  | 'ABORTED'
+  /** The store could not be reached, timed out or answered with a server error (an object store's outage). */
+  | 'UNAVAILABLE';
 
 export class BlobError extends Error {
   constructor(
     readonly code: BlobErrorCode,
     message: string,
+    options?: { cause?: unknown },
   ) {
-    super(message);
+    super(message, options);
     this.name = 'BlobError';
   }
 }

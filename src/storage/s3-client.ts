@@ -22,8 +22,12 @@ export class StorageSetupError extends Error {
  * their number bounded, since every part and every ranged read is its own request.
  */
 export function createS3Client(loc: S3Location): S3Client {
+  // The SDK warns at every client it builds on Node < 22 that its releases after January 2027 will
+  // need Node 22. package.json pins an exact SDK version, which supports the Node versions Sluice
+  // does: the warning is about an upgrade nobody made, printed at every start of every node.
+  process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
   const agentOpts = { keepAlive: true, maxSockets: 64 };
-  return new S3Client({
+  const client = new S3Client({
     region: loc.region,
     endpoint: loc.endpoint,
     forcePathStyle: loc.endpoint !== undefined,
@@ -39,6 +43,34 @@ export function createS3Client(loc: S3Location): S3Client {
       requestTimeout: 120_000,
     },
   });
+  // Outermost, so it sees what is left once the SDK's own retries are spent.
+  client.middlewareStack.add(
+    (next) => async (args) => {
+      try {
+        return await next(args);
+      } catch (err) {
+        throw asUnavailable(err);
+      }
+    },
+    { step: 'initialize', name: 'sluiceUnavailable' },
+  );
+  return client;
+}
+
+const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
+
+/**
+ * An outage of the store (refused or reset connections, timeouts, 5xx answers) becomes the
+ * contract's UNAVAILABLE, which the HTTP layer answers with 503: the request may succeed later, and
+ * nothing about it was the client's fault. Answers the store gave on purpose (4xx) pass through.
+ */
+export function asUnavailable(err: unknown): unknown {
+  const { status } = s3Status(err);
+  const e = err as { name?: string; code?: string } | null;
+  const outage = status >= 500 || (status === 0 && (e?.name === 'TimeoutError' || NETWORK_CODES.has(e?.code ?? '')));
+  if (!outage) return err;
+  const why = err instanceof Error ? err.message || err.name : String(err);
+  return new BlobError('UNAVAILABLE', `object store unavailable: ${why}`, { cause: err });
 }
 
 /** The HTTP status and S3 error code of an SDK failure (0 and '' for a network error). */

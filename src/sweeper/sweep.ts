@@ -20,6 +20,32 @@ export interface SweepOptions {
   orphanGraceMs?: number;
 }
 
+/** The advisory lock one sweep holds (migrate.ts holds 7262001). */
+const SWEEP_LOCK = 7262002;
+
+/**
+ * sweep() unless another process sweeps the same database now (every node of a cluster runs the
+ * sweeper; two at once would do the same work twice): null when it was skipped. The lock is a
+ * session lock on a connection of its own (the pool needs a second one for the pass), so it lasts
+ * the whole pass and dies with a crashed node. The embedded database has one process sweeping and
+ * one connection, so it sweeps without the lock.
+ */
+export async function sweepExclusive(sql: Sql, kind: 'postgres' | 'embedded', store: BlobStore, opts: SweepOptions = {}): Promise<SweepResult | null> {
+  if (kind === 'embedded') return sweep(sql, store, opts);
+  const conn = await sql.reserve();
+  try {
+    const [row] = await conn<{ locked: boolean }[]>`select pg_try_advisory_lock(${SWEEP_LOCK}) as locked`;
+    if (!row!.locked) return null;
+    try {
+      return await sweep(sql, store, opts);
+    } finally {
+      await conn`select pg_advisory_unlock(${SWEEP_LOCK})`;
+    }
+  } finally {
+    conn.release();
+  }
+}
+
 /**
  * One pass of clean-up: expired bundles and their bytes, temp parts of dead or stalled writers,
  * and stored files that no committed row references. Safe to run beside live servers.

@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -29,6 +29,8 @@ export interface Ceph {
   stopRgw(): Promise<void>;
   startRgw(): Promise<void>;
   stop(): Promise<void>;
+  /** stop(), synchronously: for a process's 'exit' handler. */
+  stopSync(): void;
 }
 
 function missingProgram(): string | false {
@@ -111,6 +113,13 @@ export async function startCeph(opts: { backend?: 'memstore' | 'bluestore'; buck
   const rgwPid = () => Number(fs.readFileSync(path.join(dir, 'run', 'client.pid'), 'utf8'));
   return {
     endpoint, region, accessKeyId, secretAccessKey, bucket, client, createBucket, stop,
+    stopSync: () => {
+      try {
+        execFileSync('bash', [SCRIPT, 'stop', dir], { stdio: 'ignore' });
+      } finally {
+        fs.rmSync(dir, { recursive: true, force: true });
+      }
+    },
     env: (prefix) => ({
       STORAGE_URL: `s3://${bucket}${prefix ? `/${prefix}` : ''}`,
       AWS_ACCESS_KEY_ID: accessKeyId,

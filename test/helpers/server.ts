@@ -5,14 +5,18 @@ import os from 'node:os';
 import path from 'node:path';
 import postgres from 'postgres';
 import { createPgDatabase, dropPgDatabase } from './database.ts';
+import { DeleteObjectCommand, ListMultipartUploadsCommand, ListObjectsV2Command, ListPartsCommand, type S3Client } from '@aws-sdk/client-s3';
+import { sharedBucket } from './s3-backend.ts';
 
 export const ROOT = path.resolve(import.meta.dirname, '../..');
 
-export type Backend = 'embedded' | 'postgres';
+/** `s3`: PostgreSQL and Redis as `postgres`, with the files in a Ceph bucket (STORAGE_URL). */
+export type Backend = 'embedded' | 'postgres' | 's3';
 
 /**
  * The backends every HTTP test runs against: the embedded defaults always, and real PostgreSQL
- * (plus Redis, once state lives there) unless SLUICE_TEST_BACKENDS narrows the list.
+ * plus Redis, unless SLUICE_TEST_BACKENDS narrows the list. test/run.ts runs the storage-relevant
+ * files once more with SLUICE_TEST_BACKENDS=s3.
  */
 export function backends(): Backend[] {
   const only = process.env.SLUICE_TEST_BACKENDS;
@@ -61,12 +65,15 @@ export async function startServer(backend: Backend, extraEnv: Record<string, str
     ...extraEnv,
   };
   let dbName: string | undefined;
-  if (backend === 'postgres') {
+  // A DATABASE_URL given (nodes sharing one database) is used as it is, and left for its owner to drop.
+  if ((backend === 'postgres' || backend === 's3') && !extraEnv.DATABASE_URL) {
     const pg = await createPgDatabase();
     dbName = pg.name;
     env.DATABASE_URL = pg.url;
     env.REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
   }
+  // Each server its own prefix in the one bucket of the run: no test sees another's objects.
+  if (backend === 's3') Object.assign(env, (await sharedBucket()).env(path.basename(dataDir)), extraEnv);
   let proc!: ChildProcess;
   let port = 0;
   const launch = async (): Promise<void> => {
@@ -193,4 +200,111 @@ export function storedPaths(dataDir: string): { parts: string[]; files: string[]
   const list = (dir: string): string[] =>
     fs.existsSync(dir) ? (fs.readdirSync(dir, { recursive: true }) as string[]).filter((p) => fs.statSync(path.join(dir, p)).isFile()) : [];
   return { parts: list(path.join(dataDir, 'tmp')), files: list(path.join(dataDir, 'files')) };
+}
+
+/**
+ * What the server's store holds, whichever it is: `files` as storedPaths names them (xx/yy/KEY),
+ * `parts` the uploads not yet published (temp files on disk; multipart uploads and temp objects in a
+ * bucket). Files the server removes while they are listed are simply not there.
+ */
+export async function storedBlobs(srv: TestServer): Promise<{ parts: string[]; files: string[] }> {
+  if (srv.backend !== 's3') {
+    const list = (dir: string): string[] =>
+      fs.existsSync(dir)
+        ? (fs.readdirSync(dir, { recursive: true, withFileTypes: true }) as fs.Dirent[])
+            .filter((d) => d.isFile())
+            .map((d) => path.relative(dir, path.join(d.parentPath, d.name)))
+            .sort()
+        : [];
+    return { parts: list(path.join(srv.dataDir, 'tmp')), files: list(path.join(srv.dataDir, 'files')) };
+  }
+  const b = await sharedBucket();
+  const prefix = `${/^s3:\/\/[^/]+\/?(.*)$/.exec(srv.env.STORAGE_URL!)![1]}/`;
+  const client = b.client();
+  try {
+    const files: string[] = [];
+    const parts: string[] = [];
+    let token: string | undefined;
+    do {
+      const page = await client.send(new ListObjectsV2Command({ Bucket: b.bucket, Prefix: `${prefix}files/`, ContinuationToken: token }));
+      for (const o of page.Contents ?? []) {
+        const rest = o.Key!.slice(prefix.length + 'files/'.length);
+        // Temp objects of a writer sit beside the published ones, named with a dot.
+        if (/^[0-9a-f]{32}$/.test(rest)) files.push(`${rest.slice(0, 2)}/${rest.slice(2, 4)}/${rest}`);
+        else parts.push(o.Key!.slice(prefix.length));
+      }
+      token = page.NextContinuationToken;
+    } while (token);
+    // A tus upload's multipart upload is its resumable object (on disk under DATA_DIR/tus), not a temp part.
+    const resumable = new Set<string>();
+    const markers = await client.send(new ListObjectsV2Command({ Bucket: b.bucket, Prefix: `${prefix}resumable/` }));
+    for (const o of markers.Contents ?? []) {
+      const m = /\/key-([0-9a-f]{32})$/.exec(o.Key!);
+      if (m) resumable.add(`${prefix}files/${m[1]}`);
+    }
+    const ups = await client.send(new ListMultipartUploadsCommand({ Bucket: b.bucket, Prefix: `${prefix}files/` }));
+    for (const u of ups.Uploads ?? []) if (!resumable.has(u.Key!)) parts.push(`${u.Key!.slice(prefix.length)}#${u.UploadId}`);
+    return { parts: parts.sort(), files: files.sort() };
+  } finally {
+    client.destroy();
+  }
+}
+
+/** The ids of the resumable (tus) objects the server's store holds. */
+export async function resumableIds(srv: TestServer): Promise<string[]> {
+  if (srv.backend !== 's3') {
+    const dir = path.join(srv.dataDir, 'tus');
+    return fs.existsSync(dir) ? fs.readdirSync(dir).filter((f) => f.endsWith('.part')).map((f) => f.slice(0, -5)).sort() : [];
+  }
+  const ids = new Set<string>();
+  await withBucket(srv, async (client, bucket, prefix) => {
+    let token: string | undefined;
+    do {
+      const page = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: `${prefix}resumable/`, ContinuationToken: token }));
+      for (const o of page.Contents ?? []) ids.add(o.Key!.slice(`${prefix}resumable/`.length).split('/')[0]!);
+      token = page.NextContinuationToken;
+    } while (token);
+  });
+  return [...ids].sort();
+}
+
+/**
+ * Bytes the store holds for a resumable object, offered or not (null: none). On S3 the parts and
+ * tails written so far: an append holds up to a part in memory until it finishes.
+ */
+export async function resumableBytes(srv: TestServer, id: string): Promise<number | null> {
+  if (srv.backend !== 's3') return fs.statSync(path.join(srv.dataDir, 'tus', `${id}.part`), { throwIfNoEntry: false })?.size ?? null;
+  return withBucket(srv, async (client, bucket, prefix) => {
+    const listed = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: `${prefix}resumable/${id}/` }));
+    const names = (listed.Contents ?? []).map((o) => o.Key!.slice(`${prefix}resumable/${id}/`.length));
+    const key = names.find((n) => n.startsWith('key-'))?.slice(4);
+    if (key === undefined) return null;
+    let bytes = Math.max(0, ...names.filter((n) => n.startsWith('tail-')).map((n) => Number(n.split('-')[2])));
+    const ups = await client.send(new ListMultipartUploadsCommand({ Bucket: bucket, Prefix: `${prefix}files/${key}` }));
+    for (const u of ups.Uploads ?? []) {
+      const parts = await client.send(new ListPartsCommand({ Bucket: bucket, Key: u.Key, UploadId: u.UploadId }));
+      bytes = Math.max(bytes, (parts.Parts ?? []).reduce((n, p) => n + (p.Size ?? 0), 0));
+    }
+    return bytes;
+  });
+}
+
+async function withBucket<T>(srv: TestServer, fn: (client: S3Client, bucket: string, prefix: string) => Promise<T>): Promise<T> {
+  const b = await sharedBucket();
+  const prefix = `${/^s3:\/\/[^/]+\/?(.*)$/.exec(srv.env.STORAGE_URL!)![1]}/`;
+  const client = b.client();
+  try {
+    return await fn(client, b.bucket, prefix);
+  } finally {
+    client.destroy();
+  }
+}
+
+/** Removes a stored file behind the server's back (a file lost from the disk or the bucket). */
+export async function removeStored(srv: TestServer, key: string): Promise<void> {
+  if (srv.backend !== 's3') {
+    fs.rmSync(path.join(srv.dataDir, 'files', key.slice(0, 2), key.slice(2, 4), key));
+    return;
+  }
+  await withBucket(srv, (client, bucket, prefix) => client.send(new DeleteObjectCommand({ Bucket: bucket, Key: `${prefix}files/${key}` })));
 }
