@@ -6,7 +6,7 @@ import { tapBody, type BodyTap } from './patch.ts';
 import { appendBody, hasBody } from './body.ts';
 import { findDownloadableFile } from '../db/bundles.ts';
 import { bundleRoom } from '../db/bundle-room.ts';
-import { isKeyActive } from '../auth/api-keys.ts';
+import { isKeyActive } from '../db/api-keys.ts';
 import { sendStoredFile } from '../routes/download.ts';
 import { removeOneFile } from '../routes/bundle.ts';
 import { AppError } from '../errors.ts';
