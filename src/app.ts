@@ -4,6 +4,7 @@ import { loadUws } from './http/uws.ts';
 import { createHttpServer } from './http/server.ts';
 import { connectDb } from './db/client.ts';
 import { migrate } from './db/migrate.ts';
+import { instanceId } from './db/instance.ts';
 import { createHasher } from './storage/hasher.ts';
 import { createDiskStore } from './storage/disk.ts';
 import { sweep } from './sweeper/sweep.ts';
@@ -90,8 +91,8 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
     const applied = await migrate(db.sql);
     if (applied.length) log.info({ applied }, 'migrations applied');
     if (config.redisUrl) {
-      const [instance] = await db.sql<{ id: string }[]>`select id from instance`;
-      rateStore = createRedisRateStore(config.redisUrl, log, `sluice:${instance!.id.slice(0, 12)}:`, () => metrics.redisError());
+      const instance = await instanceId(db.sql);
+      rateStore = createRedisRateStore(config.redisUrl, log, `sluice:${instance.slice(0, 12)}:`, () => metrics.redisError());
     }
     const blobs = await createDiskStore(config.dataDir, hasher);
     if (sweeper) log.info(await sweep(db.sql, blobs), 'start-up sweep done');

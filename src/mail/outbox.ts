@@ -21,7 +21,7 @@ export const retryDelaySeconds = (attempts: number): number => Math.min(30 * 2 *
 
 export interface Outbox {
   /**
-   * Queues a mail (inside the caller's transaction when `tx` is given, so it is sent if and only if
+   * Queues a mail (inside the caller's transaction when one is passed, so it is sent if and only if
    * that transaction commits). Never sends: the worker does.
    */
   enqueue(mail: Mail, tx?: Sql): Promise<void>;
