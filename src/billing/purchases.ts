@@ -11,6 +11,7 @@ import {
   setSubscriptionKeyExpiry,
   subscriptionPurchaseExists,
   takeSealedKey,
+  type PurchaseInsert,
 } from '../db/billing.ts';
 import { PLANS, type PlanName } from '../auth/plans.ts';
 import type { Sealer } from '../auth/sealer.ts';
@@ -24,14 +25,8 @@ export const REVEAL_WINDOW_MINUTES = 60;
 /** A subscription whose payment failed keeps its key working this long. */
 export const GRACE_DAYS = 7;
 
-export interface PaidSession {
-  readonly sessionId: string;
-  readonly mode: 'subscription' | 'payment';
-  readonly plan: PlanName;
-  readonly email: string;
-  readonly customerId: string | null;
-  readonly subscriptionId: string | null;
-}
+/** One paid checkout session, as the webhook read it. */
+export type PaidSession = PurchaseInsert;
 
 const revealContext = (sessionId: string): string => `purchase:${sessionId}`;
 
