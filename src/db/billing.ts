@@ -1,7 +1,7 @@
 import type { Sql } from './client.ts';
 import type { PlanName } from '../auth/plans.ts';
 
-/** Purchases, portal tokens and the ids of Stripe events already applied. */
+// Purchases, portal tokens and the ids of Stripe events already applied.
 
 export interface PurchaseInsert {
   readonly sessionId: string;
