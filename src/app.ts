@@ -4,6 +4,7 @@ import { loadUws } from './http/uws.ts';
 import { createHttpServer } from './http/server.ts';
 import { connectDb } from './db/client.ts';
 import { migrate } from './db/migrate.ts';
+import { instanceId } from './db/instance.ts';
 import { createHasher } from './storage/hasher.ts';
 import { openBlobStore } from './storage/open.ts';
 import type { BlobStore } from './storage/blob-store.ts';
@@ -92,8 +93,8 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
     const applied = await migrate(db.sql);
     if (applied.length) log.info({ applied }, 'migrations applied');
     if (config.redisUrl) {
-      const [instance] = await db.sql<{ id: string }[]>`select id from instance`;
-      rateStore = createRedisRateStore(config.redisUrl, log, `sluice:${instance!.id.slice(0, 12)}:`, () => metrics.redisError());
+      const instance = await instanceId(db.sql);
+      rateStore = createRedisRateStore(config.redisUrl, log, `sluice:${instance.slice(0, 12)}:`, () => metrics.redisError());
     }
     const blobs = await openBlobStore(config, hasher);
     opened = blobs;

@@ -2,7 +2,7 @@ import { AppError } from '../errors.ts';
 
 /**
  * The one quarantine rule, applied where a bundle is looked up by code, token or file id (db/bundles.ts,
- * tus/store.ts): a quarantined bundle answers 451 on every path, before any other check, so nothing
+ * db/tus-uploads.ts): a quarantined bundle answers 451 on every path, before any other check, so nothing
  * of it (files, names, previews, its manage page) is served or changed. Its rows and files stay.
  */
 export function refuseQuarantined<T extends object>(row: T | undefined): T | undefined {

@@ -10,7 +10,16 @@ import type { Outbox } from '../mail/outbox.ts';
 import { portalMail } from '../mail/messages.ts';
 import type { Stripe } from './stripe-client.ts';
 import { handleStripeEvent, type StripeEventLike } from './webhook.ts';
-import { customerForEmail, purgeExpiredReveals, revealKey, type Reveal } from './purchases.ts';
+import { revealKey, type Reveal } from './purchases.ts';
+import {
+  customerForEmail,
+  insertPortalToken,
+  livePortalTokens,
+  purgeBillingRows,
+  purgeExpiredReveals,
+  unusePortalToken,
+  usePortalToken,
+} from '../db/billing.ts';
 
 export type BillingOption = 'monthly' | 'once';
 /**
@@ -124,15 +133,11 @@ export function createBilling(deps: {
       const customer = await customerForEmail(sql, email);
       if (!customer) return;
       // Bounds the mail anyone can make us send to one address by asking for links.
-      const [counted] = await sql<{ live: number }[]>`
-        select count(*)::int as live from portal_tokens where customer_id = ${customer} and expires_at > now() and used_at is null`;
-      if ((counted?.live ?? 0) >= 3) return;
+      if ((await livePortalTokens(sql, customer)) >= 3) return;
       const token = randomBytes(32).toString('base64url');
-      await sql.begin(async (tx) => {
-        await tx`insert into portal_tokens (token_hash, customer_id, expires_at)
-                 values (${hashSecret(token)}, ${customer}, now() + make_interval(mins => ${PORTAL_LINK_MINUTES}))`;
+      await insertPortalToken(sql, hashSecret(token), customer, PORTAL_LINK_MINUTES, async (tx) => {
         const link = `${config.baseUrl}/api-keys/portal/open?token=${token}`;
-        await outbox.enqueue(portalMail({ to: email, link, validMinutes: PORTAL_LINK_MINUTES }), tx as unknown as Sql);
+        await outbox.enqueue(portalMail({ to: email, link, validMinutes: PORTAL_LINK_MINUTES }), tx);
       });
       deps.mailQueued();
     },
@@ -141,26 +146,21 @@ export function createBilling(deps: {
       const s = requireStripe();
       if (!PORTAL_TOKEN_RE.test(token)) return null;
       const hash = hashSecret(token);
-      const [row] = await sql<{ customer_id: string }[]>`
-        update portal_tokens set used_at = now()
-        where token_hash = ${hash} and used_at is null and expires_at > now()
-        returning customer_id`;
-      if (!row) return null;
+      const customerId = await usePortalToken(sql, hash);
+      if (customerId === undefined) return null;
       try {
-        const session = await s.billingPortal.sessions.create({ customer: row.customer_id, return_url: `${origin}/api-keys` });
+        const session = await s.billingPortal.sessions.create({ customer: customerId, return_url: `${origin}/api-keys` });
         return session.url;
       } catch (err) {
         // Stripe was not reached: the link stays usable for another try.
-        await sql`update portal_tokens set used_at = null where token_hash = ${hash}`.catch(() => {});
+        await unusePortalToken(sql, hash).catch(() => {});
         throw providerError(err);
       }
     },
 
     async housekeeping() {
       await purgeExpiredReveals(sql);
-      await sql`delete from portal_tokens where expires_at < now() - interval '1 day'`;
-      // Stripe retries a delivery for up to three days; a month of ids is plenty.
-      await sql`delete from stripe_events where received_at < now() - interval '30 days'`;
+      await purgeBillingRows(sql);
     },
   };
 }

@@ -5,6 +5,7 @@ import type { Sealer } from '../auth/sealer.ts';
 import type { Outbox } from '../mail/outbox.ts';
 import { applySubscriptionState, mintForSession } from './purchases.ts';
 import { AppError } from '../errors.ts';
+import { onceForStripeEvent } from '../db/billing.ts';
 
 /** The part of a Stripe event this module reads (objects are read defensively across API versions). */
 export interface StripeEventLike {
@@ -34,14 +35,7 @@ const idOf = (v: unknown): string | null =>
  * nothing, and a failure rolls both back so Stripe's retry redoes it. Returns whether anything was new.
  */
 export async function handleStripeEvent(event: StripeEventLike, deps: WebhookDeps): Promise<boolean> {
-  return deps.sql.begin(async (txRaw) => {
-    const tx = txRaw as unknown as Sql;
-    const [fresh] = await tx`insert into stripe_events (id, type) values (${event.id}, ${event.type})
-                             on conflict (id) do nothing returning id`;
-    if (!fresh) return false;
-    await apply(tx, event, deps);
-    return true;
-  });
+  return onceForStripeEvent(deps.sql, event.id, event.type, (tx) => apply(tx, event, deps));
 }
 
 async function apply(tx: Sql, event: StripeEventLike, deps: WebhookDeps): Promise<void> {

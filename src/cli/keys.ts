@@ -1,5 +1,6 @@
 import type { Sql } from '../db/client.ts';
-import { createApiKey, listApiKeys, revokeApiKey } from '../auth/api-keys.ts';
+import { createApiKey } from '../auth/api-keys.ts';
+import { listApiKeys, revokeApiKey } from '../db/api-keys.ts';
 import { isPlanName } from '../auth/plans.ts';
 import { CONTROL_CHARS, isEmail } from '../util/names.ts';
 import { sqlUtc } from '../util/time.ts';

@@ -4,9 +4,8 @@ import { SHORT_CODE_RE } from '../auth/tokens.ts';
 import { CONTROL_CHARS } from '../util/names.ts';
 import { sqlUtc } from '../util/time.ts';
 import { SHA256_RE } from '../abuse/blocklist.ts';
-import {
-  audit, blockHash, bundleByCode, closeReport, expireBundle, listAudit, listBlocked, listReports, setQuarantine, unblockHash,
-} from '../db/abuse.ts';
+import { audit, bundleByCode, listAudit, listBlocked, listReports } from '../db/abuse.ts';
+import { blockAudited, closeReportAudited, expireAudited, quarantineAudited, unblockAudited } from '../db/abuse-actions.ts';
 import { parseFlags, UsageError } from './keys.ts';
 
 /** What an operator command is given: its arguments (no --by), who runs it, and where output goes. */
@@ -55,10 +54,7 @@ export async function bundlesCommand(r: OperatorRun): Promise<void> {
   const b = await bundleOf(r.sql, code);
   const target = b.short_code;
   if (action === 'expire') {
-    await r.sql.begin(async (tx) => {
-      await expireBundle(tx as unknown as Sql, b.id);
-      await audit(tx as unknown as Sql, 'bundles expire', target, r.operator, b.quarantined_at ? 'quarantined: kept until released' : null);
-    });
+    await expireAudited(r.sql, b, r.operator);
     r.out(b.quarantined_at ? `expired ${target} (quarantined: kept until released)` : `expired ${target}`);
   } else if (action === 'delete') {
     const keys = await deleteBundle(r.sql, b.id);
@@ -67,11 +63,7 @@ export async function bundlesCommand(r: OperatorRun): Promise<void> {
     r.out(`deleted ${target}`);
   } else {
     const on = action === 'quarantine';
-    const changed = await r.sql.begin(async (tx) => {
-      const c = await setQuarantine(tx as unknown as Sql, b.id, on);
-      if (c) await audit(tx as unknown as Sql, `bundles ${action}`, target, r.operator);
-      return c;
-    });
+    const changed = await quarantineAudited(r.sql, b, on, r.operator);
     r.out(changed ? `${on ? 'quarantined' : 'released'} ${target}` : `${target} was already ${on ? 'quarantined' : 'not quarantined'}`);
   }
 }
@@ -91,24 +83,14 @@ export async function blockCommand(r: OperatorRun): Promise<void> {
     const sha = hashArg(hex);
     const { reason } = parseFlags(flagArgs, ['reason']);
     if (reason !== undefined && new RegExp(`[${CONTROL_CHARS}]`).test(reason)) throw new UsageError('--reason must not contain control characters');
-    const held = await r.sql.begin(async (tx) => {
-      // Bundles already holding it are held at once: evidence kept, nothing served.
-      const list = await blockHash(tx as unknown as Sql, sha, reason ?? null, r.operator);
-      await audit(tx as unknown as Sql, 'block add', sha.toString('hex'), r.operator, [reason, list.length ? `quarantined ${list.join(' ')}` : null].filter(Boolean).join('; ') || null);
-      for (const c of list) await audit(tx as unknown as Sql, 'bundles quarantine', c, r.operator, `holds blocked ${sha.toString('hex')}`);
-      return list;
-    });
+    const held = await blockAudited(r.sql, sha, reason ?? null, r.operator);
     r.out(`blocked ${sha.toString('hex')}${held.length ? `; quarantined ${held.join(' ')}` : ''}`);
     return;
   }
   if (action === 'remove') {
     if (rest.length !== 1) throw new UsageError(usage);
     const sha = hashArg(rest[0]);
-    const removed = await r.sql.begin(async (tx) => {
-      const removed = await unblockHash(tx as unknown as Sql, sha);
-      if (removed) await audit(tx as unknown as Sql, 'block remove', sha.toString('hex'), r.operator);
-      return removed;
-    });
+    const removed = await unblockAudited(r.sql, sha, r.operator);
     if (!removed) throw new UsageError(`not blocked: ${sha.toString('hex')}`);
     r.out(`unblocked ${sha.toString('hex')} (bundles it quarantined stay quarantined until released)`);
     return;
@@ -139,11 +121,7 @@ export async function reportsCommand(r: OperatorRun): Promise<void> {
   if (action === 'close' && rest.length === 1) {
     const id = rest[0]!;
     if (!/^[1-9]\d{0,17}$/.test(id)) throw new UsageError(`invalid report id: ${id}`);
-    const result = await r.sql.begin(async (tx) => {
-      const res = await closeReport(tx as unknown as Sql, Number(id));
-      if (res === 'closed') await audit(tx as unknown as Sql, 'reports close', id, r.operator);
-      return res;
-    });
+    const result = await closeReportAudited(r.sql, id, r.operator);
     if (result === 'unknown') throw new UsageError(`unknown report: ${id}`);
     r.out(result === 'closed' ? `closed report ${id}` : `report ${id} was already closed`);
     return;

@@ -26,3 +26,10 @@ export async function listFilesInPages<K extends 'summary' | 'all'>(
     await new Promise((r) => setImmediate(r));
   }
 }
+
+/** How many files a bundle holds and its newest file id: a plan built for them still holds while both are unchanged. */
+export async function filesFingerprint(sql: Sql, bundleId: number): Promise<{ n: number; last: number } | undefined> {
+  const [row] = await sql<{ n: number; last: number }[]>`
+    select count(*)::int as n, coalesce(max(id), 0) as last from files where bundle_id = ${bundleId}`;
+  return row;
+}

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { Sql } from '../db/client.ts';
+import { claimDueMail, deleteOutboxMail, failOutboxMail, insertOutboxMail, retryOutboxMail } from '../db/mail-outbox.ts';
 import type { Sealer } from '../auth/sealer.ts';
 import type { Mail, MailTransport } from './transport.ts';
 
@@ -20,22 +21,12 @@ export const retryDelaySeconds = (attempts: number): number => Math.min(30 * 2 *
 
 export interface Outbox {
   /**
-   * Queues a mail (inside the caller's transaction when `tx` is given, so it is sent if and only if
+   * Queues a mail (inside the caller's transaction when one is passed, so it is sent if and only if
    * that transaction commits). Never sends: the worker does.
    */
   enqueue(mail: Mail, tx?: Sql): Promise<void>;
   /** One pass: claims due rows (`for update skip locked`, so workers in several processes share the table) and sends them. */
   deliverDue(): Promise<{ sent: number; failed: number }>;
-}
-
-interface OutboxRow {
-  id: number;
-  to_addr: string;
-  subject: string;
-  body: Uint8Array;
-  attempts: number;
-  created_at: Date;
-  give_up: boolean;
 }
 
 export function createOutbox(deps: { sql: Sql; sealer: Sealer; transport: MailTransport; from: string; log: Logger }): Outbox {
@@ -44,19 +35,11 @@ export function createOutbox(deps: { sql: Sql; sealer: Sealer; transport: MailTr
     async enqueue(mail, tx = sql) {
       // Bodies may carry a freshly minted API key: they rest sealed, and the row goes once delivered.
       const body = sealer.seal(JSON.stringify({ text: mail.text, html: mail.html, headers: mail.headers }), SEAL_CONTEXT);
-      await tx`insert into mail_outbox (to_addr, subject, body) values (${mail.to}, ${mail.subject}, ${body})`;
+      await insertOutboxMail(tx, mail.to, mail.subject, body);
     },
 
     async deliverDue() {
-      const rows = await sql<OutboxRow[]>`
-        update mail_outbox set attempts = attempts + 1,
-                               next_attempt_at = now() + make_interval(secs => ${LEASE_SECONDS})
-        where id in (select id from mail_outbox
-                     where failed_at is null and next_attempt_at <= now()
-                     order by next_attempt_at, id limit ${BATCH}
-                     for update skip locked)
-        returning id, to_addr, subject, body, attempts, created_at,
-                  created_at < now() - make_interval(hours => ${GIVE_UP_HOURS}) as give_up`;
+      const rows = await claimDueMail(sql, BATCH, LEASE_SECONDS, GIVE_UP_HOURS);
       let sent = 0;
       let failed = 0;
       for (const row of rows) {
@@ -74,7 +57,7 @@ export function createOutbox(deps: { sql: Sql; sealer: Sealer; transport: MailTr
             // Stable per row: a mail re-sent after a crash between "accepted" and "deleted" is recognisably the same.
             messageId: `<outbox-${row.id}-${row.created_at.getTime()}@sluice>`,
           });
-          await sql`delete from mail_outbox where id = ${row.id}`;
+          await deleteOutboxMail(sql, row.id);
           sent++;
         } catch (err) {
           failed++;
@@ -82,12 +65,11 @@ export function createOutbox(deps: { sql: Sql; sealer: Sealer; transport: MailTr
           if (row.give_up) {
             log.error({ err, mailId: row.id, attempts: row.attempts }, 'mail failed for 72 hours; giving up');
             // Kept for the operator to see, without the body (it may carry an API key).
-            await sql`update mail_outbox set failed_at = now(), last_error = ${message}, body = ''::bytea where id = ${row.id}`;
+            await failOutboxMail(sql, row.id, message);
           } else {
             const delay = retryDelaySeconds(row.attempts);
             log.warn({ err, mailId: row.id, attempts: row.attempts, retryInSeconds: delay }, 'mail not sent; will retry');
-            await sql`update mail_outbox set last_error = ${message}, next_attempt_at = now() + make_interval(secs => ${delay})
-                      where id = ${row.id}`;
+            await retryOutboxMail(sql, row.id, message, delay);
           }
         }
       }

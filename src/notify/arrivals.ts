@@ -1,4 +1,4 @@
-import type { Sql } from '../db/client.ts';
+import { dueRequests, insertRequestEvents, mailRequestEvents } from '../db/notify-events.ts';
 import type { Mail } from '../mail/transport.ts';
 import { escapeHtml, humanSize } from '../web/html.ts';
 import { sqlUtc } from '../util/time.ts';
@@ -26,9 +26,7 @@ export function createArrivalNotifier(deps: NotifierDeps): ArrivalNotifier {
     async received(requestId, files) {
       if (files.length === 0) return;
       const at = now();
-      await sql`
-        insert into request_events (request_id, what, size, at)
-        select ${requestId}, w, s, ${at} from unnest(${files.map((f) => f.name)}::text[], ${files.map((f) => f.size)}::int8[]) as x(w, s)`.then(
+      await insertRequestEvents(sql, requestId, files, at).then(
         () => deps.recorded?.(),
         (err: unknown) => log.warn({ err, requestId }, 'arrival not recorded'),
       );
@@ -39,26 +37,14 @@ export function createArrivalNotifier(deps: NotifierDeps): ArrivalNotifier {
       const windowStart = new Date(t.getTime() - NOTIFY_WINDOW_MS);
       const day = t.toISOString().slice(0, 10);
       await forgetOldDays(sql, day);
-      const due = await sql<{ request_id: number }[]>`
-        select distinct e.request_id from request_events e join upload_requests r on r.id = e.request_id
-        where e.at <= ${t} and r.last_mailed_at <= ${windowStart} limit 100`;
       let queued = 0;
-      for (const { request_id: id } of due) {
-        const sent = await sql.begin(async (tx) => {
-          // The row lock serializes workers of several processes on one request.
-          const [r] = await tx<{ label: string | null; short_code: string; email: string | null; last_mailed_at: Date }[]>`
-            select r.label, b.short_code, k.owner_email as email, r.last_mailed_at
-            from upload_requests r join bundles b on b.id = r.bundle_id join api_keys k on k.id = r.api_key_id
-            where r.id = ${id} for update of r`;
-          if (!r || r.last_mailed_at > windowStart) return false;
-          const events = await tx<{ what: string; size: number; at: Date }[]>`
-            delete from request_events where request_id = ${id} and at <= ${t} returning what, size, at`;
+      for (const id of await dueRequests(sql, t, windowStart)) {
+        const sent = await mailRequestEvents(sql, id, t, windowStart, async (tx, r, events) => {
           if (events.length === 0 || !r.email) return false;
           const key = addressKey(r.email);
-          if (!(await mayMail(tx as unknown as Sql, key, day))) return false;
+          if (!(await mayMail(tx, key, day))) return false;
           events.sort((a, z) => a.at.getTime() - z.at.getTime());
-          await outbox.enqueue(arrivalsMail({ to: r.email, label: r.label, shortCode: r.short_code, events, baseUrl: deps.baseUrl, unsubscribeUrl: deps.unsubscribeUrl(key) }), tx as unknown as Sql);
-          await tx`update upload_requests set last_mailed_at = ${t} where id = ${id}`;
+          await outbox.enqueue(arrivalsMail({ to: r.email, label: r.label, shortCode: r.short_code, events, baseUrl: deps.baseUrl, unsubscribeUrl: deps.unsubscribeUrl(key) }), tx);
           return true;
         });
         if (sent) queued++;

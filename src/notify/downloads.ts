@@ -3,6 +3,7 @@ import type { Sql } from '../db/client.ts';
 import type { Outbox } from '../mail/outbox.ts';
 import { downloadsMail } from '../mail/messages.ts';
 import { addressKey, forgetOldDays, mayMail } from './recipients.ts';
+import { dueBundles, insertDownloadEvent, mailDownloadEvents } from '../db/notify-events.ts';
 
 /** At most one notification mail per bundle in this window; downloads in between are batched. */
 export const NOTIFY_WINDOW_MS = 10 * 60_000;
@@ -41,7 +42,7 @@ export function createDownloadNotifier(deps: NotifierDeps): DownloadNotifier {
   return {
     async downloaded(bundleId, notifyEmail, what, zipFiles) {
       if (notifyEmail === null) return;
-      await sql`insert into download_events (bundle_id, what, zip_files, at) values (${bundleId}, ${what}, ${zipFiles ?? null}, ${now()})`.then(
+      await insertDownloadEvent(sql, bundleId, what, zipFiles ?? null, now()).then(
         () => deps.recorded?.(),
         (err: unknown) => log.warn({ err, bundleId }, 'download event not recorded'),
       );
@@ -52,27 +53,12 @@ export function createDownloadNotifier(deps: NotifierDeps): DownloadNotifier {
       const windowStart = new Date(t.getTime() - NOTIFY_WINDOW_MS);
       const day = t.toISOString().slice(0, 10);
       await forgetOldDays(sql, day);
-      const due = await sql<{ bundle_id: number }[]>`
-        select distinct e.bundle_id from download_events e
-        left join bundle_notifications n on n.bundle_id = e.bundle_id
-        where e.at <= ${t} and (n.last_sent_at is null or n.last_sent_at <= ${windowStart})
-        limit 100`;
       let queued = 0;
-      for (const { bundle_id: bundleId } of due) {
-        const sent = await sql.begin(async (tx) => {
-          // The row lock serializes workers of several processes on one bundle.
-          await tx`insert into bundle_notifications (bundle_id, last_sent_at) values (${bundleId}, to_timestamp(0))
-                   on conflict (bundle_id) do nothing`;
-          const [n] = await tx<{ last_sent_at: Date }[]>`
-            select last_sent_at from bundle_notifications where bundle_id = ${bundleId} for update`;
-          if (!n || n.last_sent_at > windowStart) return false;
-          const events = await tx<{ what: string; zip_files: number | null; at: Date }[]>`
-            delete from download_events where bundle_id = ${bundleId} and at <= ${t} returning what, zip_files, at`;
-          const [b] = await tx<{ short_code: string; notify_email: string | null }[]>`
-            select short_code, notify_email from bundles where id = ${bundleId}`;
+      for (const bundleId of await dueBundles(sql, t, windowStart)) {
+        const sent = await mailDownloadEvents(sql, bundleId, t, windowStart, async (tx, b, events) => {
           if (events.length === 0 || !b?.notify_email) return false;
           const key = addressKey(b.notify_email);
-          if (!(await mayMail(tx as unknown as Sql, key, day))) return false;
+          if (!(await mayMail(tx, key, day))) return false;
           events.sort((a, z) => a.at.getTime() - z.at.getTime());
           const mail = downloadsMail({
             to: b.notify_email,
@@ -81,8 +67,7 @@ export function createDownloadNotifier(deps: NotifierDeps): DownloadNotifier {
             baseUrl: deps.baseUrl,
             unsubscribeUrl: deps.unsubscribeUrl(key),
           });
-          await outbox.enqueue(mail, tx as unknown as Sql);
-          await tx`update bundle_notifications set last_sent_at = ${t} where bundle_id = ${bundleId}`;
+          await outbox.enqueue(mail, tx);
           return true;
         });
         if (sent) queued++;

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Sql } from '../db/client.ts';
+import { deleteOldMailDays, insertUnsubscribe, takeMailBudget } from '../db/mail-recipients.ts';
 
 /**
  * Download notifications go to an address the uploader typed and nobody verified: per address,
@@ -15,7 +16,7 @@ const keyBytes = (key: string): Buffer => Buffer.from(key, 'hex');
 
 /** Honoured for the address from then on; recording it twice is fine. */
 export async function unsubscribe(sql: Sql, key: string): Promise<void> {
-  await sql`insert into mail_unsubscribes (address_key) values (${keyBytes(key)}) on conflict (address_key) do nothing`;
+  await insertUnsubscribe(sql, keyBytes(key));
 }
 
 /**
@@ -23,18 +24,10 @@ export async function unsubscribe(sql: Sql, key: string): Promise<void> {
  * transaction: false when it unsubscribed or the day's budget is spent (nothing is counted then).
  */
 export async function mayMail(tx: Sql, key: string, day: string): Promise<boolean> {
-  const k = keyBytes(key);
-  const [off] = await tx<{ x: number }[]>`select 1 as x from mail_unsubscribes where address_key = ${k}`;
-  if (off) return false;
-  const [counted] = await tx<{ sent: number }[]>`
-    insert into mail_address_days (address_key, day, sent) values (${k}, ${day}, 1)
-    on conflict (address_key, day) do update set sent = mail_address_days.sent + 1
-    where mail_address_days.sent < ${MAILS_PER_ADDRESS_PER_DAY}
-    returning sent`;
-  return counted !== undefined;
+  return takeMailBudget(tx, keyBytes(key), day, MAILS_PER_ADDRESS_PER_DAY);
 }
 
 /** Drops the counts of days before `day`: only today's (and yesterday's, for clocks near midnight) matter. */
 export async function forgetOldDays(sql: Sql, day: string): Promise<void> {
-  await sql`delete from mail_address_days where day < (${day}::date - 1)`;
+  await deleteOldMailDays(sql, day);
 }

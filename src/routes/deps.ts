@@ -5,7 +5,7 @@ import type { FileRow } from '../db/bundles.ts';
 import type { BlobStore } from '../storage/blob-store.ts';
 import type { Ctx } from '../http/context.ts';
 import type { UwsBinding } from '../http/uws.ts';
-import type { ApiKeyRow } from '../auth/api-keys.ts';
+import type { ApiKeyRow } from '../db/api-keys.ts';
 import type { Signer } from '../auth/signing.ts';
 import type { RateStore } from '../state/rate-store.ts';
 import type { Metrics } from '../metrics.ts';

@@ -3,6 +3,7 @@ import { JSON_HEADERS, sendJson, send } from '../http/reply.ts';
 import type { Route } from '../http/server.ts';
 import type { Deps } from './deps.ts';
 import { fromRoot } from '../paths.ts';
+import { ping } from '../db/instance.ts';
 
 const OPENAPI = readFileSync(fromRoot('src/openapi.json'));
 const READY_TIMEOUT_MS = 1000;
@@ -47,7 +48,7 @@ export function healthRoutes(deps: Deps): Route[] {
       pattern: '/readyz',
       handler: async (ctx) => {
         const [db, redis] = await Promise.all([
-          probe(() => deps.sql`select 1`),
+          probe(() => ping(deps.sql)),
           deps.store.kind === 'redis' ? probe(() => deps.store.ping()) : Promise.resolve('absent' as const),
         ]);
         const ok = db === 'ok' && redis !== 'failed';

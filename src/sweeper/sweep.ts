@@ -1,5 +1,5 @@
 import type { Sql } from '../db/client.ts';
-import { EXPIRED_BUNDLE } from '../db/bundle-room.ts';
+import { deleteExpiredBundles, knownStorageKeys } from '../db/sweep.ts';
 import type { BlobStore } from '../storage/blob-store.ts';
 import { sweepTus } from '../tus/sweep.ts';
 
@@ -71,18 +71,10 @@ async function sweepExpired(sql: Sql, store: BlobStore, result: SweepResult): Pr
   for (;;) {
     // Batches keep each transaction short; rows go first, then bytes (a crash in between leaves
     // orphans that the orphan pass reclaims).
-    const keys = await sql.begin(async (tx) => {
-      const ids = await tx<{ id: number }[]>`
-        select id from bundles b where ${tx.unsafe(EXPIRED_BUNDLE)}
-        limit 200 for update skip locked`;
-      if (ids.length === 0) return null;
-      const list = ids.map((r) => r.id);
-      const files = await tx<{ storage_key: string }[]>`select storage_key from files where bundle_id = any(${list})`;
-      await tx`delete from bundles where id = any(${list})`;
-      result.expiredBundles += ids.length;
-      return files.map((f) => f.storage_key);
-    });
-    if (keys === null) break;
+    const batch = await deleteExpiredBundles(sql);
+    if (batch === null) break;
+    result.expiredBundles += batch.bundles;
+    const keys = batch.keys;
     await Promise.all(keys.map((k) => store.delete(k)));
     result.expiredFiles += keys.length;
   }
@@ -91,11 +83,7 @@ async function sweepExpired(sql: Sql, store: BlobStore, result: SweepResult): Pr
 async function sweepOrphans(sql: Sql, store: BlobStore, graceMs: number): Promise<number> {
   let removed = 0;
   for await (const keys of store.listKeys(graceMs)) {
-    const known = new Set(
-      (await sql<{ storage_key: string }[]>`select storage_key from files where storage_key = any(${keys as string[]})`).map(
-        (r) => r.storage_key,
-      ),
-    );
+    const known = await knownStorageKeys(sql, keys);
     for (const key of keys) {
       if (known.has(key)) continue;
       await store.delete(key);

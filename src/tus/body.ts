@@ -3,7 +3,7 @@ import type { Ctx } from '../http/context.ts';
 import type { BodyTap } from './patch.ts';
 import { BlobError } from '../storage/blob-store.ts';
 import { completeUpload } from './complete.ts';
-import { setProgress, type TusRow } from './store.ts';
+import { setProgress, type TusRow } from '../db/tus-uploads.ts';
 import { httpDate, type Checksum } from './protocol.ts';
 import { AppError } from '../errors.ts';
 

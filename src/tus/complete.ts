@@ -1,7 +1,7 @@
 import type { Deps } from '../routes/deps.ts';
 import type { BundleRow, NewFile } from '../db/bundles.ts';
 import { createFromParts } from '../bundles/service.ts';
-import { deleteUpload, markCompleted, type TusRow } from './store.ts';
+import { deleteUpload, markCompleted, type TusRow } from '../db/tus-uploads.ts';
 import { appendToBundle } from '../sharing/requests.ts';
 import { AppError } from '../errors.ts';
 

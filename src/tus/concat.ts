@@ -1,6 +1,6 @@
 import type { Deps } from '../routes/deps.ts';
 import { randomHex } from '../util/random.ts';
-import { findUpload, lease, LEASE_MS, markSpent, releaseLease, renewLease, type TusRow } from './store.ts';
+import { findUpload, lease, LEASE_MS, markSpent, releaseLease, renewLease, type TusRow } from '../db/tus-uploads.ts';
 import { AppError } from '../errors.ts';
 
 // The concatenation extension: partial uploads (pieces of one file, sent in parallel) that a final

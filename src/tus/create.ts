@@ -9,7 +9,7 @@ import { AppError } from '../errors.ts';
 import { refuseOtherSite } from '../http/cross-site.ts';
 import { tapBody } from './patch.ts';
 import { appendBody, hasBody } from './body.ts';
-import { deleteUpload, findUpload, insertUpload, reserveInBundle, setProgress, type NewUpload } from './store.ts';
+import { deleteUpload, findUpload, insertUpload, reserveInBundle, setProgress, type NewUpload } from '../db/tus-uploads.ts';
 import { spendPartials, holdPartials, parseConcat, type HeldPartials } from './concat.ts';
 import {
   NO_STORE, checkResumable, httpDate, intHeader, OFFSET_TYPE, parseChecksum, parseMetadata, replyError, storableMetadata,

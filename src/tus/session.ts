@@ -6,11 +6,11 @@ import { tapBody, type BodyTap } from './patch.ts';
 import { appendBody, hasBody } from './body.ts';
 import { findDownloadableFile } from '../db/bundles.ts';
 import { bundleRoom } from '../db/bundle-room.ts';
-import { isKeyActive } from '../auth/api-keys.ts';
+import { isKeyActive } from '../db/api-keys.ts';
 import { sendStoredFile } from '../routes/download.ts';
 import { removeOneFile } from '../routes/bundle.ts';
 import { AppError } from '../errors.ts';
-import { deleteUpload, findUpload, lease, LEASE_MS, releaseLease, renewLease, type TusRow } from './store.ts';
+import { deleteUpload, findUpload, lease, LEASE_MS, releaseLease, renewLease, type TusRow } from '../db/tus-uploads.ts';
 import { checkResumable, httpDate, intHeader, NO_STORE, OFFSET_TYPE, parseChecksum, replyError, UPLOAD_ID_RE } from './protocol.ts';
 
 // The requests made to one upload's URL: HEAD, PATCH, DELETE and GET (its bytes, once finished).

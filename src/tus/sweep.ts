@@ -1,4 +1,5 @@
 import type { Sql } from '../db/client.ts';
+import { deleteExpiredUploads, knownUploadIds } from '../db/tus-uploads.ts';
 import type { BlobStore } from '../storage/blob-store.ts';
 
 /**
@@ -9,19 +10,14 @@ import type { BlobStore } from '../storage/blob-store.ts';
 export async function sweepTus(sql: Sql, store: BlobStore, graceMs = 15 * 60_000): Promise<number> {
   let removed = 0;
   for (;;) {
-    const ids = await sql<{ id: string; completed: boolean }[]>`
-      delete from tus_uploads where id in (
-        select id from tus_uploads where expires_at <= now() limit 200 for update skip locked)
-      returning id, completed_at is not null as completed`;
+    const ids = await deleteExpiredUploads(sql);
     if (ids.length === 0) break;
     await Promise.all(ids.filter((r) => !r.completed).map((r) => store.removeResumable(r.id)));
     removed += ids.length;
   }
   const idle = (await store.listLeftovers(graceMs)).filter((l) => l.kind === 'resumable');
   if (idle.length === 0) return removed;
-  const known = new Set(
-    (await sql<{ id: string }[]>`select id from tus_uploads where id = any(${idle.map((l) => l.id)})`).map((r) => r.id),
-  );
+  const known = await knownUploadIds(sql, idle.map((l) => l.id));
   for (const l of idle) {
     if (known.has(l.id)) continue;
     await store.removeLeftover(l);

@@ -1,6 +1,6 @@
 import type { Sql } from '../db/client.ts';
 import type { FileRow } from '../db/bundles.ts';
-import { listFilesInPages } from '../db/file-pages.ts';
+import { filesFingerprint, listFilesInPages } from '../db/file-pages.ts';
 import { createLimiter } from '../thumbs/limit.ts';
 import { entryNamer } from './names.ts';
 import { LAYOUT_SLICE, zipLayoutSliced, type ZipEntry, type ZipLayout } from './layout.ts';
@@ -61,8 +61,7 @@ export function createZipPlans(deps: {
 
   return {
     async plan(bundleId) {
-      const [row] = await sql<{ n: number; last: number }[]>`
-        select count(*)::int as n, coalesce(max(id), 0) as last from files where bundle_id = ${bundleId}`;
+      const row = await filesFingerprint(sql, bundleId);
       const files = row?.n ?? 0;
       const fingerprint = `${files}:${row?.last ?? 0}`;
       const hit = kept.get(bundleId);

@@ -1,5 +1,5 @@
-import type { Sql } from '../db/client.ts';
-import { lockWithReserved } from '../db/bundle-room.ts';
+import type { Sql } from './client.ts';
+import { lockWithReserved } from './bundle-room.ts';
 import { AppError } from '../errors.ts';
 import type { NewBundleFields } from '../bundles/service.ts';
 import { refuseQuarantined } from '../abuse/quarantine.ts';
@@ -94,4 +94,17 @@ export async function deleteUpload(sql: Sql, id: string): Promise<void> {
 /** Partial uploads joined into a final one: finished, with no file of their own. */
 export async function markSpent(sql: Sql, ids: readonly string[]): Promise<void> {
   await sql`update tus_uploads set completed_at = now() where id = any(${ids as string[]})`;
+}
+
+/** Deletes up to 200 expired sessions (skipping rows another sweeper holds); completed ones have no object left. */
+export function deleteExpiredUploads(sql: Sql): Promise<Array<{ id: string; completed: boolean }>> {
+  return sql<{ id: string; completed: boolean }[]>`
+    delete from tus_uploads where id in (
+      select id from tus_uploads where expires_at <= now() limit 200 for update skip locked)
+    returning id, completed_at is not null as completed`;
+}
+
+/** Which of these ids still have a session row. */
+export async function knownUploadIds(sql: Sql, ids: string[]): Promise<Set<string>> {
+  return new Set((await sql<{ id: string }[]>`select id from tus_uploads where id = any(${ids})`).map((r) => r.id));
 }

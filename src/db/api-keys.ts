@@ -1,0 +1,57 @@
+import type { Sql } from './client.ts';
+import type { PlanName } from '../auth/plans.ts';
+
+export interface ApiKeyRow {
+  id: number;
+  key_hash: Uint8Array;
+  prefix: string;
+  label: string | null;
+  plan: PlanName;
+  revoked_at: Date | null;
+  expires_at: Date | null;
+  owner_email: string | null;
+  created_at: Date;
+  last_used_at: Date | null;
+  state: 'active' | 'expired' | 'revoked';
+}
+
+const STATE = `case when k.revoked_at is not null then 'revoked'
+                   when k.expires_at is not null and k.expires_at <= now() then 'expired'
+                   else 'active' end as state`;
+
+/** Inserts a key by its hash and 12-character prefix (unique: a collision throws 23505). */
+export async function insertApiKey(
+  sql: Sql,
+  k: { hash: Uint8Array; prefix: string; label: string | null; plan: PlanName; email: string | null; expires: Date | null },
+): Promise<ApiKeyRow> {
+  const [row] = await sql<ApiKeyRow[]>`
+    insert into api_keys (key_hash, prefix, label, plan, owner_email, expires_at)
+    values (${k.hash}, ${k.prefix}, ${k.label}, ${k.plan}, ${k.email}, ${k.expires})
+    returning *, 'active' as state`;
+  return row!;
+}
+
+export async function apiKeyByHash(sql: Sql, hash: Uint8Array): Promise<ApiKeyRow | undefined> {
+  const [row] = await sql<ApiKeyRow[]>`select k.*, ${sql.unsafe(STATE)} from api_keys k where key_hash = ${hash}`;
+  return row;
+}
+
+/** Whether the key with this id is still active (neither revoked nor expired). */
+export async function isKeyActive(sql: Sql, id: number): Promise<boolean> {
+  const [row] = await sql`select 1 from api_keys where id = ${id} and revoked_at is null and (expires_at is null or expires_at > now())`;
+  return row !== undefined;
+}
+
+export const listApiKeys = (sql: Sql): Promise<ApiKeyRow[]> =>
+  sql<ApiKeyRow[]>`select k.*, ${sql.unsafe(STATE)} from api_keys k order by k.id`;
+
+/** Revokes the key with exactly this (unique) prefix; returns whether one existed. */
+export async function revokeApiKey(sql: Sql, prefix: string): Promise<boolean> {
+  const rows = await sql`update api_keys set revoked_at = coalesce(revoked_at, now()) where prefix = ${prefix} returning id`;
+  return rows.length === 1;
+}
+
+/** Stamps a key's last use, at most once a minute in the database too (several processes may record it). */
+export async function touchKeyUsed(sql: Sql, keyId: number): Promise<void> {
+  await sql`update api_keys set last_used_at = now() where id = ${keyId} and (last_used_at is null or last_used_at < now() - interval '1 minute')`;
+}

@@ -1,0 +1,26 @@
+import type { Sql } from './client.ts';
+import { EXPIRED_BUNDLE } from './bundle-room.ts';
+
+/**
+ * Deletes up to 200 expired bundles (skipping rows another sweeper holds) in one short transaction,
+ * returning how many and the storage keys of their files (the caller deletes those bytes after the
+ * commit: a crash in between leaves orphans that the orphan pass reclaims); null when none is left.
+ */
+export function deleteExpiredBundles(sql: Sql): Promise<{ bundles: number; keys: string[] } | null> {
+  return sql.begin(async (tx) => {
+    const ids = await tx<{ id: number }[]>`
+      select id from bundles b where ${tx.unsafe(EXPIRED_BUNDLE)}
+      limit 200 for update skip locked`;
+    if (ids.length === 0) return null;
+    const list = ids.map((r) => r.id);
+    const files = await tx<{ storage_key: string }[]>`select storage_key from files where bundle_id = any(${list})`;
+    await tx`delete from bundles where id = any(${list})`;
+    return { bundles: ids.length, keys: files.map((f) => f.storage_key) };
+  });
+}
+
+/** Which of these storage keys a committed file row names. */
+export async function knownStorageKeys(sql: Sql, keys: readonly string[]): Promise<Set<string>> {
+  const rows = await sql<{ storage_key: string }[]>`select storage_key from files where storage_key = any(${keys as string[]})`;
+  return new Set(rows.map((r) => r.storage_key));
+}
