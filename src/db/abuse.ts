@@ -1,7 +1,7 @@
 import type { Sql } from './client.ts';
 import type { Reason } from '../abuse/reports.ts';
 
-// The tables of abuse handling (sql/0023_abuse.sql): reports, quarantine, blocked hashes, the audit trail.
+// The tables of abuse handling (sql/0012_abuse.sql): reports, quarantine, blocked hashes, the audit trail.
 
 export interface AuditRow {
   id: number;

@@ -5,7 +5,8 @@ import { contentDisposition, parseRange } from '../http/range.ts';
 import { streamFile } from '../http/body-out.ts';
 import { isBlobError } from '../storage/blob-store.ts';
 import { AppError } from '../errors.ts';
-import { findDownloadableFile, type DownloadRow, type FileRow } from '../db/bundles.ts';
+import type { FileRow } from '../db/bundles.ts';
+import { findDownloadableFile, type DownloadRow } from '../db/files.ts';
 import type { Deps } from './deps.ts';
 import { limitedResponse } from '../sharing/limits.ts';
 

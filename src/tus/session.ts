@@ -4,7 +4,7 @@ import { send } from '../http/reply.ts';
 import type { Caller, Deps } from '../routes/deps.ts';
 import { tapBody, type BodyTap } from './patch.ts';
 import { appendBody, hasBody } from './body.ts';
-import { findDownloadableFile } from '../db/bundles.ts';
+import { findDownloadableFile } from '../db/files.ts';
 import { bundleRoom } from '../db/bundle-room.ts';
 import { isKeyActive } from '../db/api-keys.ts';
 import { sendStoredFile } from '../routes/download.ts';
