@@ -2,8 +2,8 @@ import { dueRequests, insertRequestEvents, mailRequestEvents } from '../db/notif
 import type { Mail } from '../mail/transport.ts';
 import { escapeHtml, humanSize } from '../web/html.ts';
 import { sqlUtc } from '../util/time.ts';
-import { addressKey, forgetOldDays, mayMail } from './recipients.ts';
-import { NOTIFY_WINDOW_MS, type NotifierDeps } from './downloads.ts';
+import { flushBatches } from './batches.ts';
+import type { NotifierDeps } from './downloads.ts';
 
 /** Names listed in one mail; the rest are counted. */
 const MAX_LISTED = 50;
@@ -20,7 +20,7 @@ export interface ArrivalNotifier {
 
 /** Mails the key holder when files arrive through its upload requests, batched like download notifications. */
 export function createArrivalNotifier(deps: NotifierDeps): ArrivalNotifier {
-  const { sql, outbox, log } = deps;
+  const { sql, log } = deps;
   const now = deps.now ?? (() => new Date());
   return {
     async received(requestId, files) {
@@ -32,25 +32,14 @@ export function createArrivalNotifier(deps: NotifierDeps): ArrivalNotifier {
       );
     },
 
-    async flush() {
-      const t = now();
-      const windowStart = new Date(t.getTime() - NOTIFY_WINDOW_MS);
-      const day = t.toISOString().slice(0, 10);
-      await forgetOldDays(sql, day);
-      let queued = 0;
-      for (const id of await dueRequests(sql, t, windowStart)) {
-        const sent = await mailRequestEvents(sql, id, t, windowStart, async (tx, r, events) => {
-          if (events.length === 0 || !r.email) return false;
-          const key = addressKey(r.email);
-          if (!(await mayMail(tx, key, day))) return false;
-          events.sort((a, z) => a.at.getTime() - z.at.getTime());
-          await outbox.enqueue(arrivalsMail({ to: r.email, label: r.label, shortCode: r.short_code, events, baseUrl: deps.baseUrl, unsubscribeUrl: deps.unsubscribeUrl(key) }), tx);
-          return true;
-        });
-        if (sent) queued++;
-      }
-      return queued;
-    },
+    flush: () =>
+      flushBatches(deps, {
+        due: dueRequests,
+        lockAndSend: mailRequestEvents,
+        address: (r) => r.email,
+        mail: (r, to, events, unsubscribeUrl) =>
+          arrivalsMail({ to, label: r.label, shortCode: r.short_code, events, baseUrl: deps.baseUrl, unsubscribeUrl }),
+      }, now()),
   };
 }
 

@@ -2,11 +2,10 @@ import type { Logger } from 'pino';
 import type { Sql } from '../db/client.ts';
 import type { Outbox } from '../mail/outbox.ts';
 import { downloadsMail } from '../mail/messages.ts';
-import { addressKey, forgetOldDays, mayMail } from './recipients.ts';
+import { flushBatches } from './batches.ts';
 import { dueBundles, insertDownloadEvent, mailDownloadEvents } from '../db/notify-events.ts';
 
-/** At most one notification mail per bundle in this window; downloads in between are batched. */
-export const NOTIFY_WINDOW_MS = 10 * 60_000;
+export { NOTIFY_WINDOW_MS } from './batches.ts';
 
 export interface DownloadNotifier {
   /**
@@ -37,7 +36,7 @@ export interface NotifierDeps {
 }
 
 export function createDownloadNotifier(deps: NotifierDeps): DownloadNotifier {
-  const { sql, outbox, log } = deps;
+  const { sql, log } = deps;
   const now = deps.now ?? (() => new Date());
   return {
     async downloaded(bundleId, notifyEmail, what, zipFiles) {
@@ -48,31 +47,19 @@ export function createDownloadNotifier(deps: NotifierDeps): DownloadNotifier {
       );
     },
 
-    async flush() {
-      const t = now();
-      const windowStart = new Date(t.getTime() - NOTIFY_WINDOW_MS);
-      const day = t.toISOString().slice(0, 10);
-      await forgetOldDays(sql, day);
-      let queued = 0;
-      for (const bundleId of await dueBundles(sql, t, windowStart)) {
-        const sent = await mailDownloadEvents(sql, bundleId, t, windowStart, async (tx, b, events) => {
-          if (events.length === 0 || !b?.notify_email) return false;
-          const key = addressKey(b.notify_email);
-          if (!(await mayMail(tx, key, day))) return false;
-          events.sort((a, z) => a.at.getTime() - z.at.getTime());
-          const mail = downloadsMail({
-            to: b.notify_email,
-            shortCode: b.short_code,
+    flush: () =>
+      flushBatches(deps, {
+        due: dueBundles,
+        lockAndSend: mailDownloadEvents,
+        address: (b) => b?.notify_email,
+        mail: (b, to, events, unsubscribeUrl) =>
+          downloadsMail({
+            to,
+            shortCode: b!.short_code,
             events: events.map((e) => ({ what: e.what, zipFiles: e.zip_files, at: e.at })),
             baseUrl: deps.baseUrl,
-            unsubscribeUrl: deps.unsubscribeUrl(key),
-          });
-          await outbox.enqueue(mail, tx);
-          return true;
-        });
-        if (sent) queued++;
-      }
-      return queued;
-    },
+            unsubscribeUrl,
+          }),
+      }, now()),
   };
 }
