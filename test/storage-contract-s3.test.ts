@@ -4,16 +4,14 @@
  * residue is every object and incomplete multipart upload under that prefix.
  */
 import { after, test } from 'node:test';
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import { ListMultipartUploadsCommand, type S3Client } from '@aws-sdk/client-s3';
 import { loadConfig } from '../src/config.ts';
 import { createS3Store } from '../src/storage/s3.ts';
 import { deleteObjects } from '../src/storage/s3-append.ts';
-import { fromRoot } from '../src/paths.ts';
 import { cephSkip, startCeph, type Ceph } from './helpers/ceph.ts';
-import { storageContract, type StoreUnderTest } from './helpers/storage-contract.ts';
+import { spawnReadyChild, storageContract, type StoreUnderTest } from './helpers/storage-contract.ts';
 
 const skip = cephSkip('blob store contract on S3 (test/storage-contract-s3.test.ts)');
 let cluster: Promise<{ ceph: Ceph; s3: S3Client }> | null = null;
@@ -62,19 +60,7 @@ if (skip) {
     create: s3UnderTest,
     spawnChild(sut, args) {
       const env = envOf.get(sut.store);
-      const child = spawn(process.execPath, ['--import', 'tsx', fromRoot('test/helpers/s3-storage-child.ts'), ...args], {
-        stdio: ['ignore', 'pipe', 'inherit'],
-        env: { ...process.env, ...env, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' },
-      });
-      return new Promise((resolve, reject) => {
-        let out = '';
-        child.stdout!.on('data', (c: Buffer) => {
-          out += c.toString();
-          const m = /ready (\S+)\n/.exec(out);
-          if (m) resolve({ child, ready: m[1]! });
-        });
-        child.once('exit', (code) => reject(new Error(`storage child exited (${code}) before it was ready`)));
-      });
+      return spawnReadyChild('s3-storage-child.ts', args, { ...process.env, ...env, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' });
     },
   });
 }

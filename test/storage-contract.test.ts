@@ -8,12 +8,10 @@ import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { spawn } from 'node:child_process';
 import { createDiskStore, type DiskStore } from '../src/storage/disk.ts';
 import { createHasher } from '../src/storage/hasher.ts';
-import { storageContract, type StoreUnderTest } from './helpers/storage-contract.ts';
+import { spawnReadyChild, storageContract, type StoreUnderTest } from './helpers/storage-contract.ts';
 import { mountTmpfs } from './helpers/services.ts';
-import { fromRoot } from '../src/paths.ts';
 
 /** Every file under the data directory (the store's objects, temp parts, resumables and cache). */
 async function filesUnder(dir: string): Promise<string[]> {
@@ -90,18 +88,7 @@ for (const direct of [true, false]) {
     },
     spawnChild(sut, args) {
       const dir = path.dirname((sut.store as DiskStore).layout.filesDir);
-      const child = spawn(process.execPath, ['--import', 'tsx', fromRoot('test/helpers/storage-child.ts'), args[0]!, dir, ...args.slice(1)], {
-        stdio: ['ignore', 'pipe', 'inherit'],
-      });
-      return new Promise((resolve, reject) => {
-        let out = '';
-        child.stdout!.on('data', (c: Buffer) => {
-          out += c.toString();
-          const m = /ready (\S+)\n/.exec(out);
-          if (m) resolve({ child, ready: m[1]! });
-        });
-        child.once('exit', (code) => reject(new Error(`storage child exited (${code}) before it was ready`)));
-      });
+      return spawnReadyChild('storage-child.ts', [args[0]!, dir, ...args.slice(1)]);
     },
   });
 }

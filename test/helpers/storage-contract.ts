@@ -8,7 +8,8 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { crc32 } from 'node:zlib';
-import type { ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fromRoot } from '../../src/paths.ts';
 import type { Readable } from 'node:stream';
 import type { BlobAppender, BlobStore, BlobWriter } from '../../src/storage/blob-store.ts';
 
@@ -42,6 +43,20 @@ const sha = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
 const PIECES = [30_011, 65_536, 1, 524_288, 4_095];
 
 /** Feeds `data` in uneven pieces, honouring backpressure; returns how often write() said stop. */
+/** Starts a crash child (`test/helpers/<script>`) and resolves once it prints `ready <key or id>`. */
+export function spawnReadyChild(script: string, args: string[], env: NodeJS.ProcessEnv = process.env): Promise<{ child: ChildProcess; ready: string }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', fromRoot(`test/helpers/${script}`), ...args], { stdio: ['ignore', 'pipe', 'inherit'], env });
+  return new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout!.on('data', (c: Buffer) => {
+      out += c.toString();
+      const m = /ready (\S+)\n/.exec(out);
+      if (m) resolve({ child, ready: m[1]! });
+    });
+    child.once('exit', (code) => reject(new Error(`storage child exited (${code}) before it was ready`)));
+  });
+}
+
 export async function feed(w: Pick<BlobWriter, 'write' | 'onDrain'>, data: Buffer): Promise<number> {
   let stops = 0;
   for (let at = 0, i = 0; at < data.length; i++) {
