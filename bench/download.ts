@@ -14,6 +14,7 @@ import { download } from './lib/download-client.ts';
 import { closeAll, describeFailure, selectServers, startTarget, type Target } from './lib/targets.ts';
 import { compareTreeRows } from './lib/tree-compare.ts';
 import { asUploadReply, cleanupUploads } from './lib/sluice-api.ts';
+import type { Measured } from './lib/summary.ts';
 
 interface Run {
   ms: number;
@@ -23,16 +24,10 @@ interface Run {
   cpuPerGB: number;
 }
 
-interface CaseResult {
+interface CaseResult extends Measured<Run> {
   server: string;
   size: number;
   streams: number;
-  runs: Run[];
-  errors: string[];
-  mbps?: number;
-  wallMs?: number;
-  peakRssMiB?: number;
-  cpuPerGB?: number;
 }
 
 interface Stored {

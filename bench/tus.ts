@@ -13,6 +13,7 @@ import { IDLE_TIMEOUT_MS } from './lib/download-client.ts';
 import { closeAll, describeFailure, selectServers, startTarget, type Target } from './lib/targets.ts';
 import { paired, printTreeComparison } from './lib/tree-compare.ts';
 import { asUploadReply, cleanupUploads } from './lib/sluice-api.ts';
+import type { Measured } from './lib/summary.ts';
 
 type Mode = 'tus' | 'multipart';
 
@@ -24,16 +25,10 @@ interface Run {
   requests: number;
 }
 
-interface Case {
+interface Case extends Measured<Run> {
   server: string;
   mode: Mode;
   size: number;
-  runs: Run[];
-  errors: string[];
-  mbps?: number;
-  wallMs?: number;
-  peakRssMiB?: number;
-  cpuPerGB?: number;
 }
 
 interface Reply {

@@ -11,6 +11,7 @@ import { closeAll, describeFailure, selectServers, startTarget, type Target } fr
 import { compareTreeRows } from './lib/tree-compare.ts';
 import { asUploadReply, cleanupUploads } from './lib/sluice-api.ts';
 import { durableWrite } from './lib/disk-ceiling.ts';
+import type { Measured } from './lib/summary.ts';
 
 /**
  * The disk's durable write speed for the same bytes, sampled in the rotation (BENCH_DISK=0 skips it):
@@ -43,17 +44,11 @@ interface Run {
   chunked: boolean;
 }
 
-interface CaseResult {
+interface CaseResult extends Measured<Run> {
   server: string;
   size: number;
   streams: number;
   encoding: string;
-  runs: Run[];
-  errors: string[];
-  mbps?: number;
-  wallMs?: number;
-  peakRssMiB?: number;
-  cpuPerGB?: number;
   sentMs?: number;
 }
 

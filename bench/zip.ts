@@ -9,6 +9,7 @@ import { download, type DownloadResult } from './lib/download-client.ts';
 import { closeAll, DEFAULT_DATABASE_URL, describeFailure, ensureDatabase, selectServers, startTarget, type Target } from './lib/targets.ts';
 import { paired, printTreeComparison } from './lib/tree-compare.ts';
 import { asUploadReply, cleanupUploads } from './lib/sluice-api.ts';
+import type { Measured } from './lib/summary.ts';
 
 type Mode = 'zip' | 'plain';
 
@@ -21,14 +22,8 @@ interface Run {
   cpuPerGB: number;
 }
 
-interface ModeResult {
+interface ModeResult extends Measured<Run> {
   mode: Mode;
-  runs: Run[];
-  errors: string[];
-  mbps?: number;
-  wallMs?: number;
-  peakRssMiB?: number;
-  cpuPerGB?: number;
 }
 
 function check(r: DownloadResult, what: string, expected?: number): number {

@@ -92,3 +92,13 @@ export function printTargets(res: Results): void {
   console.log('small requests: autocannon as the issue names it, wrk beside it; "bound": see the upload scenario\'s durable bound row');
   printTable(['target', 'case', 'measured', 'verdict'], rows);
 }
+
+/** What a bench case reports: its rounds, its errors, and the figures summarised from them. */
+export interface Measured<R> {
+  runs: R[];
+  errors: string[];
+  mbps?: number;
+  wallMs?: number;
+  peakRssMiB?: number;
+  cpuPerGB?: number;
+}
