@@ -11,7 +11,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { envInt, environment, median, fixed, formatSize, MiB, parseSize, printHeader, printTable, REPO_DIR, writeResults } from './lib/report.ts';
-import { freePort, httpGet, sampleProc, startServer, type ServerProc } from './lib/proc.ts';
+import { freePort, httpGet, sampleProc, sluiceArgs, startServer, type ServerProc } from './lib/proc.ts';
 import { uploadMultipart } from './lib/http-client.ts';
 import { asUploadReply } from './lib/sluice-api.ts';
 import { freshDatabase } from './lib/targets.ts';
@@ -63,7 +63,7 @@ async function serve(mode: Mode, dataDir: string): Promise<{ proc: ServerProc; m
   if (mode.databaseUrl) env.DATABASE_URL = mode.databaseUrl;
   else delete env.DATABASE_URL;
   const started = Date.now();
-  const p = await startServer({ name: mode.name, args: [path.join(mode.repo, 'bin/sluice.js'), 'serve'], cwd: mode.repo, env, port, timeoutMs: 120_000 });
+  const p = await startServer({ name: mode.name, args: sluiceArgs(mode.repo, 'serve'), cwd: mode.repo, env, port, timeoutMs: 120_000 });
   const rss = sampleProc(p.pid, 50);
   return { proc: p, ms: Date.now() - started, rss };
 }

@@ -1,4 +1,7 @@
-#!/usr/bin/env node
+#!/usr/bin/env -S node --max-semi-space-size=4
+// The V8 flag keeps the young generation at 4 MiB semi-spaces instead of 16: a streaming server's
+// garbage is short-lived buffers, and the larger nursery only raised peak RSS (bench/RESULTS.md).
+// `npm start` and systemd/sluice.service pass the same flag; test/observability.test.ts holds them equal.
 // Starts Sluice from a compiled bundle of src/ (dist/sluice.mjs) under plain node. Running the
 // TypeScript through tsx's loader instead costs an extra loader thread and about 40 MiB of RSS
 // for the life of the process, so the bundle is (re)built here whenever a source file is newer

@@ -90,7 +90,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
   link?.serveMetrics(() => metrics.registry.getMetricsAsJSON());
   configureSlowReaders({ stallMs: config.downloadStallMs, onStall: () => metrics.stalledClosed() });
   try {
-    const applied = await migrate(db.sql);
+    const applied = await db.briefly(migrate);
     if (applied.length) log.info({ applied }, 'migrations applied');
     if (config.redisUrl) {
       const instance = await instanceId(db.sql);
@@ -99,7 +99,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
     const blobs = await openBlobStore(config, hasher);
     opened = blobs;
     if (sweeper) {
-      const r = await sweepExclusive(db.sql, db.kind, blobs);
+      const r = await db.briefly((sql) => sweepExclusive(sql, db.kind, blobs));
       log.info(r ?? {}, r ? 'start-up sweep done' : 'start-up sweep skipped: another process is sweeping');
     }
 

@@ -223,6 +223,16 @@ test('the logger censors credentials that reach it', async () => {
   assert.match(out, /"reqId":"kept"/);
 });
 
+test('npm start, the systemd unit and the launcher give node the same flags', () => {
+  const shebang = fs.readFileSync(path.join(ROOT, 'bin/sluice.js'), 'utf8').split('\n')[0]!;
+  const flags = shebang.replace('#!/usr/bin/env -S node', '').trim();
+  assert.match(flags, /^--max-semi-space-size=\d+$/);
+  const start = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')).scripts.start as string;
+  assert.ok(start.includes(`node ${flags} bin/sluice.js serve`), start);
+  const unit = fs.readFileSync(path.join(ROOT, 'systemd/sluice.service'), 'utf8');
+  assert.match(unit, new RegExp(`^ExecStart=/usr/bin/node ${flags} /opt/sluice/bin/sluice\\.js serve$`, 'm'));
+});
+
 test('systemd-analyze verify accepts the unit', { skip: spawnSync('systemd-analyze', ['--version']).error ? 'no systemd-analyze' : false }, () => {
   const unit = path.join(ROOT, 'systemd/sluice.service');
   // Complaints about paths that exist only on a deployed host are all the real unit may produce.

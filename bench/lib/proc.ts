@@ -1,4 +1,5 @@
 // Server child processes: free port, spawn + readiness wait, stop, and RSS sampling from /proc.
+import path from 'node:path';
 import http from 'node:http';
 import net from 'node:net';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -213,4 +214,12 @@ export function sampleProc(pid: number, intervalMs = 100): ProcSampler {
     currentMiB: () => tick() / MiB,
     stop: () => clearInterval(timer),
   };
+}
+
+/** argv for `node` to run a tree's bin/sluice.js as its launcher line does (the V8 flags after `env -S node`). */
+export function sluiceArgs(tree: string, ...rest: string[]): string[] {
+  const bin = path.join(tree, 'bin/sluice.js');
+  const first = readFileSync(bin, 'utf8').split('\n')[0] ?? '';
+  const flags = first.startsWith('#!/usr/bin/env -S node') ? first.slice('#!/usr/bin/env -S node'.length).trim().split(/\s+/).filter(Boolean) : [];
+  return [...flags, bin, ...rest];
 }

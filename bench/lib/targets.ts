@@ -6,7 +6,7 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { spawnSync } from 'node:child_process';
 import postgres from 'postgres';
 import { BENCH_DIR, MiB, REPO_DIR } from './report.ts';
-import { freePort, sampleProc, startServer, type ProcSampler, type ServerProc } from './proc.ts';
+import { freePort, sampleProc, sluiceArgs, startServer, type ProcSampler, type ServerProc } from './proc.ts';
 
 export const SLUICE_BIN = path.join(REPO_DIR, 'bin/sluice.js');
 export const DEFAULT_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/test';
@@ -178,7 +178,7 @@ export async function startSluice(opts: SluiceOptions = {}): Promise<Target> {
     const r = spawnSync(process.execPath, [bin, 'migrate'], { cwd: tree, env, encoding: 'utf8' });
     if (r.status !== 0) console.warn(`sluice migrate exited ${r.status}: ${(r.stderr || r.stdout).trim().slice(-500)}`);
   }
-  return launch(opts.name ?? 'sluice', [bin, 'serve'], (port) => ({ ...env, PORT: String(port) }), dir, undefined, tree);
+  return launch(opts.name ?? 'sluice', sluiceArgs(tree, 'serve'), (port) => ({ ...env, PORT: String(port) }), dir, undefined, tree);
 }
 
 /** A script from bench/baselines/, given PORT and DIR (plus extra env); `label` names it in tables. */

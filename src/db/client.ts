@@ -19,6 +19,11 @@ export interface Db {
    * that connects to another one's embedded database): callers must then not cache bundles.
    */
   watchBundles(onChange: (bundleId: number | null) => void): Promise<boolean>;
+  /**
+   * Runs one-off work (migrations, the start-up sweep) on a connection of its own, closed when `fn`
+   * settles: the catalog caches such work fills would otherwise stay in a pooled backend process.
+   */
+  briefly<T>(fn: (sql: Sql) => Promise<T>): Promise<T>;
   close(): Promise<void>;
 }
 
@@ -71,14 +76,27 @@ export async function connectDb(opts: {
    */
   server?: boolean;
 }): Promise<Db> {
-  if (opts.databaseUrl) return wrap(postgres(opts.databaseUrl, { ...baseOptions, max: opts.max }) as unknown as Sql, 'postgres', async () => {});
+  const url = opts.databaseUrl;
+  if (url) return wrap((max) => postgres(url, { ...baseOptions, max }) as unknown as Sql, opts.max, 'postgres', async () => {});
   return connectEmbedded(opts);
 }
 
-function wrap(sql: Sql, kind: Db['kind'], after: () => Promise<void>): Promise<Db> {
-  return sql`select 1`.then(() => ({
+function wrap(connect: (max: number) => Sql, max: number, kind: Db['kind'], after: () => Promise<void>): Promise<Db> {
+  const sql = connect(max);
+  return sql`select 1`.catch(async (err: unknown) => {
+    await sql.end({ timeout: 1 }).catch(() => {});
+    throw err;
+  }).then(() => ({
     sql,
     kind,
+    briefly: async (fn) => {
+      const one = connect(1);
+      try {
+        return await fn(one);
+      } finally {
+        await one.end({ timeout: 5 }).catch(() => {});
+      }
+    },
     // postgres.js keeps one extra connection for LISTEN and re-listens after a reconnect; each
     // (re)listen reports null, since announcements made while it was down are lost.
     watchBundles: async (onChange) => {
@@ -102,8 +120,8 @@ async function connectEmbedded(opts: { dataDir: string; log: Logger; max: number
   const lockPath = path.join(opts.dataDir, 'db.lock');
   // Each open connection is a PostgreSQL process of ~5-15 MiB counted against the server's memory:
   // connections idle for a few seconds are closed (reopening one costs a fork, about a millisecond).
-  const connect = (): Sql =>
-    postgres({ ...baseOptions, idle_timeout: EMBEDDED_IDLE_S, path: socketPath, max: opts.max, user: 'postgres', database: 'postgres' }) as unknown as Sql;
+  const connect = (max: number): Sql =>
+    postgres({ ...baseOptions, idle_timeout: EMBEDDED_IDLE_S, path: socketPath, max, user: 'postgres', database: 'postgres' }) as unknown as Sql;
 
   for (let attempt = 0; attempt < 600; attempt++) {
     if (takeLock(lockPath, opts.server ? 'server' : 'cli')) {
@@ -119,11 +137,10 @@ async function connectEmbedded(opts: { dataDir: string; log: Logger; max: number
       throw new Error(`another Sluice server (pid ${holder.pid}) runs on this DATA_DIR: stop it, or give this one its own DATA_DIR`);
     }
     if (fs.existsSync(socketPath)) {
-      const sql = connect();
       try {
-        return await wrap(sql, 'embedded', async () => {});
+        return await wrap(connect, opts.max, 'embedded', async () => {});
       } catch {
-        await sql.end({ timeout: 1 }).catch(() => {});
+        // not serving yet: try again
       }
     }
     await new Promise((r) => setTimeout(r, 100)); // another process is starting it
@@ -173,9 +190,9 @@ const RESTART_DELAY_MS = 1000;
 const EMBEDDED_IDLE_S = 5;
 
 async function hostEmbedded(
-  opts: { dataDir: string; log: Logger; allowLegacy?: boolean },
+  opts: { dataDir: string; log: Logger; max: number; allowLegacy?: boolean },
   clusterDir: string,
-  connect: () => Sql,
+  connect: (max: number) => Sql,
   unlock: () => void,
 ): Promise<Db> {
   const bins = binaries();
@@ -206,7 +223,7 @@ async function hostEmbedded(
     await pm.stop();
     unlock();
   };
-  return wrap(connect(), 'embedded', stop).catch(async (err: unknown) => {
+  return wrap(connect, opts.max, 'embedded', stop).catch(async (err: unknown) => {
     await stop();
     throw err;
   });
