@@ -9,7 +9,7 @@ import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { HeadObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
+import { HeadObjectCommand, ListMultipartUploadsCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { cephSkip, startCeph, type Ceph } from './helpers/ceph.ts';
 import { ROOT, runCli, startServer, type TestServer } from './helpers/server.ts';
 import { uploaded, type Json } from './helpers/http.ts';
@@ -84,6 +84,24 @@ describe('sluice storage migrate into radosgw', { skip, timeout: 120_000 }, () =
     await ceph?.stop();
   });
 
+  test('refusals: usage, a bad --to or --jobs, a missing bucket, a DATA_DIR without files; one line on stderr each', async () => {
+    const cases: Array<[string[], Record<string, string>, RegExp]> = [
+      [['storage', 'copy'], {}, /^sluice: usage: sluice storage migrate --to s3:\/\/BUCKET/],
+      [['storage', 'migrate'], {}, /^sluice: usage: sluice storage migrate --to/],
+      [['storage', 'migrate', '--to', 'https://x'], {}, /^sluice: --to: expected s3:\/\/BUCKET or s3:\/\/BUCKET\/PREFIX$/],
+      [['storage', 'migrate', '--to', to, '--jobs', '0'], {}, /^sluice: invalid --jobs: 0 \(expected 1 to 64\)$/],
+      [['storage', 'migrate', '--to', 's3://no-such-bucket'], {}, /^sluice: --to: bucket s3:\/\/no-such-bucket at http:\/\/127\.0\.0\.1:\d+ does not exist; create it first$/],
+      [['storage', 'migrate', '--to', to], { DATA_DIR: path.join(disk.dataDir, 'nowhere') }, /^sluice: no files on disk at .*nowhere\/files: run with the disk installation's DATA_DIR$/],
+    ];
+    for (const [args, extra, want] of cases) {
+      const r = await runCli(args, { ...disk.env, ...access, ...extra });
+      assert.equal(r.code, 1, `${args.join(' ')}: ${r.stdout}`);
+      assert.match(r.stderr.trim(), want);
+      assert.equal(r.stderr.trim().split('\n').length, 1, r.stderr);
+    }
+    assert.deepEqual(await objectKeys(), []);
+  });
+
   test('--dry-run lists the files of live bundles and touches nothing', async () => {
     const r = await migrate(['--dry-run']);
     assert.equal(r.code, 0, r.stderr);
@@ -132,6 +150,37 @@ describe('sluice storage migrate into radosgw', { skip, timeout: 120_000 }, () =
     } finally {
       c.destroy();
     }
+  });
+
+  test('Ctrl-C stops the copy in flight, removes its multipart upload and prints the summary; a re-run copies it', async () => {
+    const [big] = await send([{ name: 'big2.bin', data: randomBytes(24 * MIB) }]);
+    const proc = spawn(process.execPath, [path.join(ROOT, 'bin/sluice.js'), 'storage', 'migrate', '--to', to], { cwd: ROOT, env: { ...disk.env, ...access } });
+    let out = '';
+    let err = '';
+    proc.stdout.on('data', (c) => (out += c));
+    proc.stderr.on('data', (c) => (err += c));
+    const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
+    const c = ceph.client();
+    try {
+      const uploads = async () => (await c.send(new ListMultipartUploadsCommand({ Bucket: ceph.bucket, Prefix: `${PREFIX}/files/` }))).Uploads ?? [];
+      let seen = false;
+      for (let i = 0; i < 500 && !seen && proc.exitCode === null; i++) {
+        seen = (await uploads()).some((u) => u.Key === `${PREFIX}/files/${big!.key}`);
+        if (!seen) await new Promise((r) => setTimeout(r, 10));
+      }
+      assert.ok(seen, `the multipart upload was seen in flight: ${out}`);
+      proc.kill('SIGINT');
+      assert.equal(await exited, 1);
+      assert.match(summary(out), /^copied 0 \(0 bytes\), skipped \d+ already verified, failed 0/);
+      assert.equal(err.trim(), 'sluice: storage migrate: interrupted; run it again to copy the rest');
+      assert.deepEqual((await uploads()).map((u) => u.Key), [], 'no multipart upload left behind');
+      assert.ok(!(await objectKeys()).includes(big!.key));
+    } finally {
+      c.destroy();
+    }
+    const r = await migrate([]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(summary(r.stdout), new RegExp(`^copied 1 \\(${24 * MIB} bytes\\), skipped ${sent.length - 1} already verified, failed 0`));
   });
 
   test('a second run copies only the files uploaded since', async () => {

@@ -79,12 +79,21 @@ export async function storageCommand(r: StorageRun): Promise<number> {
     const from = await createDiskStore(r.config.dataDir, hasher);
     const t: Tally = { copied: 0, bytes: 0, failed: 0, gone: 0, inBucket: 0 };
     const copyOne = (f: CopyCandidate) => copyFile(r, from, to!, target, f, t);
-    for await (const batch of batches(r.sql, target)) {
-      if (r.signal.aborted) break;
-      await pool(batch, jobs, copyOne, r.signal);
+    const summary = () => {
+      const extra = `${t.inBucket ? `, ${t.inBucket} found in the bucket only` : ''}${t.gone ? `, ${t.gone} deleted meanwhile` : ''}${expiredNote}`;
+      r.out(`copied ${t.copied} (${t.bytes} bytes), skipped ${counts.verified} already verified, failed ${t.failed}${extra}`);
+    };
+    try {
+      for await (const batch of batches(r.sql, target)) {
+        if (r.signal.aborted) break;
+        await pool(batch, jobs, copyOne, r.signal);
+      }
+    } catch (err) {
+      // What was verified before the error stays recorded: say how far the run got.
+      summary();
+      throw err;
     }
-    const extra = `${t.inBucket ? `, ${t.inBucket} found in the bucket only` : ''}${t.gone ? `, ${t.gone} deleted meanwhile` : ''}${expiredNote}`;
-    r.out(`copied ${t.copied} (${t.bytes} bytes), skipped ${counts.verified} already verified, failed ${t.failed}${extra}`);
+    summary();
     if (r.signal.aborted) throw new Error('storage migrate: interrupted; run it again to copy the rest');
     return t.failed;
   } finally {
