@@ -104,7 +104,8 @@ async function main(argv: string[]): Promise<void> {
       const { args, by } = takeBy(rest);
       const operator = operatorName(by);
       if (cmd === 'storage') {
-        await storageMigrate(config, db.sql, args, out);
+        // Not an audited action: no --by.
+        await storageMigrate(config, db.sql, rest, out);
         return;
       }
       if (cmd === 'keys') {
@@ -138,19 +139,21 @@ async function main(argv: string[]): Promise<void> {
 }
 
 async function storageMigrate(config: Config, sql: Sql, args: string[], out: (line: string) => void): Promise<void> {
-  // Ctrl-C stops the copies in flight and removes what they wrote; the summary still prints. A
-  // second one exits at once.
+  // Ctrl-C (or SIGTERM) stops the copies in flight and removes what they wrote; the summary still
+  // prints. A second signal exits at once.
   const stop = new AbortController();
-  const onSigint = (): void => {
+  const onSignal = (): void => {
     if (stop.signal.aborted) process.exit(130);
     stop.abort();
   };
-  process.on('SIGINT', onSigint);
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
   try {
     const failed = await storageCommand({ sql, args, config, out, signal: stop.signal });
     if (failed > 0) throw new CliError(`storage migrate: ${failed} file(s) failed (the FAILED lines above); they are not copied, fix them and run again`);
   } finally {
-    process.off('SIGINT', onSigint);
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
   }
 }
 
