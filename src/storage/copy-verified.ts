@@ -63,10 +63,12 @@ export async function copyVerified(from: BlobStore, to: S3Store, key: BlobKey, r
     await writer.publish();
     const back = await digestOf(to, key, signal);
     if (back.size !== size || !back.sha256.equals(sha256)) {
+      // A copy known to be wrong must not be served after the switch: better none.
+      await writer.abort();
       return {
         kind: 'failed',
         reason: `the bucket's copy differs from the source (${back.size} bytes, SHA-256 ${back.sha256.toString('hex')}; ` +
-          `the source: ${size} bytes, ${sha256.toString('hex')})`,
+          `the source: ${size} bytes, ${sha256.toString('hex')}); removed from the bucket`,
       };
     }
     return { kind: 'copied', size, sha256 };
