@@ -192,13 +192,14 @@ describe('sluice storage migrate into radosgw', { skip, timeout: 120_000 }, () =
     assert.equal(summary(r.stdout), `copied 1 (7777 bytes), skipped ${before} already verified, failed 0, 1 of expired bundles left out`);
   });
 
-  test('a file changed on disk is refused loudly (SHA-256 when recorded, else CRC-32), exit 1; fixed, a re-run copies it', async () => {
+  test('a file changed or gone on disk is refused loudly (SHA-256 when recorded, else CRC-32), exit 1; fixed, a re-run copies it', async () => {
     const files = await send([
       { name: 'bad-sha.bin', data: randomBytes(4096) },
       { name: 'fine.bin', data: randomBytes(4096) },
       { name: 'bad-crc.bin', data: randomBytes(4096) },
+      { name: 'lost.bin', data: randomBytes(4096) },
     ]);
-    const [badSha, fine, badCrc] = files as [Sent, Sent, Sent];
+    const [badSha, fine, badCrc, lost] = files as [Sent, Sent, Sent, Sent];
     // A row of an earlier release, which recorded the SHA-256.
     await disk.sql`update files set sha256 = ${createHash('sha256').update(badSha.data).digest()} where storage_key = ${badSha.key}`;
     const layout = diskLayout(disk.dataDir);
@@ -207,21 +208,23 @@ describe('sluice storage migrate into radosgw', { skip, timeout: 120_000 }, () =
       changed.writeUInt8(changed.readUInt8(100) ^ 0xff, 100);
       fs.writeFileSync(layout.filePath(f.key), changed);
     }
+    fs.rmSync(layout.filePath(lost.key));
     const r = await migrate([]);
     assert.equal(r.code, 1, r.stdout);
     assert.match(r.stdout, new RegExp(`^FAILED ${badSha.key} \\(${badSha.code}, 4096 bytes\\): corrupt on disk: SHA-256 [0-9a-f]{64} differs from the recorded ${createHash('sha256').update(badSha.data).digest('hex')}; nothing copied$`, 'm'));
     assert.match(r.stdout, new RegExp(`^FAILED ${badCrc.key} .*: corrupt on disk: CRC-32 [0-9a-f]{8} differs from the recorded [0-9a-f]{8}; nothing copied$`, 'm'));
+    assert.match(r.stdout, new RegExp(`^FAILED ${lost.key} .*: missing on disk, and not in the bucket$`, 'm'));
     assert.match(r.stdout, new RegExp(`^copied ${fine.key} `, 'm'));
-    assert.match(summary(r.stdout), /^copied 1 \(4096 bytes\), skipped \d+ already verified, failed 2, /);
+    assert.match(summary(r.stdout), /^copied 1 \(4096 bytes\), skipped \d+ already verified, failed 3, /);
     assert.equal(r.stderr.trim().split('\n').length, 1, r.stderr);
-    assert.match(r.stderr, /^sluice: storage migrate: 2 file\(s\) failed/);
+    assert.match(r.stderr, /^sluice: storage migrate: 3 file\(s\) failed/);
     const inBucket = await objectKeys();
     assert.ok(!inBucket.includes(badSha.key) && !inBucket.includes(badCrc.key), 'nothing of a corrupt file reaches the bucket');
 
-    for (const f of [badSha, badCrc]) fs.writeFileSync(layout.filePath(f.key), f.data);
+    for (const f of [badSha, badCrc, lost]) fs.writeFileSync(layout.filePath(f.key), f.data);
     const again = await migrate([]);
     assert.equal(again.code, 0, again.stdout + again.stderr);
-    assert.match(summary(again.stdout), /^copied 2 \(8192 bytes\), /);
+    assert.match(summary(again.stdout), /^copied 3 \(12288 bytes\), /);
   });
 
   test('the switch: stop, a last run with STORAGE_URL set, start on the bucket; every file comes back byte for byte', async () => {
