@@ -13,6 +13,8 @@ export interface Config {
   readonly dataDir: string;
   /** STORAGE_URL: null keeps files on disk under DATA_DIR; otherwise an S3 bucket (see storage/s3-client.ts). */
   readonly s3: S3Location | null;
+  /** The SDK's variables (AWS_REGION, AWS_ENDPOINT_URL_S3, the key pair), for a bucket named elsewhere than STORAGE_URL. */
+  readonly s3Access: S3Access;
   readonly databaseUrl: string | undefined;
   readonly redisUrl: string | undefined;
   readonly secret: string | undefined;
@@ -54,10 +56,14 @@ export interface Config {
 }
 
 /** Where an S3 store keeps its objects, and how to reach it. */
-export interface S3Location {
+export interface S3Location extends S3Access {
   readonly bucket: string;
   /** '' or a prefix ending in '/'. */
   readonly prefix: string;
+}
+
+/** How to reach an S3 server, from the SDK's standard variables. */
+export interface S3Access {
   /** AWS_REGION (AWS_DEFAULT_REGION); us-east-1 when unset, which S3-compatible servers accept. */
   readonly region: string;
   /** AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL; with one set, requests use path-style addressing. */
@@ -188,11 +194,13 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
   if ((accessKeyId === undefined) !== (secretAccessKey === undefined)) {
     problems.push('AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY: set both or neither');
   }
-  const s3 = storageUrl(str('STORAGE_URL'), problems, {
+  const s3Access: S3Access = Object.freeze({
     credentials: accessKeyId && secretAccessKey ? { accessKeyId, secretAccessKey, ...(sessionToken ? { sessionToken } : {}) } : undefined,
-    region: str('AWS_REGION') ?? str('AWS_DEFAULT_REGION'),
+    region: str('AWS_REGION') ?? str('AWS_DEFAULT_REGION') ?? 'us-east-1',
     endpoint: url('AWS_ENDPOINT_URL_S3', ['http:', 'https:']) ?? url('AWS_ENDPOINT_URL', ['http:', 'https:']),
   });
+  const storage = str('STORAGE_URL');
+  const s3 = storage === undefined ? null : parseStorageUrl('STORAGE_URL', storage, s3Access, problems);
   const mailFrom = str('MAIL_FROM') ?? 'Sluice <sluice@localhost>';
   if (!/^[^\r\n]*@[^\r\n]*$/.test(mailFrom)) problems.push('MAIL_FROM: expected an address such as "Sluice <sluice@example.com>"');
 
@@ -212,6 +220,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
     baseUrlFollowsPort: explicitBaseUrl === undefined,
     dataDir: path.resolve(cwd, str('DATA_DIR') ?? './data'),
     s3,
+    s3Access,
     databaseUrl,
     redisUrl,
     secret,
@@ -245,25 +254,28 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
   return Object.freeze(config);
 }
 
-/** s3://BUCKET or s3://BUCKET/PREFIX; bucket names as S3 allows them (3-63 of a-z 0-9 . -). */
-function storageUrl(
-  v: string | undefined,
-  problems: string[],
-  aws: { region: string | undefined; endpoint: string | undefined; credentials: S3Location['credentials'] },
-): S3Location | null {
-  if (v === undefined) return null;
+/**
+ * s3://BUCKET or s3://BUCKET/PREFIX; bucket names as S3 allows them (3-63 of a-z 0-9 . -). `name`
+ * is what a problem names (STORAGE_URL, or a command's flag); problems go to `problems`.
+ */
+export function parseStorageUrl(name: string, v: string, access: S3Access, problems: string[]): S3Location | null {
   const m = /^s3:\/\/([^/]+)(?:\/(.*))?$/.exec(v);
   if (!m) {
-    problems.push('STORAGE_URL: expected s3://BUCKET or s3://BUCKET/PREFIX');
+    problems.push(`${name}: expected s3://BUCKET or s3://BUCKET/PREFIX`);
     return null;
   }
   const bucket = m[1]!;
   const prefix = (m[2] ?? '').replace(/^\/+|\/+$/g, '');
   if (!/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(bucket)) {
-    problems.push(`STORAGE_URL: ${JSON.stringify(bucket)} is not a valid bucket name (3-63 characters of a-z, 0-9, '.' and '-')`);
+    problems.push(`${name}: ${JSON.stringify(bucket)} is not a valid bucket name (3-63 characters of a-z, 0-9, '.' and '-')`);
   }
-  if (/(^|\/)\.\.?(\/|$)|[\\\x00-\x1f]/.test(prefix)) problems.push('STORAGE_URL: the prefix must not hold . or .. segments or control characters');
-  return Object.freeze({ bucket, prefix: prefix ? `${prefix}/` : '', region: aws.region ?? 'us-east-1', endpoint: aws.endpoint, credentials: aws.credentials });
+  if (/(^|\/)\.\.?(\/|$)|[\\\x00-\x1f]/.test(prefix)) problems.push(`${name}: the prefix must not hold . or .. segments or control characters`);
+  return Object.freeze({ ...access, bucket, prefix: prefix ? `${prefix}/` : '' });
+}
+
+/** A bucket and prefix as one line, with the endpoint when it is not AWS (never the credentials). */
+export function describeLocation(loc: S3Location): string {
+  return `s3://${loc.bucket}${loc.prefix ? `/${loc.prefix.slice(0, -1)}` : ''}${loc.endpoint ? ` at ${loc.endpoint}` : ''}`;
 }
 
 /** A warning for each set variable that is no setting but one or two edits from one (DATABSE_URL, PROT). */

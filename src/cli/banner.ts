@@ -1,5 +1,5 @@
 import os from 'node:os';
-import type { Config } from '../config.ts';
+import { describeLocation, type Config } from '../config.ts';
 
 /** Addresses a person can open: BASE_URL, else localhost and this host's own addresses when listening on all of them. */
 export function openAddresses(config: Pick<Config, 'host' | 'baseUrl' | 'baseUrlFollowsPort'>, port: number,
@@ -15,7 +15,7 @@ export function openAddresses(config: Pick<Config, 'host' | 'baseUrl' | 'baseUrl
 }
 
 /** Where things live, without credentials: a database URL is shown as its host and database name. */
-export function modeLine(config: Pick<Config, 'databaseUrl' | 'redisUrl' | 'dataDir'>): string {
+export function modeLine(config: Pick<Config, 'databaseUrl' | 'redisUrl' | 'dataDir'> & { readonly s3?: Config['s3'] }): string {
   const where = (raw: string, what: string): string => {
     try {
       const u = new URL(raw);
@@ -26,7 +26,8 @@ export function modeLine(config: Pick<Config, 'databaseUrl' | 'redisUrl' | 'data
   };
   const database = config.databaseUrl ? where(config.databaseUrl, 'PostgreSQL') : `embedded (${config.dataDir}/postgres)`;
   const state = config.redisUrl ? where(config.redisUrl, 'Redis') : 'in-process';
-  return `database: ${database} · state: ${state} · storage: disk (${config.dataDir}/files)`;
+  const storage = config.s3 ? `S3 (${describeLocation(config.s3)})` : `disk (${config.dataDir}/files)`;
+  return `database: ${database} · state: ${state} · storage: ${storage}`;
 }
 
 /** The short text a person sees on a terminal once the server listens. */

@@ -12,6 +12,7 @@ import { operatorName } from '../abuse/audit.ts';
 import { audit } from '../db/abuse.ts';
 import { auditCommand, blockCommand, bundlesCommand, reportsCommand, takeBy } from './operator.ts';
 import { keysCommand, UsageError } from './keys.ts';
+import { storageCommand } from './storage-migrate.ts';
 import { supervise } from './supervise.ts';
 import { createWorkerLink } from './worker-link.ts';
 import { createNotifier } from '../sd-notify.ts';
@@ -29,6 +30,8 @@ const USAGE = `usage: sluice <command>
   keys create --plan starter|power|max|premium [--label TEXT] [--email ADDR] [--days N]
   keys list               one row per key
   keys revoke PREFIX      revoke a key
+  storage migrate --to s3://BUCKET[/PREFIX] [--dry-run] [--jobs N]
+                          copy the files on disk into a bucket, verified; run again to resume
   import-pglite           copy an earlier release's embedded database (PGlite, DATA_DIR/pg) into the embedded PostgreSQL
   block add SHA256 [--reason TEXT]   refuse uploads of this file; quarantine bundles holding it
   block list | block remove SHA256
@@ -40,7 +43,7 @@ with --by NAME, or the name of the user running the command.`;
 
 class CliError extends Error {}
 
-const COMMANDS = new Set(['help', '--help', '-h', 'migrate', 'sweep', 'bundles', 'keys', 'block', 'reports', 'audit', 'import-pglite']);
+const COMMANDS = new Set(['help', '--help', '-h', 'migrate', 'sweep', 'bundles', 'keys', 'block', 'reports', 'audit', 'import-pglite', 'storage']);
 const OPERATOR_COMMANDS = { bundles: bundlesCommand, block: blockCommand, reports: reportsCommand, audit: auditCommand } as const;
 const TAKES_NOTHING = new Set(['serve', 'help', '--help', '-h', 'migrate', 'sweep', 'import-pglite']);
 
@@ -100,6 +103,11 @@ async function main(argv: string[]): Promise<void> {
     try {
       const { args, by } = takeBy(rest);
       const operator = operatorName(by);
+      if (cmd === 'storage') {
+        // Not an audited action: no --by.
+        await storageMigrate(config, db.sql, rest, out);
+        return;
+      }
       if (cmd === 'keys') {
         await keysCommand(db.sql, args, out, process.stdout.isTTY === true);
         if (args[0] === 'revoke') await audit(db.sql, 'keys revoke', args[1]!, operator);
@@ -127,6 +135,25 @@ async function main(argv: string[]): Promise<void> {
     throw new CliError(`unknown command: ${cmd} (see sluice help)`);
   } finally {
     await db.close();
+  }
+}
+
+async function storageMigrate(config: Config, sql: Sql, args: string[], out: (line: string) => void): Promise<void> {
+  // Ctrl-C (or SIGTERM) stops the copies in flight and removes what they wrote; the summary still
+  // prints. A second signal exits at once.
+  const stop = new AbortController();
+  const onSignal = (): void => {
+    if (stop.signal.aborted) process.exit(130);
+    stop.abort();
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  try {
+    const failed = await storageCommand({ sql, args, config, out, signal: stop.signal });
+    if (failed > 0) throw new CliError(`storage migrate: ${failed} file(s) failed (the FAILED lines above); they are not copied, fix them and run again`);
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
   }
 }
 

@@ -2,7 +2,7 @@ import path from 'node:path';
 import { DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import type { S3Location } from '../config.ts';
 import { randomHex } from '../util/random.ts';
-import { BLOB_KEY_RE, type BlobCache, type BlobStore } from './blob-store.ts';
+import { BLOB_KEY_RE, type BlobCache, type BlobKey, type BlobStore, type BlobWriter, type WriteOptions } from './blob-store.ts';
 import { deleteObjects } from './s3-append.ts';
 import { checkBucket, createS3Client, isNotFound } from './s3-client.ts';
 import { createPartPool } from './s3-parts.ts';
@@ -10,6 +10,14 @@ import { openReader, readRange, withLocalFile } from './s3-read.ts';
 import { createS3Resumables } from './s3-resumable.ts';
 import { abortTemp, dropOwnedCache, listKeys, listLeftovers, listPages } from './s3-sweep.ts';
 import { abortUpload, createS3Writer, type S3Ctx } from './s3-writer.ts';
+
+export interface S3Store extends BlobStore {
+  /**
+   * A writer under a key made elsewhere: `sluice storage migrate` copies a disk store's objects under
+   * the keys their rows already name. Same writer as createWriter(); the caller owns the key's uniqueness.
+   */
+  writerAt(key: BlobKey, opts?: WriteOptions): BlobWriter;
+}
 
 /**
  * The blob store on an S3-compatible bucket (selected by STORAGE_URL=s3://BUCKET[/PREFIX]). Under
@@ -25,7 +33,7 @@ export async function createS3Store(o: {
   check?: boolean;
   /** Bytes of part buffers all uploads together may hold before their bodies are paused. */
   partBudget?: number;
-}): Promise<BlobStore> {
+}): Promise<S3Store> {
   const client = o.client ?? createS3Client(o.location);
   if (o.check !== false) {
     try {
@@ -97,6 +105,10 @@ export async function createS3Store(o: {
   return {
     newKey,
     createWriter: (opts) => createS3Writer(ctx, newKey(), opts),
+    writerAt(key, opts) {
+      if (!BLOB_KEY_RE.test(key)) throw new Error(`invalid storage key ${JSON.stringify(key)}`);
+      return createS3Writer(ctx, key, opts);
+    },
     createResumable: (id) => resumables.create(id),
     append: (id, offset, opts) => resumables.append(id, offset, opts),
     join: (id, sources) => resumables.join(id, sources),
