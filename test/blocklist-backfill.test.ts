@@ -47,7 +47,10 @@ for (const backend of backends()) {
       const [tusRow] = await srv.sql<{ short_code: string }[]>`
         select b.short_code from files f join bundles b on b.id = f.bundle_id where f.name = 'bad-by-tus.bin'`;
       const tusCode = tusRow!.short_code;
-      assert.equal(await unhashed(), 4, 'no file recorded a hash');
+      // An S3 store hashes a finished tus upload anyway, as it reads it back to make its CRC-32.
+      const tusHashed = backend === 's3';
+      const stored = tusHashed ? 3 : 4;
+      assert.equal(await unhashed(), stored, 'no file recorded a hash');
 
       // A malformed hash is refused before anything is read or changed.
       for (const args of [['block', 'add', 'xyz'], ['block', 'add', hash.slice(1)], ['block', 'add', `${hash}0`], ['block', 'add', `${hash.slice(0, 63)}g`], ['block', 'add']]) {
@@ -57,7 +60,7 @@ for (const backend of backends()) {
         assert.equal(r.stderr.trim().split('\n').length, 1, r.stderr);
         assert.match(r.stderr, /invalid SHA-256|usage:/);
       }
-      assert.equal(await unhashed(), 4, 'nothing hashed');
+      assert.equal(await unhashed(), stored, 'nothing hashed');
       assert.equal((await srv.sql`select count(*)::int as n from blocked_hashes`)[0]!.n, 0, 'nothing blocked');
       assert.equal(await auditText(), '', 'nothing audited');
 
@@ -65,11 +68,13 @@ for (const backend of backends()) {
       assert.equal(add.code, 0, add.stderr);
       const lines = add.stdout.trim().split('\n');
       const both = [holder.short_code, tusCode].sort();
-      assert.equal(lines[0], `blocked ${hash}`, 'no row recorded the hash');
-      assert.match(lines[1]!, /^hashing 4 files \(\d+(\.\d)? KB\) stored without a recorded SHA-256$/);
-      assert.deepEqual(lines.slice(2, 4).sort(), both.map((c) => `quarantined ${c}`));
-      assert.equal(lines[4], `hashed 4 files; quarantined 2 more bundles: ${both.join(' ')}`);
-      assert.equal(lines.length, 5, add.stdout);
+      const found = tusHashed ? [holder.short_code] : both;
+      assert.equal(lines[0], tusHashed ? `blocked ${hash}; quarantined ${tusCode}` : `blocked ${hash}`);
+      assert.match(lines[1]!, new RegExp(`^hashing ${stored} files \\(\\d+(\\.\\d)? KB\\) stored without a recorded SHA-256$`));
+      assert.deepEqual(lines.slice(2, 2 + found.length).sort(), found.map((c) => `quarantined ${c}`));
+      const more = found.length === 1 ? '1 more bundle' : `${found.length} more bundles`;
+      assert.equal(lines[2 + found.length], `hashed ${stored} files; quarantined ${more}: ${found.join(' ')}`);
+      assert.equal(lines.length, 3 + found.length, add.stdout);
 
       for (const code of both) assert.equal((await get(srv, `/${code}`)).status, 451, code);
       // The file that matched nothing has its hash on record and is served as before.
@@ -81,8 +86,8 @@ for (const backend of backends()) {
       assert.equal(await recorded(holder.files[0]!.id), hash);
       assert.equal(await unhashed(), 0);
       const audit = await auditText();
-      assert.match(audit, new RegExp(`\\tblock add\\t${hash}\\terin\\t?$`, 'm'));
-      for (const code of both) assert.match(audit, new RegExp(`\\tbundles quarantine\\t${code}\\terin\\tholds blocked ${hash}; found by block add$`, 'm'));
+      assert.match(audit, new RegExp(`\\tblock add\\t${hash}\\terin\\t`));
+      for (const code of found) assert.match(audit, new RegExp(`\\tbundles quarantine\\t${code}\\terin\\tholds blocked ${hash}; found by block add$`, 'm'));
 
       // Again: nothing is left to hash, and the bundles are found by their recorded hash (already held).
       const again = await srv.cli(['block', 'add', hash]);
