@@ -66,6 +66,7 @@ for (const backend of backends()) {
 
       const add = await srv.cli(['block', 'add', hash, '--by', 'erin']);
       assert.equal(add.code, 0, add.stderr);
+      assert.equal(add.stderr, '', 'quiet on success');
       const lines = add.stdout.trim().split('\n');
       const both = [holder.short_code, tusCode].sort();
       const found = tusHashed ? [holder.short_code] : both;

@@ -27,13 +27,8 @@ export interface HashBackfill {
 
 export interface BackfillPass {
   hashed: number;
-  bytes: number;
-  /** Bundles this pass quarantined, by code. */
-  quarantined: string[];
   /** Files whose bytes were not found (logged and passed over). */
   missing: number;
-  /** Whether the walk reached its end: every file it could read is hashed, and the next pass starts over. */
-  done: boolean;
 }
 
 export interface BackfillDeps {
@@ -62,16 +57,17 @@ export function createHashBackfill(deps: BackfillDeps): HashBackfill {
   }
 
   async function pass(limits: { files: number; bytes: number }): Promise<BackfillPass> {
-    const r: BackfillPass = { hashed: 0, bytes: 0, quarantined: [], missing: 0, done: false };
-    while (r.hashed + r.missing < limits.files && r.bytes < limits.bytes) {
+    const r: BackfillPass = { hashed: 0, missing: 0 };
+    let bytes = 0;
+    const full = (): boolean => r.hashed + r.missing >= limits.files || bytes >= limits.bytes;
+    while (!full()) {
       const page = await unhashedFiles(sql, after, Math.min(PAGE, limits.files - r.hashed - r.missing));
       if (page.length === 0) {
         after = 0;
-        r.done = true;
         return r;
       }
       for (const f of page) {
-        if (r.hashed + r.missing >= limits.files || r.bytes >= limits.bytes) return r;
+        if (full()) return r;
         let sha: Buffer;
         try {
           sha = await hashOf(f.storage_key);
@@ -86,11 +82,8 @@ export function createHashBackfill(deps: BackfillDeps): HashBackfill {
         const code = await recordFileHash(sql, f.id, sha, deps.operator, deps.note);
         after = f.id;
         r.hashed++;
-        r.bytes += f.size;
-        if (code) {
-          r.quarantined.push(code);
-          log.warn({ code, fileId: f.id, sha256: sha.toString('hex') }, 'bundle quarantined: it holds a blocked file');
-        }
+        bytes += f.size;
+        if (code) log.info({ code, fileId: f.id, sha256: sha.toString('hex') }, 'bundle quarantined: it holds a blocked file');
         deps.onFile?.({ size: f.size, quarantined: code });
       }
     }
