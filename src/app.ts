@@ -9,6 +9,7 @@ import { createHasher } from './storage/hasher.ts';
 import { openBlobStore } from './storage/open.ts';
 import type { BlobStore } from './storage/blob-store.ts';
 import { sweepExclusive } from './sweeper/sweep.ts';
+import { createHashBackfill } from './abuse/backfill.ts';
 import { createAccess } from './auth/access.ts';
 import { createContentBudget } from './auth/content-budget.ts';
 import { createBudgets } from './state/budget.ts';
@@ -98,6 +99,9 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
     }
     const blobs = await openBlobStore(config, hasher);
     opened = blobs;
+    // Files stored before anything was blocked get their SHA-256 a few per periodic sweep while the list
+    // holds anything (not in the start-up sweep, which the server waits for).
+    const hashes = createHashBackfill({ sql: db.sql, store: blobs, log, operator: null, note: 'found by the sweeper' });
     if (sweeper) {
       const r = await db.briefly((sql) => sweepExclusive(sql, db.kind, blobs));
       log.info(r ?? {}, r ? 'start-up sweep done' : 'start-up sweep skipped: another process is sweeping');
@@ -185,7 +189,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
     const timer = setInterval(() => {
       if (sweeping || !sweeper) return;
       sweeping = true;
-      sweepExclusive(db.sql, db.kind, blobs)
+      sweepExclusive(db.sql, db.kind, blobs, { hashes })
         .then((r) => {
           if (!r) return log.debug('sweep skipped: another process is sweeping');
           metrics.sweepDone(r);

@@ -178,7 +178,9 @@ export function createMetrics(opts: { gather?: () => Promise<unknown[]> } = {}):
     contentRefused: (budget) => contentRefusals.inc({ budget }),
     sweepDone(result) {
       sweepRuns.inc({ outcome: 'ok' });
-      for (const [kind, n] of Object.entries(result) as Array<[string, number]>) {
+      // Files hashed for the blocklist are kept, not removed: the log line counts them.
+      const { hashedFiles: _hashed, ...removed } = result;
+      for (const [kind, n] of Object.entries(removed) as Array<[string, number]>) {
         swept.inc({ kind }, n);
         lastSweep.set({ kind }, n);
       }

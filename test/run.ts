@@ -13,9 +13,9 @@ import path from 'node:path';
 import { cephSkip, startCeph, type Ceph } from './helpers/ceph.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
-/** Uploads, downloads, zips, tus, caps and aborts: what touches the store. */
+/** Uploads, downloads, zips, tus, caps, aborts and hashing stored files for the blocklist: what touches the store. */
 const S3_FILES = [
-  'upload', 'upload-abort', 'upload-append', 'download', 'zip', 'tus', 'tus-protocol',
+  'upload', 'upload-abort', 'upload-append', 'download', 'zip', 'tus', 'tus-protocol', 'blocklist-backfill',
 ].map((f) => path.join('test', `${f}.test.ts`));
 
 const given = process.argv.slice(2);

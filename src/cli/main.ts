@@ -8,6 +8,8 @@ import { migrate } from '../db/migrate.ts';
 import { createHasher } from '../storage/hasher.ts';
 import { openBlobStore } from '../storage/open.ts';
 import { sweepExclusive } from '../sweeper/sweep.ts';
+import { createHashBackfill } from '../abuse/backfill.ts';
+import type { BlobStore } from '../storage/blob-store.ts';
 import { operatorName } from '../abuse/audit.ts';
 import { audit } from '../db/abuse.ts';
 import { auditCommand, blockCommand, bundlesCommand, reportsCommand, takeBy } from './operator.ts';
@@ -82,21 +84,14 @@ async function main(argv: string[]): Promise<void> {
     await migrate(db.sql).then((applied) => cmd === 'migrate' && process.stdout.write(applied.length ? `applied ${applied.join(', ')}\n` : 'up to date\n'));
     if (cmd === 'migrate') return;
     if (cmd === 'sweep') {
-      const hasher = createHasher(1);
-      const blobs = await openBlobStore(config, hasher).catch(async (err: unknown) => {
-        await hasher.close();
-        throw err;
-      });
-      try {
-        const r = await sweepExclusive(db.sql, db.kind, blobs);
+      await withStore(config, async (blobs) => {
+        const hashes = createHashBackfill({ sql: db.sql, store: blobs, log, operator: null, note: 'found by the sweeper' });
+        const r = await sweepExclusive(db.sql, db.kind, blobs, { hashes });
         if (!r) throw new CliError('another process is sweeping this database now; nothing done (try again later)');
         process.stdout.write(
-          `expired bundles: ${r.expiredBundles}, their files: ${r.expiredFiles}, stale parts: ${r.staleParts}, orphan files: ${r.orphanFiles}, cache files: ${r.cacheFiles}, expired tus uploads: ${r.tusUploads}\n`,
+          `expired bundles: ${r.expiredBundles}, their files: ${r.expiredFiles}, stale parts: ${r.staleParts}, orphan files: ${r.orphanFiles}, cache files: ${r.cacheFiles}, expired tus uploads: ${r.tusUploads}, files hashed for the blocklist: ${r.hashedFiles}\n`,
         );
-      } finally {
-        await blobs.close();
-        await hasher.close();
-      }
+      });
       return;
     }
     const out = (line: string): void => void process.stdout.write(`${line}\n`);
@@ -114,18 +109,8 @@ async function main(argv: string[]): Promise<void> {
         return;
       }
       if (cmd in OPERATOR_COMMANDS) {
-        const removeFiles = async (keys: string[]): Promise<void> => {
-          const hasher = createHasher(1);
-          let blobs: Awaited<ReturnType<typeof openBlobStore>> | null = null;
-          try {
-            blobs = await openBlobStore(config, hasher);
-            await Promise.all(keys.map((k) => blobs!.delete(k)));
-          } finally {
-            await blobs?.close();
-            await hasher.close();
-          }
-        };
-        await OPERATOR_COMMANDS[cmd as keyof typeof OPERATOR_COMMANDS]({ sql: db.sql, args, operator, out, removeFiles });
+        const run = { sql: db.sql, args, operator, out, log, withStore: <T>(fn: (store: BlobStore) => Promise<T>) => withStore(config, fn) };
+        await OPERATOR_COMMANDS[cmd as keyof typeof OPERATOR_COMMANDS](run);
         return;
       }
     } catch (err) {
@@ -154,6 +139,19 @@ async function storageMigrate(config: Config, sql: Sql, args: string[], out: (li
   } finally {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
+  }
+}
+
+/** Runs `fn` with the configured store (disk or S3), closed after. */
+async function withStore<T>(config: Config, fn: (store: BlobStore) => Promise<T>): Promise<T> {
+  const hasher = createHasher(1);
+  let blobs: BlobStore | null = null;
+  try {
+    blobs = await openBlobStore(config, hasher);
+    return await fn(blobs);
+  } finally {
+    await blobs?.close();
+    await hasher.close();
   }
 }
 

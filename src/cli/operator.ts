@@ -7,6 +7,11 @@ import { SHA256_RE } from '../abuse/blocklist.ts';
 import { audit, bundleByCode, listAudit, listBlocked, listReports } from '../db/abuse.ts';
 import { blockAudited, closeReportAudited, expireAudited, quarantineAudited, unblockAudited } from '../db/abuse-actions.ts';
 import { parseFlags, UsageError } from './keys.ts';
+import type { Logger } from 'pino';
+import type { BlobStore } from '../storage/blob-store.ts';
+import { createHashBackfill } from '../abuse/backfill.ts';
+import { countUnhashed } from '../db/file-hashes.ts';
+import { humanSize, plural } from '../web/html.ts';
 
 /** What an operator command is given: its arguments (no --by), who runs it, and where output goes. */
 export interface OperatorRun {
@@ -14,8 +19,9 @@ export interface OperatorRun {
   args: string[];
   operator: string;
   out: (line: string) => void;
-  /** Removes stored files by key (bundles delete). */
-  removeFiles: (keys: string[]) => Promise<void>;
+  log: Logger;
+  /** Runs `fn` with the stored files (opened only for the commands that need them). */
+  withStore: <T>(fn: (store: BlobStore) => Promise<T>) => Promise<T>;
 }
 
 const CONTROL_ALL = new RegExp(`[${CONTROL_CHARS}]+`, 'g');
@@ -59,7 +65,7 @@ export async function bundlesCommand(r: OperatorRun): Promise<void> {
   } else if (action === 'delete') {
     const keys = await deleteBundle(r.sql, b.id);
     await audit(r.sql, 'bundles delete', target, r.operator, `${keys.length} file(s)`);
-    await r.removeFiles(keys);
+    await r.withStore((store) => Promise.all(keys.map((k) => store.delete(k))));
     r.out(`deleted ${target}`);
   } else {
     const on = action === 'quarantine';
@@ -85,6 +91,7 @@ export async function blockCommand(r: OperatorRun): Promise<void> {
     if (reason !== undefined && new RegExp(`[${CONTROL_CHARS}]`).test(reason)) throw new UsageError('--reason must not contain control characters');
     const held = await blockAudited(r.sql, sha, reason ?? null, r.operator);
     r.out(`blocked ${sha.toString('hex')}${held.length ? `; quarantined ${held.join(' ')}` : ''}`);
+    await hashStoredFiles(r);
     return;
   }
   if (action === 'remove') {
@@ -100,6 +107,47 @@ export async function blockCommand(r: OperatorRun): Promise<void> {
     return;
   }
   throw new UsageError(usage);
+}
+
+/** Progress lines of hashStoredFiles come this far apart. */
+const PROGRESS_MS = 10_000;
+
+/**
+ * After `block add`: reads and hashes every file stored without a SHA-256 (before anything was
+ * blocked), so bundles that held the file before its hash was blocked are quarantined too. Run again
+ * (or left to the sweeper), it goes on with the files not hashed yet.
+ */
+async function hashStoredFiles(r: OperatorRun): Promise<void> {
+  const todo = await countUnhashed(r.sql);
+  if (todo.files === 0) return;
+  r.out(`hashing ${plural(todo.files, 'file')} (${humanSize(todo.bytes)}) stored without a recorded SHA-256`);
+  let hashed = 0;
+  let bytes = 0;
+  let shown = Date.now();
+  const found: string[] = [];
+  const onFile = (f: { size: number; quarantined: string | null }): void => {
+    hashed++;
+    bytes += f.size;
+    if (f.quarantined) {
+      found.push(f.quarantined);
+      r.out(`quarantined ${f.quarantined}`);
+    }
+    if (Date.now() - shown < PROGRESS_MS) return;
+    shown = Date.now();
+    r.out(`hashed ${hashed} of ${todo.files} files (${humanSize(bytes)} of ${humanSize(todo.bytes)})`);
+  };
+  let missing = 0;
+  try {
+    await r.withStore(async (store) => {
+      const backfill = createHashBackfill({ sql: r.sql, store, log: r.log, operator: r.operator, note: 'found by block add', onFile });
+      missing = (await backfill.pass({ files: Infinity, bytes: Infinity })).missing;
+    });
+  } catch (err) {
+    const why = err instanceof Error ? err.message : String(err);
+    throw new Error(`hashing stopped after ${plural(hashed, 'file')} (${why}); block add again, or the sweeper, goes on with the rest`, { cause: err });
+  }
+  const more = found.length ? `quarantined ${plural(found.length, 'more bundle')}: ${found.sort().join(' ')}` : 'no other bundle holds a blocked file';
+  r.out(`hashed ${plural(hashed, 'file')}; ${more}${missing ? `; ${plural(missing, 'file')} had no stored bytes (see the log)` : ''}`);
 }
 
 /** `sluice reports list [--open] | close ID`. */

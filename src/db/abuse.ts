@@ -42,8 +42,16 @@ export async function anyBlocked(sql: Sql): Promise<boolean> {
 export const listBlocked = (sql: Sql): Promise<BlockedRow[]> =>
   sql<BlockedRow[]>`select * from blocked_hashes order by created_at, sha256`;
 
+/**
+ * Held exclusively while a hash is blocked and shared while a file's hash is recorded later
+ * (file-hashes.ts), so neither misses the other: a hash recorded as a block commits is either seen
+ * by the block's quarantine or sees the block.
+ */
+export const BLOCK_LOCK = 7262037;
+
 /** Blocks a hash and quarantines the bundles whose files record it; returns their codes. */
 export async function blockHash(tx: Sql, sha256: Buffer, reason: string | null, operator: string): Promise<string[]> {
+  await tx`select pg_advisory_xact_lock(${BLOCK_LOCK})`;
   await tx`insert into blocked_hashes (sha256, reason, created_by) values (${sha256}, ${reason}, ${operator})
            on conflict (sha256) do update set reason = coalesce(excluded.reason, blocked_hashes.reason)`;
   const codes = await tx<{ short_code: string }[]>`

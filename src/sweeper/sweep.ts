@@ -1,6 +1,7 @@
 import type { Sql } from '../db/client.ts';
 import { deleteExpiredBundles, knownStorageKeys } from '../db/sweep.ts';
 import type { BlobStore } from '../storage/blob-store.ts';
+import type { HashBackfill } from '../abuse/backfill.ts';
 import { sweepTus } from '../tus/sweep.ts';
 
 export interface SweepResult {
@@ -11,6 +12,8 @@ export interface SweepResult {
   cacheFiles: number;
   /** Expired tus sessions and parts no session names. */
   tusUploads: number;
+  /** Files stored without a SHA-256 that were hashed for the blocklist (nothing removed). */
+  hashedFiles: number;
 }
 
 export interface SweepOptions {
@@ -18,6 +21,8 @@ export interface SweepOptions {
   partIdleMs?: number;
   /** Stored files without a row, older than this, are leftovers of a crash between rename and commit. */
   orphanGraceMs?: number;
+  /** Hashes a few files stored without a SHA-256 while something is blocked (see abuse/backfill.ts). */
+  hashes?: HashBackfill;
 }
 
 /** The advisory lock one sweep holds (migrate.ts holds 7262001). */
@@ -48,10 +53,11 @@ export async function sweepExclusive(sql: Sql, kind: 'postgres' | 'embedded', st
 
 /**
  * One pass of clean-up: expired bundles and their bytes, temp parts of dead or stalled writers,
- * and stored files that no committed row references. Safe to run beside live servers.
+ * and stored files that no committed row references; then, given `hashes`, some hashing for the
+ * blocklist. Safe to run beside live servers.
  */
 export async function sweep(sql: Sql, store: BlobStore, opts: SweepOptions = {}): Promise<SweepResult> {
-  const result: SweepResult = { expiredBundles: 0, expiredFiles: 0, staleParts: 0, orphanFiles: 0, cacheFiles: 0, tusUploads: 0 };
+  const result: SweepResult = { expiredBundles: 0, expiredFiles: 0, staleParts: 0, orphanFiles: 0, cacheFiles: 0, tusUploads: 0, hashedFiles: 0 };
   // tus sessions first: expiring a bundle cascades to its sessions, whose parts only this pass removes.
   const idleMs = opts.partIdleMs ?? 15 * 60_000;
   result.tusUploads = await sweepTus(sql, store, idleMs);
@@ -64,6 +70,8 @@ export async function sweep(sql: Sql, store: BlobStore, opts: SweepOptions = {})
   }
   result.orphanFiles = await sweepOrphans(sql, store, opts.orphanGraceMs ?? 15 * 60_000);
   result.cacheFiles = await store.cache.prune(24 * 3_600_000);
+  // Last, on what the pass kept; under the sweep lock, so nodes take turns rather than read a file twice.
+  result.hashedFiles = (await opts.hashes?.sweep()) ?? 0;
   return result;
 }
 
