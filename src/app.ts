@@ -95,7 +95,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
     if (applied.length) log.info({ applied }, 'migrations applied');
     if (config.redisUrl) {
       const instance = await instanceId(db.sql);
-      rateStore = createRedisRateStore(config.redisUrl, log, `sluice:${instance.slice(0, 12)}:`, () => metrics.redisError());
+      rateStore = await createRedisRateStore(config.redisUrl, log, `sluice:${instance.slice(0, 12)}:`, () => metrics.redisError());
     }
     const blobs = await openBlobStore(config, hasher);
     opened = blobs;

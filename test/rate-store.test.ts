@@ -5,15 +5,15 @@ import pino from 'pino';
 import { createMemoryRateStore, createRedisRateStore, type RateStore } from '../src/state/rate-store.ts';
 
 const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
-const stores: Array<[string, () => RateStore]> = [['memory', () => createMemoryRateStore()]];
+const stores: Array<[string, () => RateStore | Promise<RateStore>]> = [['memory', () => createMemoryRateStore()]];
 if (!process.env.SLUICE_TEST_BACKENDS || process.env.SLUICE_TEST_BACKENDS.includes('postgres')) {
   stores.push(['redis', () => createRedisRateStore(REDIS_URL, pino({ level: 'silent' }), `sluice:test:${randomBytes(4).toString('hex')}:`)]);
 }
 
 // One contract, every implementation.
 for (const [name, make] of stores) {
-  describe(`rate store contract (${name})`, () => {
-    const store = make();
+  describe(`rate store contract (${name})`, async () => {
+    const store = await make();
     after(() => store.close());
 
     test('counts hits per key within a window', async () => {
@@ -76,7 +76,7 @@ for (const [name, make] of stores) {
 }
 
 test('redis store fails fast when redis is unreachable', async () => {
-  const store = createRedisRateStore('redis://127.0.0.1:1', pino({ level: 'silent' }), 'sluice:test:');
+  const store = await createRedisRateStore('redis://127.0.0.1:1', pino({ level: 'silent' }), 'sluice:test:');
   const t = Date.now();
   await assert.rejects(store.hit('x', 1000));
   assert.ok(Date.now() - t < 2000, 'no hang');

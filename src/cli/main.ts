@@ -14,7 +14,6 @@ import { operatorName } from '../abuse/audit.ts';
 import { audit } from '../db/abuse.ts';
 import { auditCommand, blockCommand, bundlesCommand, reportsCommand, takeBy } from './operator.ts';
 import { keysCommand, UsageError } from './keys.ts';
-import { storageCommand } from './storage-migrate.ts';
 import { supervise } from './supervise.ts';
 import { createWorkerLink } from './worker-link.ts';
 import { createNotifier } from '../sd-notify.ts';
@@ -134,6 +133,8 @@ async function storageMigrate(config: Config, sql: Sql, args: string[], out: (li
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
   try {
+    // Loaded here: it brings the S3 SDK, which no other command of a disk installation needs.
+    const { storageCommand } = await import('./storage-migrate.ts');
     const failed = await storageCommand({ sql, args, config, out, signal: stop.signal });
     if (failed > 0) throw new CliError(`storage migrate: ${failed} file(s) failed (the FAILED lines above); they are not copied, fix them and run again`);
   } finally {

@@ -20,7 +20,7 @@ export interface Db {
    */
   watchBundles(onChange: (bundleId: number | null) => void): Promise<boolean>;
   /**
-   * Runs one-off work (migrations, the start-up sweep) on a connection of its own, closed when `fn`
+   * Runs one-off work (migrations, the start-up sweep) on connections of its own, closed when `fn`
    * settles: the catalog caches such work fills would otherwise stay in a pooled backend process.
    */
   briefly<T>(fn: (sql: Sql) => Promise<T>): Promise<T>;
@@ -90,11 +90,12 @@ function wrap(connect: (max: number) => Sql, max: number, kind: Db['kind'], afte
     sql,
     kind,
     briefly: async (fn) => {
-      const one = connect(1);
+      // Two: sweepExclusive holds its lock on one connection and sweeps on another.
+      const own = connect(2);
       try {
-        return await fn(one);
+        return await fn(own);
       } finally {
-        await one.end({ timeout: 5 }).catch(() => {});
+        await own.end({ timeout: 5 }).catch(() => {});
       }
     },
     // postgres.js keeps one extra connection for LISTEN and re-listens after a reconnect; each

@@ -1,4 +1,3 @@
-import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 
 export interface Hit {
@@ -83,9 +82,11 @@ return {n, ttl}`;
 /**
  * Redis store shared by every process and machine. Commands time out fast and are never queued
  * while disconnected, so a Redis outage surfaces as an error within ~250 ms instead of a hang.
+ * `prefix` namespaces every key (the app uses `sluice:<database instance id>:`). ioredis is loaded
+ * here, not at start: a server without REDIS_URL never pays its memory.
  */
-/** `prefix` namespaces every key (the app uses `sluice:<database instance id>:`). */
-export function createRedisRateStore(url: string, log: Logger, prefix: string, onError: () => void = () => {}): RateStore {
+export async function createRedisRateStore(url: string, log: Logger, prefix: string, onError: () => void = () => {}): Promise<RateStore> {
+  const { Redis } = await import('ioredis');
   const redis = new Redis(url, {
     commandTimeout: 250,
     connectTimeout: 1000,

@@ -3,13 +3,16 @@ import type { Config } from '../config.ts';
 import type { BlobStore } from './blob-store.ts';
 import { createDiskStore } from './disk.ts';
 import type { Hasher } from './hasher.ts';
-import { createS3Store } from './s3.ts';
 
 /**
  * The store STORAGE_URL names: an S3 bucket, or the disk under DATA_DIR when it is unset. A bucket
  * that cannot serve fails here with one line naming the setting to fix (see checkBucket).
  */
 export async function openBlobStore(config: Pick<Config, 's3' | 'dataDir'>, hasher: Hasher): Promise<BlobStore> {
-  if (config.s3) return createS3Store({ location: config.s3, tmpDir: path.join(config.dataDir, 'tmp') });
+  if (config.s3) {
+    // The S3 SDK is loaded only here (a chunk of its own in the start bundle): a disk installation never holds it.
+    const { createS3Store } = await import('./s3.ts');
+    return createS3Store({ location: config.s3, tmpDir: path.join(config.dataDir, 'tmp') });
+  }
   return createDiskStore(config.dataDir, hasher);
 }

@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto';
-import { build, stop } from 'esbuild';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -50,6 +49,8 @@ let bundled: Promise<Map<string, Buffer>> | null = null;
  */
 function clientBundles(): Promise<Map<string, Buffer>> {
   bundled ??= (async () => {
+    // esbuild is loaded on the first request for a bundle, not at start.
+    const { build, stop } = await import('esbuild');
     try {
       const out = await build({
         entryPoints: Object.fromEntries(Object.entries(BUNDLES).map(([name, entry]) => [name.replace(/\.js$/, ''), path.join(CLIENT_DIR, entry)])),
