@@ -76,7 +76,7 @@ osd_pool_default_pg_autoscale_mode = off
 mon_max_pg_per_osd = 1000
 [client.rgw]
 rgw_data = $dir/rgw
-rgw_frontends = beast endpoint=127.0.0.1:$rgw_port
+rgw_frontends = beast endpoint=127.0.0.1:$rgw_port tcp_nodelay=1
 rgw_init_timeout = 20
 rgw_thread_pool_size = 64
 rgw_dns_name = 127.0.0.1
