@@ -4,6 +4,7 @@ import {
 } from '@aws-sdk/client-s3';
 import { BlobError, type BlobAppender, type BlobKey } from './blob-store.ts';
 import { createPartQueue } from './s3-parts.ts';
+import { readRange } from './s3-read.ts';
 import type { S3Ctx } from './s3-writer.ts';
 
 /**
@@ -127,7 +128,16 @@ export async function openAppend(
     pool: ctx.pool,
     onError: (err) => (error ??= err),
   });
-  if (at.tail) queue.write(await getBytes(ctx, at.tail.objectKey));
+  // Streamed into the part buffer: a tail may be nearly a whole part (16 MiB), and a second copy of
+  // it per append would be memory outside the pool's budget.
+  if (at.tail) {
+    try {
+      for await (const chunk of await readRange(ctx, at.tail.objectKey, `tail of resumable ${st.id}`)) queue.write(chunk as Buffer);
+    } catch (err) {
+      queue.abort();
+      throw err;
+    }
+  }
   const tailLen = at.tail ? at.tail.end - at.tail.start : 0;
   const close = () => {
     if (closed) return;
