@@ -4,12 +4,43 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { request } from 'undici';
 import sharp from 'sharp';
+import { GetObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
+import { sharedBucket, type SharedBucket } from './helpers/s3-backend.ts';
 import { isolateIds, mintKey, verifyAccess } from './access-util.ts';
 import { bearer, call, uploaded, type Json } from './helpers/http.ts';
 import { waitFor } from './helpers/wait.ts';
 
 const PW = 'hunter2 but longer';
+
+/** The bucket, and the prefix of `srv`'s derived files in it. */
+async function cacheIn(srv: TestServer): Promise<{ bucket: SharedBucket; prefix: string }> {
+  return { bucket: await sharedBucket(), prefix: `${/^s3:\/\/[^/]+\/?(.*)$/.exec(srv.env.STORAGE_URL!)![1]}/cache/` };
+}
+/** A cache entry of an S3-backed server (null: none). */
+async function cacheObject(srv: TestServer, name: string): Promise<Buffer | null> {
+  const { bucket, prefix } = await cacheIn(srv);
+  const client = bucket.client();
+  try {
+    const r = await client.send(new GetObjectCommand({ Bucket: bucket.bucket, Key: `${prefix}${name}` }));
+    return Buffer.from(await r.Body!.transformToByteArray());
+  } catch {
+    return null;
+  } finally {
+    client.destroy();
+  }
+}
+/** Names of an S3-backed server's cache entries under `dir` (ending in '/'), without it. */
+async function cacheNames(srv: TestServer, dir: string): Promise<string[]> {
+  const { bucket, prefix } = await cacheIn(srv);
+  const client = bucket.client();
+  try {
+    const r = await client.send(new ListObjectsV2Command({ Bucket: bucket.bucket, Prefix: `${prefix}${dir}` }));
+    return (r.Contents ?? []).map((o) => o.Key!.slice(`${prefix}${dir}`.length));
+  } finally {
+    client.destroy();
+  }
+}
 
 interface Bin {
   status: number;
@@ -50,10 +81,11 @@ for (const backend of backends()) {
     let png: Buffer;
     let jpeg: Buffer;
 
-    const thumbPath = async (id: number): Promise<string> => {
-      const [row] = await srv.sql<{ storage_key: string }[]>`select storage_key from files where id = ${id}`;
-      const k = row!.storage_key;
-      return path.join(srv.dataDir, 'files', k.slice(0, 2), k.slice(2, 4), `${k}.thumb.webp`);
+    /** The cached thumbnail of file `id`, stored under key `k` (null: none): beside the file on disk, under cache/ in a bucket. */
+    const cachedThumb = async (id: number, k?: string): Promise<Buffer | null> => {
+      k ??= (await srv.sql<{ storage_key: string }[]>`select storage_key from files where id = ${id}`)[0]!.storage_key;
+      if (srv.backend === 's3') return cacheObject(srv, `${k}.thumb.webp`);
+      return fs.promises.readFile(path.join(srv.dataDir, 'files', k.slice(0, 2), k.slice(2, 4), `${k}.thumb.webp`)).catch(() => null);
     };
     const token = async (): Promise<string> => {
       const r = await verifyAccess(srv, locked.short_code, PW);
@@ -118,9 +150,7 @@ for (const backend of backends()) {
       await assertThumb(await bin(srv, 'GET', `/d/${idOf(pub, 'photo.jpg')}?preview=1`), 320, 107);
       // Never enlarged.
       await assertThumb(await bin(srv, 'GET', `/d/${idOf(pub, 'tiny.png')}?preview=1`), 40, 30);
-      const cached = await thumbPath(idOf(pub, 'pic.png'));
-      assert.ok(fs.existsSync(cached), 'thumbnail cached on disk');
-      assert.deepEqual(fs.readFileSync(cached), p.body);
+      assert.deepEqual(await cachedThumb(idOf(pub, 'pic.png')), p.body, 'thumbnail cached in the store');
       const again = await bin(srv, 'GET', `/d/${idOf(pub, 'pic.png')}?preview=1`);
       assert.deepEqual(again.body, p.body);
       assert.equal(again.headers.etag, p.headers.etag);
@@ -131,11 +161,12 @@ for (const backend of backends()) {
       const b = await uploaded(srv, [{ name: 'gone.png', data: png, type: 'image/png' }]);
       const id = b.files[0].id;
       await assertThumb(await bin(srv, 'GET', `/d/${id}?preview=1`), 320, 160);
-      const cached = await thumbPath(id);
-      assert.ok(fs.existsSync(cached));
+      const [row] = await srv.sql<{ storage_key: string }[]>`select storage_key from files where id = ${id}`;
+      const cached = () => cachedThumb(id, row!.storage_key);
+      assert.ok(await cached());
       const del = await call(srv, 'DELETE', `/api/v1/file/${id}`, { headers: bearer(b.upload_token) });
       assert.equal(del.status, 200, del.text);
-      await waitFor('thumbnail removed', () => !fs.existsSync(cached));
+      await waitFor('thumbnail removed', async () => (await cached()) === null);
       assert404(await bin(srv, 'GET', `/d/${id}?preview=1`), 'preview of a deleted file');
     });
 
@@ -150,7 +181,7 @@ for (const backend of backends()) {
       assert.ok(huge.length < 2_000_000, `${huge.length} bytes`);
       const b = await uploaded(srv, [{ name: 'huge.png', data: huge, type: 'image/png' }]);
       assert404(await bin(srv, 'GET', `/d/${b.files[0].id}?preview=1`), 'huge image');
-      assert.ok(!fs.existsSync(await thumbPath(b.files[0].id)));
+      assert.equal(await cachedThumb(b.files[0].id), null);
     });
 
     test('password bundle: /d and preview need the owner key or an access token', async () => {
@@ -192,7 +223,7 @@ for (const backend of backends()) {
       noRateHeaders(r);
       const meta = await sharp(r.body).metadata();
       assert.deepEqual([meta.format, meta.width, meta.height], ['png', 1200, 630]);
-      const cached = fs.readdirSync(path.join(srv.dataDir, 'cache', 'og'));
+      const cached = srv.backend === 's3' ? await cacheNames(srv, 'og/') : fs.readdirSync(path.join(srv.dataDir, 'cache', 'og'));
       assert.ok(cached.some((n) => n.startsWith(`${pub.short_code}-`) && n.endsWith('.png')), cached.join());
       assert.equal((await bin(srv, 'GET', `/og/${pub.short_code}.png`, { 'if-none-match': String(r.headers.etag) })).status, 304);
 

@@ -13,9 +13,14 @@ import path from 'node:path';
 import { cephSkip, startCeph, type Ceph } from './helpers/ceph.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
-/** Uploads, downloads, zips, tus, caps, aborts and hashing stored files for the blocklist: what touches the store. */
+/**
+ * Uploads, downloads, zips, tus, caps, aborts, crashes, previews and hashing stored files for the blocklist: every HTTP file that touches
+ * the store. Files that test pure functions or only the database run in the main pass alone.
+ */
 const S3_FILES = [
-  'upload', 'upload-abort', 'upload-append', 'download', 'zip', 'tus', 'tus-protocol', 'blocklist-backfill',
+  'upload', 'upload-abort', 'upload-append', 'upload-large', 'upload-buffers', 'fast-paths', 'crash',
+  'download', 'download-limits', 'slow-reader', 'zip', 'large-bundle', 'content', 'preview-memory',
+  'tus', 'tus-protocol', 'tus-e2e', 'tus-race', 'tus-budget', 'tus-client', 'blocklist-backfill',
 ].map((f) => path.join('test', `${f}.test.ts`));
 
 const given = process.argv.slice(2);

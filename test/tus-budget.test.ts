@@ -9,7 +9,7 @@ import path from 'node:path';
 import { createHash, randomBytes } from 'node:crypto';
 import { request } from 'undici';
 import { Upload, type UploadOptions } from 'tus-js-client';
-import { backends, startServer, type TestServer } from './helpers/server.ts';
+import { backends, resumableBytes, startServer, type TestServer } from './helpers/server.ts';
 import { OCTETS, tusCall, tusCreate, tusMeta, tusPatch, uploadPath, type TusRes } from './helpers/tus.ts';
 import { assertNoServerErrors, MiB, rawConnect, write } from './upload-util.ts';
 import { waitFor } from './helpers/wait.ts';
@@ -142,9 +142,9 @@ for (const backend of backends()) {
       const conn = await rawConnect(srv.port);
       await write(conn.sock, `PATCH ${loc} HTTP/1.1\r\nHost: x\r\nTus-Resumable: 1.0.0\r\nX-Forwarded-For: ${ip}\r\nUpload-Offset: 0\r\n` +
         `Content-Type: application/offset+octet-stream\r\nContent-Length: ${data.length}\r\n\r\n`);
-      await write(conn.sock, data.subarray(0, 3 * MiB));
-      const part = path.join(srv.dataDir, 'tus', `${path.basename(loc)}.part`);
-      await waitFor('the server to receive the bytes', () => fs.statSync(part).size > 0);
+      // More than one part of the S3 store (6 MiB), so the bytes show in the bucket before the cut.
+      await write(conn.sock, data.subarray(0, 7 * MiB));
+      await waitFor('the server to receive the bytes', async () => ((await resumableBytes(srv, path.basename(loc))) ?? 0) > 0);
       conn.sock.destroy();
       let offset = 0;
       await waitFor('the cut PATCH to record its offset', async () => {

@@ -4,11 +4,9 @@
 // GET answers 404; and parallelUploads (concatenation), which makes one file and leaves no partial.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import path from 'node:path';
 import { Readable } from 'node:stream';
 import { Upload, type UploadOptions } from 'tus-js-client';
-import { backends, startServer, type TestServer } from './helpers/server.ts';
+import { backends, resumableIds, startServer, type TestServer } from './helpers/server.ts';
 import { assertNoServerErrors, MiB } from './upload-util.ts';
 
 const PATTERN = 'abcdefghij';
@@ -105,8 +103,7 @@ for (const backend of backends()) {
         const [r] = await srv.sql<{ b: number; f: number; t: number }[]>`
           select (select count(*)::int from bundles) as b, (select count(*)::int from files) as f,
                  (select count(*)::int from tus_uploads where completed_at is null) as t`;
-        const dir = path.join(srv.dataDir, 'tus');
-        return [r!.b, r!.f, r!.t, fs.existsSync(dir) ? fs.readdirSync(dir).length : 0];
+        return [r!.b, r!.f, r!.t, (await resumableIds(srv)).length];
       };
       const before = await count();
       const data = Buffer.from(PATTERN.repeat(420_000));

@@ -3,16 +3,17 @@ import {
   PutObjectCommand,
 } from '@aws-sdk/client-s3';
 import { BlobError, type BlobAppender, type BlobKey } from './blob-store.ts';
-import { createPartQueue, MIN_PART } from './s3-parts.ts';
+import { createPartQueue } from './s3-parts.ts';
+import { readRange } from './s3-read.ts';
 import type { S3Ctx } from './s3-writer.ts';
 
 /**
  * A resumable object in S3 (a tus upload any node can continue), in the manner of tusd's s3store:
- * - a multipart upload on the object key it will be published under, holding parts of at least
- *   MIN_PART bytes;
+ * - a multipart upload on the object key it will be published under, holding full parts of
+ *   partSize(n) bytes only, however the appends were cut, so MAX_PARTS hold every plan's cap;
  * - `resumable/<id>/key-<key>`, an empty object naming that key (made after the multipart upload);
- * - `resumable/<id>/tail-<start>-<end>`, the bytes past the last part when they were too few for a
- *   part; the next append prepends them to its first part;
+ * - `resumable/<id>/tail-<start>-<end>`, the bytes past the last full part; the next append
+ *   prepends them to its first part, and completion uploads them as the last part;
  * - `resumable/<id>/done-<size>`: the multipart upload was completed early, to be read as a source
  *   of join(); the object itself then holds the bytes.
  * The durable offset lives with the caller (PostgreSQL). Every append starts from it: parts whose end
@@ -102,8 +103,8 @@ export async function deleteObjects(ctx: S3Ctx, keys: readonly string[]): Promis
 
 /**
  * Opens an append at the caller's durable `offset`. The needed tail is read into the first part,
- * stale tails are deleted first. finish() uploads what is left as a last part when it reaches
- * MIN_PART, or else stores it as the new tail object, and resolves with the new durable offset.
+ * stale tails are deleted first. finish() stores what is left past the last full part as the new
+ * tail object, and resolves with the new durable offset.
  */
 export async function openAppend(
   ctx: S3Ctx,
@@ -127,7 +128,16 @@ export async function openAppend(
     pool: ctx.pool,
     onError: (err) => (error ??= err),
   });
-  if (at.tail) queue.write(await getBytes(ctx, at.tail.objectKey));
+  // Streamed into the part buffer: a tail may be nearly a whole part (16 MiB), and a second copy of
+  // it per append would be memory outside the pool's budget.
+  if (at.tail) {
+    try {
+      for await (const chunk of await readRange(ctx, at.tail.objectKey, `tail of resumable ${st.id}`)) queue.write(chunk as Buffer);
+    } catch (err) {
+      queue.abort();
+      throw err;
+    }
+  }
   const tailLen = at.tail ? at.tail.end - at.tail.start : 0;
   const close = () => {
     if (closed) return;
@@ -163,11 +173,11 @@ export async function openAppend(
           return { offset, error };
         }
         queue.shrink(filled - (written - cutTo));
-        let tail: Buffer = Buffer.alloc(0);
-        // A tail is always shorter than any part, so a part a crashed append left past the durable
-        // offset can never seem to end below it.
-        if (queue.filling() >= MIN_PART) queue.flush();
-        else tail = queue.takeFilling();
+        // Never a short part, even one S3 would take (MIN_PART): appends of a few MiB each would
+        // then fill MAX_PARTS long before the largest cap. A tail is always shorter than the part it
+        // would become, so a part a crashed append left past the durable offset never seems to end
+        // below it.
+        const tail = queue.takeFilling();
         const parts = await queue.settle();
         const end = at.base + parts.reduce((s, p) => s + p.size, 0) + tail.length;
         if (tail.length > 0) {

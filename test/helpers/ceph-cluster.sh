@@ -76,10 +76,14 @@ osd_pool_default_pg_autoscale_mode = off
 mon_max_pg_per_osd = 1000
 [client.rgw]
 rgw_data = $dir/rgw
-rgw_frontends = beast endpoint=127.0.0.1:$rgw_port
+rgw_frontends = beast endpoint=127.0.0.1:$rgw_port tcp_nodelay=1
 rgw_init_timeout = 20
 rgw_thread_pool_size = 64
 rgw_dns_name = 127.0.0.1
+# Bytes of deleted objects and aborted uploads go at once, not after radosgw's two hours: the OSD
+# keeps every byte in RAM, and one cluster serves a whole test pass.
+rgw_gc_obj_min_wait = 0
+rgw_gc_processor_period = 2
 CONF
 ceph-authtool --create-keyring "$dir/keyring" --gen-key -n mon. --cap mon 'allow *' >/dev/null
 monmaptool --create --addv a "[v2:127.0.0.1:$mon_port]" --fsid "$fsid" "$dir/monmap" >/dev/null

@@ -1,0 +1,149 @@
+/**
+ * How the S3 store cuts an object into parts: S3 takes at most MAX_PARTS parts of at least MIN_PART
+ * bytes (but the last), so the part sizes must hold the largest upload a plan allows. A 100 GiB
+ * object cannot be stored on the test cluster (its OSD keeps every byte in RAM), so the sizes are
+ * checked by arithmetic, and the cuts around part 5,000 and at MAX_PARTS on real parts numbered
+ * there (a queue may start at any part number, as an append does).
+ */
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import {
+  AbortMultipartUploadCommand, CompleteMultipartUploadCommand, CreateMultipartUploadCommand, DeleteObjectCommand,
+  GetObjectCommand, ListMultipartUploadsCommand, ListPartsCommand, type S3Client,
+} from '@aws-sdk/client-s3';
+import { PLANS } from '../src/auth/plans.ts';
+import { loadConfig } from '../src/config.ts';
+import type { BlobStore } from '../src/storage/blob-store.ts';
+import { createPartPool, createPartQueue, MAX_PARTS, MIN_PART, partSize, type PartQueue } from '../src/storage/s3-parts.ts';
+import { createS3Store } from '../src/storage/s3.ts';
+import { cephSkip } from './helpers/ceph.ts';
+import { sharedBucket, type SharedBucket } from './helpers/s3-backend.ts';
+
+const MIB = 1024 * 1024;
+/** S3's largest part. */
+const MAX_PART = 5 * 1024 ** 3;
+
+/** Pushes `bytes` of `data` (repeated) in 1 MiB chunks, waiting for drain whenever write() says so. */
+async function push(q: Pick<PartQueue, 'write' | 'onDrain'>, bytes: number): Promise<void> {
+  const chunk = Buffer.alloc(MIB, 7);
+  for (let at = 0; at < bytes; at += MIB) {
+    if (!q.write(chunk.subarray(0, Math.min(MIB, bytes - at)))) await new Promise<void>((r) => q.onDrain(r));
+  }
+}
+
+describe('S3 part sizes (arithmetic)', () => {
+  test('every part but the last is at least MIN_PART and at most 5 GiB, and sizes never shrink', () => {
+    for (let n = 1; n <= MAX_PARTS; n++) {
+      const size = partSize(n);
+      assert.ok(size >= MIN_PART && size <= MAX_PART, `part ${n}: ${size}`);
+      if (n > 1) assert.ok(size >= partSize(n - 1), `part ${n} (${size}) is smaller than part ${n - 1}`);
+    }
+  });
+
+  test('MAX_PARTS parts hold every plan cap and the default anonymous cap', () => {
+    let capacity = 0;
+    for (let n = 1; n <= MAX_PARTS; n++) capacity += partSize(n);
+    const caps = [...Object.values(PLANS).map((p) => [p.name, p.maxBundleBytes] as const), ['anonymous', loadConfig({}).anonMaxBundleBytes] as const];
+    const largest = Math.max(...caps.map(([, c]) => c));
+    assert.equal(largest, 100 * 1024 ** 3, 'the largest cap is the 100 GiB plan');
+    for (const [name, cap] of caps) {
+      // Parts cut as a writer cuts them: full ones, then the rest as the last.
+      let parts = 0;
+      for (let left = cap; left > 0; left -= partSize(parts)) parts++;
+      assert.ok(parts <= MAX_PARTS, `${name}: ${cap} bytes need ${parts} parts`);
+    }
+    assert.ok(capacity >= largest, `${capacity} bytes in ${MAX_PARTS} parts`);
+  });
+});
+
+describe('S3 part cuts on radosgw', { skip: cephSkip('S3 part cuts on radosgw (test/s3-parts.test.ts)') }, () => {
+  let bucket: SharedBucket;
+  let s3: S3Client;
+  let store: BlobStore;
+  const prefix = `parts-${randomBytes(4).toString('hex')}`;
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-parts-'));
+
+  before(async () => {
+    bucket = await sharedBucket();
+    s3 = bucket.client();
+    store = await createS3Store({ location: loadConfig(bucket.env(prefix)).s3!, tmpDir: tmp, check: false });
+  });
+  after(async () => {
+    await store?.close();
+    s3?.destroy();
+    fs.rmSync(tmp, { recursive: true, force: true });
+  });
+
+  /** A queue on a fresh multipart upload whose first cut part is `firstPart`. */
+  async function queueAt(firstPart: number) {
+    const Key = `${prefix}/q-${randomBytes(6).toString('hex')}`;
+    const { UploadId } = await s3.send(new CreateMultipartUploadCommand({ Bucket: bucket.bucket, Key }));
+    const errors: Error[] = [];
+    const queue = createPartQueue({
+      client: s3, bucket: bucket.bucket, key: Key, uploadId: () => Promise.resolve(UploadId!), firstPart,
+      pool: createPartPool(64 * MIB), onError: (err) => errors.push(err),
+    });
+    const sizes = async () =>
+      ((await s3.send(new ListPartsCommand({ Bucket: bucket.bucket, Key, UploadId }))).Parts ?? []).map((p) => [p.PartNumber, p.Size]);
+    return { Key, UploadId: UploadId!, queue, errors, sizes };
+  }
+
+  test('from part 5,001 on, parts are 16 MiB, and S3 completes an object of such parts', async () => {
+    const { Key, UploadId, queue, errors, sizes } = await queueAt(4999);
+    await push(queue, 31 * MIB);
+    queue.flush();
+    const parts = await queue.settle();
+    assert.deepEqual(errors, []);
+    const want = [[4999, 6 * MIB], [5000, 6 * MIB], [5001, 16 * MIB], [5002, 3 * MIB]];
+    assert.deepEqual(parts.map((p) => [p.PartNumber, p.size]), want);
+    assert.deepEqual(await sizes(), want, 'the bucket holds the parts as cut');
+    await s3.send(new CompleteMultipartUploadCommand({
+      Bucket: bucket.bucket, Key, UploadId, MultipartUpload: { Parts: parts.map((p) => ({ PartNumber: p.PartNumber, ETag: p.ETag })) },
+    }));
+    const got = await s3.send(new GetObjectCommand({ Bucket: bucket.bucket, Key, Range: 'bytes=0-0' }));
+    assert.equal(got.ContentRange, `bytes 0-0/${31 * MIB}`);
+    await got.Body!.transformToByteArray();
+    await s3.send(new DeleteObjectCommand({ Bucket: bucket.bucket, Key }));
+  });
+
+  test('a part past MAX_PARTS is refused: the queue fails, naming the limit', async () => {
+    const { Key, UploadId, queue, errors, sizes } = await queueAt(MAX_PARTS - 1);
+    await push(queue, 33 * MIB);
+    queue.flush();
+    await assert.rejects(queue.settle(), /at most 10000 parts/);
+    assert.match(String(errors[0]), /at most 10000 parts/);
+    const held = await sizes();
+    assert.ok(held.every(([n, size]) => n! <= MAX_PARTS && size === 16 * MIB), JSON.stringify(held));
+    await s3.send(new AbortMultipartUploadCommand({ Bucket: bucket.bucket, Key, UploadId }));
+  });
+
+  test('a resumable fed in pieces of 5.5 MiB holds full parts only, the rest as its tail', async () => {
+    const id = randomBytes(16).toString('hex');
+    const piece = 5.5 * MIB;
+    const data = randomBytes(4 * piece);
+    await store.createResumable(id);
+    let offset = 0;
+    for (let i = 0; i < 4; i++) {
+      const ap = await store.append(id, offset, { limit: data.length, hashAhead: false });
+      if (!ap.write(data.subarray(offset, offset + piece))) await new Promise<void>((r) => ap.onDrain(r));
+      const r = await ap.finish();
+      assert.equal(r.error, null);
+      offset = r.offset;
+    }
+    assert.equal(offset, data.length);
+    const ups = await s3.send(new ListMultipartUploadsCommand({ Bucket: bucket.bucket, Prefix: `${prefix}/files/` }));
+    assert.equal(ups.Uploads?.length, 1, 'the resumable\'s multipart upload');
+    const up = ups.Uploads[0]!;
+    const parts = (await s3.send(new ListPartsCommand({ Bucket: bucket.bucket, Key: up.Key, UploadId: up.UploadId }))).Parts ?? [];
+    assert.deepEqual(parts.map((p) => p.Size), [6 * MIB, 6 * MIB, 6 * MIB], 'appends of 5.5 MiB make 6 MiB parts, not parts of 5.5 MiB');
+    const { key, digest } = await store.completeResumable(id, data.length);
+    assert.equal(digest.size, data.length);
+    const r = await s3.send(new GetObjectCommand({ Bucket: bucket.bucket, Key: `${prefix}/files/${key}` }));
+    assert.ok(Buffer.from(await r.Body!.transformToByteArray()).equals(data));
+    await store.delete(key);
+  });
+});
