@@ -14,7 +14,7 @@ import { envInt, environment, median, fixed, formatSize, MiB, parseSize, printHe
 import { freePort, httpGet, sampleProc, startServer, type ServerProc } from './lib/proc.ts';
 import { uploadMultipart } from './lib/http-client.ts';
 import { asUploadReply } from './lib/sluice-api.ts';
-import { freshDatabase } from './lib/targets.ts';
+import { freshDatabase, SLUICE_NODE_FLAGS } from './lib/targets.ts';
 
 type Autocannon = (o: Record<string, unknown>) => Promise<{ requests: { average: number }; non2xx: number; errors: number }>;
 const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon;
@@ -63,7 +63,7 @@ async function serve(mode: Mode, dataDir: string): Promise<{ proc: ServerProc; m
   if (mode.databaseUrl) env.DATABASE_URL = mode.databaseUrl;
   else delete env.DATABASE_URL;
   const started = Date.now();
-  const p = await startServer({ name: mode.name, args: [path.join(mode.repo, 'bin/sluice.js'), 'serve'], cwd: mode.repo, env, port, timeoutMs: 120_000 });
+  const p = await startServer({ name: mode.name, args: [...SLUICE_NODE_FLAGS, path.join(mode.repo, 'bin/sluice.js'), 'serve'], cwd: mode.repo, env, port, timeoutMs: 120_000 });
   const rss = sampleProc(p.pid, 50);
   return { proc: p, ms: Date.now() - started, rss };
 }

@@ -67,6 +67,11 @@ export interface S3Location {
    * provider chain (a profile, an instance or container role).
    */
   readonly credentials: { readonly accessKeyId: string; readonly secretAccessKey: string; readonly sessionToken?: string } | undefined;
+  /**
+   * S3_PART_BUFFER_MIB, in bytes: what the part buffers of all uploads of the process may hold
+   * together, the parts being filled included, before uploads wait for one to come back.
+   */
+  readonly partBufferBytes: number;
 }
 
 export class ConfigError extends Error {
@@ -192,6 +197,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
     credentials: accessKeyId && secretAccessKey ? { accessKeyId, secretAccessKey, ...(sessionToken ? { sessionToken } : {}) } : undefined,
     region: str('AWS_REGION') ?? str('AWS_DEFAULT_REGION'),
     endpoint: url('AWS_ENDPOINT_URL_S3', ['http:', 'https:']) ?? url('AWS_ENDPOINT_URL', ['http:', 'https:']),
+    partBufferBytes: int('S3_PART_BUFFER_MIB', 32, 16, 65536) * 1024 * 1024,
   });
   const mailFrom = str('MAIL_FROM') ?? 'Sluice <sluice@localhost>';
   if (!/^[^\r\n]*@[^\r\n]*$/.test(mailFrom)) problems.push('MAIL_FROM: expected an address such as "Sluice <sluice@example.com>"');
@@ -249,7 +255,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
 function storageUrl(
   v: string | undefined,
   problems: string[],
-  aws: { region: string | undefined; endpoint: string | undefined; credentials: S3Location['credentials'] },
+  aws: { region: string | undefined; endpoint: string | undefined; credentials: S3Location['credentials']; partBufferBytes: number },
 ): S3Location | null {
   if (v === undefined) return null;
   const m = /^s3:\/\/([^/]+)(?:\/(.*))?$/.exec(v);
@@ -263,7 +269,7 @@ function storageUrl(
     problems.push(`STORAGE_URL: ${JSON.stringify(bucket)} is not a valid bucket name (3-63 characters of a-z, 0-9, '.' and '-')`);
   }
   if (/(^|\/)\.\.?(\/|$)|[\\\x00-\x1f]/.test(prefix)) problems.push('STORAGE_URL: the prefix must not hold . or .. segments or control characters');
-  return Object.freeze({ bucket, prefix: prefix ? `${prefix}/` : '', region: aws.region ?? 'us-east-1', endpoint: aws.endpoint, credentials: aws.credentials });
+  return Object.freeze({ bucket, prefix: prefix ? `${prefix}/` : '', region: aws.region ?? 'us-east-1', endpoint: aws.endpoint, credentials: aws.credentials, partBufferBytes: aws.partBufferBytes });
 }
 
 /** A warning for each set variable that is no setting but one or two edits from one (DATABSE_URL, PROT). */

@@ -9,6 +9,8 @@ import { BENCH_DIR, MiB, REPO_DIR } from './report.ts';
 import { freePort, sampleProc, startServer, type ProcSampler, type ServerProc } from './proc.ts';
 
 export const SLUICE_BIN = path.join(REPO_DIR, 'bin/sluice.js');
+/** Node's flags as `npm start` and the systemd unit give them. */
+export const SLUICE_NODE_FLAGS = ['--max-semi-space-size=2'];
 export const DEFAULT_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/test';
 
 export interface Target {
@@ -147,6 +149,8 @@ export interface SluiceOptions {
   uwsDir?: string;
   /** Another checkout to run instead of this one (see ALT_TREE_DIR). */
   treeDir?: string;
+  /** More variables for the server and its migrate (e.g. STORAGE_URL and the S3 credentials). */
+  env?: NodeJS.ProcessEnv;
 }
 
 /** `node bin/sluice.js serve` (the compiled start path, with `npm start`'s environment) with anonymous caps raised out of the way. */
@@ -165,6 +169,7 @@ export async function startSluice(opts: SluiceOptions = {}): Promise<Target> {
     WORKERS: opts.workers ?? '1',
     // As `npm start` and the systemd unit run it (glibc malloc arenas; see the README).
     MALLOC_ARENA_MAX: '2',
+    ...opts.env,
   };
   if (opts.uwsDir !== undefined) {
     env.SLUICE_BENCH_UWS_DIR = path.resolve(opts.uwsDir);
@@ -178,7 +183,7 @@ export async function startSluice(opts: SluiceOptions = {}): Promise<Target> {
     const r = spawnSync(process.execPath, [bin, 'migrate'], { cwd: tree, env, encoding: 'utf8' });
     if (r.status !== 0) console.warn(`sluice migrate exited ${r.status}: ${(r.stderr || r.stdout).trim().slice(-500)}`);
   }
-  return launch(opts.name ?? 'sluice', [bin, 'serve'], (port) => ({ ...env, PORT: String(port) }), dir, undefined, tree);
+  return launch(opts.name ?? 'sluice', [...SLUICE_NODE_FLAGS, bin, 'serve'], (port) => ({ ...env, PORT: String(port) }), dir, undefined, tree);
 }
 
 /** A script from bench/baselines/, given PORT and DIR (plus extra env); `label` names it in tables. */

@@ -19,17 +19,24 @@ const EMPTY: Buffer = Buffer.alloc(0);
 const IN_FLIGHT = 2;
 
 /**
- * Part buffers shared by every writer and append of a store, bounded in bytes: a buffer is reused
- * once its part is uploaded (no garbage to wait for), and while the budget is spent, writers answer
- * false to write() until a part upload gives a buffer back. Uploads never need a new buffer, so
- * they always finish and the budget always comes back.
+ * How long a writer waits for a part buffer before it takes one past the budget: buffers of fast
+ * uploads come back within a part's upload, so only a budget held by clients that send slowly
+ * makes anyone wait this long, and they must not stall every other upload of the node.
+ */
+export const PAST_BUDGET_AFTER_MS = 2000;
+
+/**
+ * Part buffers shared by every writer and append of a store, bounded in bytes together with the
+ * parts being filled: a buffer is reused once its part is uploaded (no garbage to wait for), and a
+ * writer that needs one while the budget is spent holds its caller's chunk, answers false to
+ * write() (its body pauses) and waits until a part upload gives one back, or PAST_BUDGET_AFTER_MS.
  */
 export interface PartPool {
   take(size: number): Buffer;
   give(buf: Buffer): void;
-  /** True while more bytes are out than the budget. */
-  spent(): boolean;
-  /** Runs `fn` once, when a buffer comes back. */
+  /** Whether `size` more bytes fit in the budget (or none are out), or a writer waiting since `since` (ms) has waited long enough. */
+  mayTake(size: number, since: number | null): boolean;
+  /** Runs `fn` once, when a buffer comes back or a waiter's time may be up. */
   onFree(fn: () => void): void;
 }
 
@@ -37,6 +44,14 @@ export function createPartPool(budget: number): PartPool {
   const free: Buffer[] = [];
   let out = 0;
   let waiting: (() => void)[] = [];
+  let timer: NodeJS.Timeout | null = null;
+  const wake = () => {
+    if (timer) clearTimeout(timer);
+    timer = null;
+    const fns = waiting;
+    waiting = [];
+    for (const fn of fns) fn();
+  };
   return {
     take(size) {
       out += size;
@@ -46,13 +61,12 @@ export function createPartPool(budget: number): PartPool {
     give(buf) {
       out -= buf.length;
       if (out + free.reduce((n, b) => n + b.length, 0) + buf.length <= budget) free.push(buf);
-      const fns = waiting;
-      waiting = [];
-      for (const fn of fns) fn();
+      wake();
     },
-    spent: () => out >= budget,
+    mayTake: (size, since) => out === 0 || out + size <= budget || (since !== null && Date.now() - since >= PAST_BUDGET_AFTER_MS),
     onFree(fn) {
       waiting.push(fn);
+      timer ??= setTimeout(wake, PAST_BUDGET_AFTER_MS / 4).unref();
     },
   };
 }
@@ -114,6 +128,8 @@ export function createPartQueue(o: {
   let error: Error | null = null;
   let drain: (() => void) | null = null;
   let settled: (() => void) | null = null;
+  /** When this queue was first refused a buffer (ms), null while it is not waiting for one. */
+  let waitingSince: number | null = null;
 
   const fail = (err: Error, report = true) => {
     if (error) return;
@@ -156,11 +172,32 @@ export function createPartQueue(o: {
     }
   };
 
-  /** Copies a chunk into part buffers, cutting each one as it fills (a buffer is taken even past the budget). */
-  const copyIn = (chunk: Uint8Array) => {
+  /**
+   * Whether a new part buffer is to be had now; the first refusal starts this queue's wait. `force`:
+   * the bytes must go in now (the end of the object), whatever the budget.
+   */
+  const mayTake = () => {
+    if (o.pool.mayTake(partSize(nextPart), waitingSince)) return true;
+    waitingSince ??= Date.now();
+    return false;
+  };
+  const bufferAtHand = (force = false) => {
+    if (part.length > 0) return true;
+    if (!force && !mayTake()) return false;
+    waitingSince = null;
+    part = o.pool.take(partSize(nextPart));
+    return true;
+  };
+
+  /** Copies a chunk into part buffers, cutting each one as it fills; what finds no buffer is held in a copy. */
+  const copyIn = (chunk: Uint8Array, force = false) => {
     let at = 0;
     while (at < chunk.length) {
-      if (part.length === 0) part = o.pool.take(partSize(nextPart));
+      if (!bufferAtHand(force)) {
+        held.push(Buffer.from(chunk.subarray(at)));
+        heldBytes += chunk.length - at;
+        return;
+      }
       const n = Math.min(part.length - fill, chunk.length - at);
       part.set(chunk.subarray(at, at + n), fill);
       fill += n;
@@ -169,25 +206,24 @@ export function createPartQueue(o: {
     }
   };
 
-  /** Moves held chunks into part buffers. */
-  const absorb = () => {
+  /** Moves held chunks into part buffers, as far as buffers are to be had (all of them with `force`). */
+  const absorb = (force = false) => {
     const chunks = held.splice(0);
     heldBytes = 0;
-    for (const c of chunks) copyIn(c);
+    for (const c of chunks) {
+      if (held.length > 0) {
+        held.push(c);
+        heldBytes += c.length;
+      } else copyIn(c, force);
+    }
   };
 
-  /**
-   * Over budget, a writer waits for a buffer only while one of its own parts is uploading (which
-   * gives one back); a writer with none always gets one, so idle uploads cannot starve the others.
-   */
-  const starved = () => o.pool.spent() && inFlight + waiting.length > 0;
-
-  /** Whether the caller may send more: no part waits for an upload slot and a buffer is at hand. */
-  const ready = () => waiting.length === 0 && held.length === 0 && !((part.length === 0 || fill === part.length) && starved());
+  /** Whether the caller may send more: no part waits for an upload slot, nothing is held, and a buffer is at hand or to be had. */
+  const ready = () => waiting.length === 0 && held.length === 0 && (part.length > 0 || mayTake());
 
   const maybeDrain = () => {
     if (!drain || error) return;
-    if (held.length > 0 && !starved()) absorb();
+    if (held.length > 0) absorb();
     if (waiting.length > 0) return; // the upload that frees a slot calls again
     if (!ready()) {
       o.pool.onFree(maybeDrain);
@@ -211,8 +247,7 @@ export function createPartQueue(o: {
     write(chunk) {
       if (error) return true;
       received += chunk.length;
-      if (held.length > 0 || (part.length === 0 && starved())) {
-        // No buffer to be had: this chunk waits in a copy of its own, and the caller pauses.
+      if (held.length > 0) {
         held.push(Buffer.from(chunk));
         heldBytes += chunk.length;
         return false;
@@ -229,15 +264,15 @@ export function createPartQueue(o: {
     filling: () => fill + heldBytes,
     cut: () => nextPart - o.firstPart,
     flush() {
-      absorb();
+      absorb(true);
       if (fill > 0) cut();
     },
     shrink(n) {
-      absorb();
+      absorb(true);
       fill = Math.min(fill, n);
     },
     takeFilling() {
-      absorb();
+      absorb(true);
       const out = Buffer.from(part.subarray(0, fill));
       if (part.length > 0) o.pool.give(part);
       part = EMPTY;

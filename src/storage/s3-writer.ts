@@ -22,6 +22,8 @@ export interface S3Ctx {
   readonly ownUploads: Map<string, Promise<string>>;
   /** Part buffers of every writer and append, bounded together. */
   readonly pool: PartPool;
+  /** Told the bytes of every object body read, which the HTTP client allocated and the reader copied out. */
+  readonly bodyGarbage: (bytes: number) => void;
 }
 
 /** Starts a multipart upload on `objectKey`, remembered in ownUploads until it is completed or aborted. */

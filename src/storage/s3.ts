@@ -2,6 +2,7 @@ import path from 'node:path';
 import { DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import type { S3Location } from '../config.ts';
 import { randomHex } from '../util/random.ts';
+import { createGarbageMeter } from '../util/young-gc.ts';
 import { BLOB_KEY_RE, type BlobCache, type BlobStore } from './blob-store.ts';
 import { deleteObjects } from './s3-append.ts';
 import { checkBucket, createS3Client, isNotFound } from './s3-client.ts';
@@ -23,8 +24,6 @@ export async function createS3Store(o: {
   client?: S3Client;
   /** Start-up checks of the bucket (checkBucket); off for a second store on a bucket already checked. */
   check?: boolean;
-  /** Bytes of part buffers all uploads together may hold before their bodies are paused. */
-  partBudget?: number;
 }): Promise<BlobStore> {
   const client = o.client ?? createS3Client(o.location);
   if (o.check !== false) {
@@ -42,7 +41,8 @@ export async function createS3Store(o: {
     prefix,
     fileKey: (key) => `${prefix}files/${key}`,
     ownUploads: new Map(),
-    pool: createPartPool(o.partBudget ?? 64 * 1024 * 1024),
+    pool: createPartPool(o.location.partBufferBytes),
+    bodyGarbage: createGarbageMeter(4 * 1024 * 1024),
   };
   const newKey = () => randomHex(16);
   const resumables = createS3Resumables(ctx, newKey);
