@@ -6,7 +6,7 @@ import { createGarbageMeter } from '../util/young-gc.ts';
 import { BLOB_KEY_RE, type BlobCache, type BlobStore } from './blob-store.ts';
 import { deleteObjects } from './s3-append.ts';
 import { checkBucket, createS3Client, isNotFound } from './s3-client.ts';
-import { createPartPool } from './s3-parts.ts';
+import { createPartPool } from './s3-part-pool.ts';
 import { openReader, readRange, withLocalFile } from './s3-read.ts';
 import { createS3Resumables } from './s3-resumable.ts';
 import { abortTemp, dropOwnedCache, listKeys, listLeftovers, listPages } from './s3-sweep.ts';
