@@ -20,7 +20,7 @@ import {
   envInt, environment, fixed, formatSize, mbps, median, parseSize, printHeader, printTable, ratio, REPO_DIR, sizesFromArgs, writeResults,
 } from './lib/report.ts';
 import { asUploadReply, cleanupUploads } from './lib/sluice-api.ts';
-import { closeAll, freshDatabase, SLUICE_BIN, startSluice, type Target } from './lib/targets.ts';
+import { closeAll, describeFailure, freshDatabase, SLUICE_BIN, startSluice, type Target } from './lib/targets.ts';
 
 // The SDK's notice about Node 22 at every client (src/storage/s3-client.ts says why it is not for us).
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
@@ -123,6 +123,7 @@ async function round(node: Node, i: number, cases: Record<CaseName, Case>): Prom
   );
   await cleanupUploads(node.sluice, [stored!.reply]);
   await node.s3.send(new DeleteObjectCommand({ Bucket: node.ceph.bucket, Key: direct }));
+  await node.ceph.purgeDeleted();
 }
 
 interface MemoryFigures {
@@ -141,6 +142,7 @@ async function memoryCase(node: Node, n: number, size: number): Promise<MemoryFi
     await measure(node, down, n * size, () => Promise.all(stored.map((s) => fetchAll(`${node.sluice.baseUrl}/d/${s.id}`, size))));
   } finally {
     await cleanupUploads(node.sluice, stored.map((s) => s.reply));
+    await node.ceph.purgeDeleted();
   }
   const label = `${n} x ${formatSize(size)}`;
   return [
@@ -189,10 +191,14 @@ async function main(): Promise<void> {
       console.log(`round ${i + 1}: ${CASES.map((c) => `${c} ${fixed(cases[c].mbps.at(-1))}`).join(', ')} MB/s`);
     }
     const memory: MemoryFigures[] = [];
-    if (MEMORY) {
-      memory.push(...(await memoryCase(node, 1, LARGE)));
-      console.log(memory.map((m) => `${m.name}: ${fixed(m.mbps)} MB/s, peak ${fixed(m.peakMiB)} MiB`).join('; '));
-      memory.push(...(await memoryCase(node, PARALLEL, SIZE8)));
+    try {
+      if (MEMORY) {
+        memory.push(...(await memoryCase(node, 1, LARGE)));
+        console.log(memory.map((m) => `${m.name}: ${fixed(m.mbps)} MB/s, peak ${fixed(m.peakMiB)} MiB`).join('; '));
+        memory.push(...(await memoryCase(node, PARALLEL, SIZE8)));
+      }
+    } catch (err) {
+      console.error(`memory cases: ${describeFailure(sluice, String(err))}\nSluice's last output:\n${sluice.proc.output().slice(-2000)}`);
     }
     report(cases, memory, idleMiB);
     console.log(`results: ${writeResults('s3-server', { env, size: SIZE, runs: RUNS, sluiceEnv: extraEnv(), idleMiB, cases, memory })}`);
