@@ -197,7 +197,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
     credentials: accessKeyId && secretAccessKey ? { accessKeyId, secretAccessKey, ...(sessionToken ? { sessionToken } : {}) } : undefined,
     region: str('AWS_REGION') ?? str('AWS_DEFAULT_REGION'),
     endpoint: url('AWS_ENDPOINT_URL_S3', ['http:', 'https:']) ?? url('AWS_ENDPOINT_URL', ['http:', 'https:']),
-    partBufferBytes: int('S3_PART_BUFFER_MIB', 32, 16, 65536) * 1024 * 1024,
+    partBufferBytes: int('S3_PART_BUFFER_MIB', 24, 16, 65536) * 1024 * 1024,
   });
   const mailFrom = str('MAIL_FROM') ?? 'Sluice <sluice@localhost>';
   if (!/^[^\r\n]*@[^\r\n]*$/.test(mailFrom)) problems.push('MAIL_FROM: expected an address such as "Sluice <sluice@example.com>"');

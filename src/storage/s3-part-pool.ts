@@ -20,7 +20,11 @@ export interface PartPool {
   onFree(fn: () => void): void;
 }
 
-export function createPartPool(budget: number): PartPool {
+/**
+ * `released`: called when the pool has let its spare buffers go (no upload holds a buffer any more),
+ * so that they are collected soon rather than held through the downloads that may follow.
+ */
+export function createPartPool(budget: number, released: () => void = () => {}): PartPool {
   const free: Buffer[] = [];
   let out = 0;
   let waiting: (() => void)[] = [];
@@ -40,7 +44,10 @@ export function createPartPool(budget: number): PartPool {
     },
     give(buf) {
       out -= buf.length;
-      if (out + free.reduce((n, b) => n + b.length, 0) + buf.length <= budget) free.push(buf);
+      if (out === 0) {
+        free.length = 0;
+        released();
+      } else if (out + free.reduce((n, b) => n + b.length, 0) + buf.length <= budget) free.push(buf);
       wake();
     },
     mayTake: (size, since) => out === 0 || out + size <= budget || (since !== null && Date.now() - since >= PAST_BUDGET_AFTER_MS),

@@ -108,6 +108,12 @@ export async function openReader(ctx: S3Ctx, key: BlobKey): Promise<BlobReader> 
   };
 }
 
+/**
+ * A reader's GET left unread this long is closed (the next read opens another): a client that stopped
+ * reading must not keep a socket of the store's bounded pool, which every upload and read shares.
+ */
+const CURSOR_IDLE_MS = 1000;
+
 /** A GET's body being read in order: where it stands, and the rest of a chunk a read did not take. */
 interface Cursor {
   readonly body: Readable;
@@ -115,13 +121,17 @@ interface Cursor {
   pos: number;
   rest: Buffer | null;
   busy: boolean;
-  /** The body failed between reads (e.g. the SDK's socket timeout while a client stalled). */
+  /** The body failed or was closed between reads. */
   failed: boolean;
+  idle: NodeJS.Timeout | null;
 }
 
 function createCursor(body: Readable, pos: number, garbage: (bytes: number) => void): Cursor {
-  const c: Cursor = { body, garbage, pos, rest: null, busy: false, failed: false };
+  const c: Cursor = { body, garbage, pos, rest: null, busy: false, failed: false, idle: null };
   body.pause();
+  body.once('close', () => {
+    if (c.idle) clearTimeout(c.idle);
+  });
   body.on('error', () => (c.failed = true));
   return c;
 }
@@ -137,7 +147,17 @@ function fill(c: Cursor, target: Buffer): Promise<number> {
     c.rest = n < chunk.length ? chunk.subarray(n) : null;
   };
   if (c.rest) take(c.rest);
-  if (at === target.length || c.body.readableEnded) return Promise.resolve(at);
+  if (c.idle) clearTimeout(c.idle);
+  const idleAfter = (): void => {
+    c.idle = setTimeout(() => {
+      c.failed = true;
+      c.body.destroy();
+    }, CURSOR_IDLE_MS).unref();
+  };
+  if (at === target.length || c.body.readableEnded) {
+    idleAfter();
+    return Promise.resolve(at);
+  }
   if (c.body.destroyed) {
     c.failed = true;
     return Promise.reject(new Error('the object store closed the body early'));
@@ -148,6 +168,7 @@ function fill(c: Cursor, target: Buffer): Promise<number> {
       c.body.off('data', onData).off('end', onEnd).off('error', settle).off('close', onClose);
       c.body.pause();
       c.busy = false;
+      idleAfter();
       if (err) {
         c.failed = true;
         reject(err);

@@ -2,7 +2,7 @@ import path from 'node:path';
 import { DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import type { S3Location } from '../config.ts';
 import { randomHex } from '../util/random.ts';
-import { createGarbageMeter } from '../util/young-gc.ts';
+import { createGarbageMeter, createOldCollector } from '../util/gc.ts';
 import { BLOB_KEY_RE, type BlobCache, type BlobStore } from './blob-store.ts';
 import { deleteObjects } from './s3-append.ts';
 import { checkBucket, createS3Client, isNotFound } from './s3-client.ts';
@@ -41,7 +41,7 @@ export async function createS3Store(o: {
     prefix,
     fileKey: (key) => `${prefix}files/${key}`,
     ownUploads: new Map(),
-    pool: createPartPool(o.location.partBufferBytes),
+    pool: createPartPool(o.location.partBufferBytes, createOldCollector(10_000)),
     bodyGarbage: createGarbageMeter(4 * 1024 * 1024),
   };
   const newKey = () => randomHex(16);
