@@ -121,15 +121,13 @@ export function createPartQueue(o: {
     }
   };
 
-  /**
-   * Whether a new part buffer is to be had now; the first refusal starts this queue's wait. `force`:
-   * the bytes must go in now (the end of the object), whatever the budget.
-   */
+  /** Whether the pool grants a new part buffer now; the first refusal starts this queue's wait. */
   const mayTake = () => {
     if (o.pool.mayTake(partSize(nextPart), waitingSince)) return true;
     waitingSince ??= Date.now();
     return false;
   };
+  /** Makes sure a part buffer is being filled. `force`: the bytes must go in now (the end of the object), whatever the budget. */
   const bufferAtHand = (force = false) => {
     if (part.length > 0) return true;
     if (!force && !mayTake()) return false;
