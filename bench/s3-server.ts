@@ -34,12 +34,13 @@ const SIZE8 = parseSize(process.env.BENCH_SIZE8 ?? '512M');
 const MEMORY = process.env.BENCH_MEMORY !== '0';
 const RSS_TARGET_MIB = 160;
 
-/** One measured case: MB/s of each run and the server's peak RSS over all of them. */
+/** One measured case: MB/s and the server's CPU seconds per GB of each run, and its peak RSS over all of them. */
 interface Case {
   mbps: number[];
+  cpuPerGB: number[];
   peakMiB: number;
 }
-const newCase = (): Case => ({ mbps: [], peakMiB: 0 });
+const newCase = (): Case => ({ mbps: [], cpuPerGB: [], peakMiB: 0 });
 
 interface Node {
   sluice: Target;
@@ -56,6 +57,7 @@ async function measure<T>(node: Node, c: Case | undefined, bytes: number, fn: ()
   const ms = performance.now() - t;
   if (c) {
     c.mbps.push(mbps(bytes, ms));
+    c.cpuPerGB.push(node.sluice.rss.cpuSeconds() / (bytes / 1e9));
     c.peakMiB = Math.max(c.peakMiB, node.sluice.rss.peakMiB());
   }
   return out;
@@ -130,6 +132,7 @@ interface MemoryFigures {
   name: string;
   bytes: number;
   mbps: number;
+  cpuPerGB: number;
   peakMiB: number;
 }
 
@@ -146,8 +149,8 @@ async function memoryCase(node: Node, n: number, size: number): Promise<MemoryFi
   }
   const label = `${n} x ${formatSize(size)}`;
   return [
-    { name: `upload ${label}`, bytes: n * size, mbps: up.mbps[0]!, peakMiB: up.peakMiB },
-    { name: `download ${label}`, bytes: n * size, mbps: down.mbps[0]!, peakMiB: down.peakMiB },
+    { name: `upload ${label}`, bytes: n * size, mbps: up.mbps[0]!, cpuPerGB: up.cpuPerGB[0]!, peakMiB: up.peakMiB },
+    { name: `download ${label}`, bytes: n * size, mbps: down.mbps[0]!, cpuPerGB: down.cpuPerGB[0]!, peakMiB: down.peakMiB },
   ];
 }
 
@@ -214,8 +217,8 @@ function report(cases: Record<CaseName, Case>, memory: readonly MemoryFigures[],
   if (memory.length === 0) return;
   console.log(`\nmemory of the Sluice process (target: peak RSS < ${RSS_TARGET_MIB} MiB)`);
   printTable(
-    ['case', 'MB/s', 'peak RSS MiB', 'target'],
-    memory.map((m) => [m.name, fixed(m.mbps), fixed(m.peakMiB), m.peakMiB < RSS_TARGET_MIB ? 'met' : 'MISSED']),
+    ['case', 'MB/s', 'CPU s/GB', 'peak RSS MiB', 'target'],
+    memory.map((m) => [m.name, fixed(m.mbps), fixed(m.cpuPerGB, 2), fixed(m.peakMiB), m.peakMiB < RSS_TARGET_MIB ? 'met' : 'MISSED']),
   );
 }
 
@@ -228,9 +231,9 @@ function printPairs(cases: Record<CaseName, Case>, idleMiB: number): void {
   ];
   console.log(`\n${formatSize(SIZE)}, medians of ${RUNS} (target: each ratio >= 0.80x); Sluice idle ${fixed(idleMiB)} MiB`);
   printTable(
-    ['case', 'Sluice MB/s', 'baseline', 'baseline MB/s', 'ratio', 'Sluice peak RSS MiB', 'runs (Sluice / baseline)'],
+    ['case', 'Sluice MB/s', 'baseline', 'baseline MB/s', 'ratio', 'Sluice peak RSS MiB', 'Sluice CPU s/GB', 'runs (Sluice / baseline)'],
     pairs.map(([name, a, b]) => [
-      name, fixed(med(a)), b.replace(/^\w+:? /, ''), fixed(med(b)), ratio(med(a), med(b)), fixed(cases[a].peakMiB),
+      name, fixed(med(a)), b.replace(/^\w+:? /, ''), fixed(med(b)), ratio(med(a), med(b)), fixed(cases[a].peakMiB), fixed(median(cases[a].cpuPerGB), 2),
       `${cases[a].mbps.map((x) => fixed(x)).join(' ')} / ${cases[b].mbps.map((x) => fixed(x)).join(' ')}`,
     ]),
   );

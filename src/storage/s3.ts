@@ -42,7 +42,7 @@ export async function createS3Store(o: {
     fileKey: (key) => `${prefix}files/${key}`,
     ownUploads: new Map(),
     pool: createPartPool(o.location.partBufferBytes, createOldCollector(10_000)),
-    bodyGarbage: createGarbageMeter(4 * 1024 * 1024),
+    bodyGarbage: createGarbageMeter(1024 * 1024),
   };
   const newKey = () => randomHex(16);
   const resumables = createS3Resumables(ctx, newKey);

@@ -22,8 +22,9 @@ function collector(): Gc | null {
  * Counts bytes that went through buffers the runtime allocated and dropped (an HTTP client's socket
  * reads, copied out at once), and runs a minor collection after every `everyBytes` of them. V8 frees
  * such buffers only when its young generation fills with objects or external memory has grown by
- * tens of MiB; a stream that allocates little else would hold that much garbage in RSS. A minor
- * collection of a small young generation takes well under a millisecond.
+ * tens of MiB; a stream that allocates little else would hold that much garbage in RSS, and the
+ * allocator would keep touching fresh pages instead of the ones just freed. A minor collection of a
+ * small young generation takes well under a millisecond.
  */
 export function createGarbageMeter(everyBytes: number): (bytes: number) => void {
   let since = 0;
