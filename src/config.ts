@@ -73,6 +73,11 @@ export interface S3Access {
    * provider chain (a profile, an instance or container role).
    */
   readonly credentials: { readonly accessKeyId: string; readonly secretAccessKey: string; readonly sessionToken?: string } | undefined;
+  /**
+   * S3_PART_BUFFER_MIB, in bytes: what the part buffers of all uploads of the process may hold
+   * together, the parts being filled included, before uploads wait for one to come back.
+   */
+  readonly partBufferBytes: number;
 }
 
 export class ConfigError extends Error {
@@ -198,6 +203,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
     credentials: accessKeyId && secretAccessKey ? { accessKeyId, secretAccessKey, ...(sessionToken ? { sessionToken } : {}) } : undefined,
     region: str('AWS_REGION') ?? str('AWS_DEFAULT_REGION') ?? 'us-east-1',
     endpoint: url('AWS_ENDPOINT_URL_S3', ['http:', 'https:']) ?? url('AWS_ENDPOINT_URL', ['http:', 'https:']),
+    partBufferBytes: int('S3_PART_BUFFER_MIB', 24, 16, 65536) * 1024 * 1024,
   });
   const storage = str('STORAGE_URL');
   const s3 = storage === undefined ? null : parseStorageUrl('STORAGE_URL', storage, s3Access, problems);

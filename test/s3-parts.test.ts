@@ -18,7 +18,8 @@ import {
 import { PLANS } from '../src/auth/plans.ts';
 import { loadConfig } from '../src/config.ts';
 import type { BlobStore } from '../src/storage/blob-store.ts';
-import { createPartPool, createPartQueue, MAX_PARTS, MIN_PART, partSize, type PartQueue } from '../src/storage/s3-parts.ts';
+import { createPartPool } from '../src/storage/s3-part-pool.ts';
+import { createPartQueue, MAX_PARTS, MIN_PART, partSize, type PartQueue } from '../src/storage/s3-parts.ts';
 import { createS3Store } from '../src/storage/s3.ts';
 import { cephSkip } from './helpers/ceph.ts';
 import { sharedBucket, type SharedBucket } from './helpers/s3-backend.ts';

@@ -62,8 +62,10 @@ describe('S3 blob store on radosgw', { skip }, () => {
   test('STORAGE_URL parses into bucket and prefix, with the endpoint from AWS_ENDPOINT_URL_S3', () => {
     assert.deepEqual(location, {
       bucket: ceph.bucket, prefix: 't1/', region: 'us-east-1', endpoint: ceph.endpoint,
-      credentials: { accessKeyId: ceph.accessKeyId, secretAccessKey: ceph.secretAccessKey },
+      credentials: { accessKeyId: ceph.accessKeyId, secretAccessKey: ceph.secretAccessKey }, partBufferBytes: 24 * MIB,
     });
+    assert.equal(loadConfig({ ...ceph.env(), S3_PART_BUFFER_MIB: '48' }).s3!.partBufferBytes, 48 * MIB);
+    assert.throws(() => loadConfig({ ...ceph.env(), S3_PART_BUFFER_MIB: '8' }), /S3_PART_BUFFER_MIB: expected a whole number from 16/);
     assert.throws(() => loadConfig({ STORAGE_URL: 'https://x' }), /STORAGE_URL: expected s3:\/\/BUCKET/);
     assert.throws(() => loadConfig({ STORAGE_URL: 's3://A_B' }), /not a valid bucket name/);
   });
@@ -164,6 +166,81 @@ describe('S3 blob store on radosgw', { skip }, () => {
     await store.delete(w.key);
     await assert.rejects(store.read(w.key), { code: 'NOT_FOUND' });
     await assert.rejects(store.open(w.key), { code: 'NOT_FOUND' });
+  });
+
+  test('a reader read in order costs one GET; a read elsewhere or beside it still gets its own bytes', async () => {
+    const data = randomBytes(9 * MIB + 77);
+    const w = store.createWriter();
+    await push(w, data);
+    await w.finish();
+    await w.publish();
+    // A proxy in front of radosgw counts the GETs the reader makes.
+    const target = new URL(ceph.endpoint);
+    let gets = 0;
+    const proxy = http.createServer((req, res) => {
+      if (req.method === 'GET' && req.url?.includes(w.key)) gets++;
+      const up = http.request({ host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers }, (r) => {
+        res.writeHead(r.statusCode!, r.headers);
+        r.pipe(res);
+      });
+      req.pipe(up);
+    });
+    await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
+    const endpoint = `http://127.0.0.1:${(proxy.address() as { port: number }).port}`;
+    const via = await createS3Store({ location: loadConfig({ ...ceph.env('t1'), AWS_ENDPOINT_URL_S3: endpoint }).s3!, tmpDir: tmp, check: false });
+    try {
+      const r = await via.open(w.key);
+      const got: Buffer[] = [];
+      for (let at = 0; at < data.length; at += MIB) {
+        const buf = Buffer.alloc(Math.min(MIB, data.length - at));
+        await r.readInto(buf, at);
+        got.push(buf);
+      }
+      assert.deepEqual(Buffer.concat(got), data);
+      assert.equal(gets, 1, 'one GET for the whole object');
+      const back = Buffer.alloc(1000);
+      await r.readInto(back, 5);
+      assert.deepEqual(back, data.subarray(5, 1005));
+      const [a, b] = [Buffer.alloc(3 * MIB), Buffer.alloc(100)];
+      await Promise.all([r.readInto(a, 1005), r.readInto(b, 7 * MIB)]);
+      assert.deepEqual(a, data.subarray(1005, 1005 + 3 * MIB));
+      assert.deepEqual(b, data.subarray(7 * MIB, 7 * MIB + 100));
+      const next = Buffer.alloc(10);
+      await r.readInto(next, 1005 + 3 * MIB);
+      assert.deepEqual(next, data.subarray(1005 + 3 * MIB, 1015 + 3 * MIB));
+      assert.equal(gets, 3, 'the read back moved the GET, the one beside it had its own, the next one continued');
+      await new Promise((res) => setTimeout(res, 1500));
+      await r.readInto(next, 1015 + 3 * MIB);
+      assert.deepEqual(next, data.subarray(1015 + 3 * MIB, 1025 + 3 * MIB));
+      assert.equal(gets, 4, 'a GET left unread for a second was closed; the next read opened another');
+      r.close();
+    } finally {
+      await via.close();
+      proxy.close();
+      await store.delete(w.key);
+    }
+  });
+
+  test('uploads beyond the part budget wait their turn and all finish with their own bytes', async () => {
+    const small = await createS3Store({ location: { ...location, partBufferBytes: 16 * MIB }, tmpDir: tmp, check: false });
+    try {
+      const datas = Array.from({ length: 4 }, (_, i) => randomBytes(20 * MIB + i));
+      const keys = await Promise.all(
+        datas.map(async (data) => {
+          const w = small.createWriter();
+          await push(w, data);
+          assert.equal((await w.finish()).crc32, crc32(data));
+          await w.publish();
+          return w.key;
+        }),
+      );
+      for (const [i, key] of keys.entries()) {
+        assert.ok((await readAll(await small.read(key))).equals(datas[i]!), `upload ${i} holds its own bytes`);
+        await small.delete(key);
+      }
+    } finally {
+      await small.close();
+    }
   });
 
   test('abort mid-stream leaves no multipart upload and no object', async () => {

@@ -147,6 +147,7 @@ export interface SluiceOptions {
   uwsDir?: string;
   /** Another checkout to run instead of this one (see ALT_TREE_DIR). */
   treeDir?: string;
+  env?: NodeJS.ProcessEnv; // more variables for the server and its migrate (STORAGE_URL, S3 credentials)
 }
 
 /** `node bin/sluice.js serve` (the compiled start path, with `npm start`'s environment) with anonymous caps raised out of the way. */
@@ -165,6 +166,7 @@ export async function startSluice(opts: SluiceOptions = {}): Promise<Target> {
     WORKERS: opts.workers ?? '1',
     // As `npm start` and the systemd unit run it (glibc malloc arenas; see the README).
     MALLOC_ARENA_MAX: '2',
+    ...opts.env,
   };
   if (opts.uwsDir !== undefined) {
     env.SLUICE_BENCH_UWS_DIR = path.resolve(opts.uwsDir);

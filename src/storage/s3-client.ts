@@ -19,14 +19,15 @@ export class StorageSetupError extends Error {
 /**
  * One client per store. Checksums only when an operation requires one: radosgw answers a streamed
  * PutObject under the SDK's default (a trailing checksum) with 411. Sockets are kept alive and
- * their number bounded, since every part and every ranged read is its own request.
+ * their number bounded, since every part and every ranged read is its own request, and a download
+ * holds one for as long as its client reads.
  */
 export function createS3Client(loc: S3Location): S3Client {
   // The SDK warns at every client it builds on Node < 22 that its releases after January 2027 will
   // need Node 22. package.json pins an exact SDK version, which supports the Node versions Sluice
   // does: the warning is about an upgrade nobody made, printed at every start of every node.
   process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
-  const agentOpts = { keepAlive: true, maxSockets: 64 };
+  const agentOpts = { keepAlive: true, maxSockets: 256 };
   const client = new S3Client({
     region: loc.region,
     endpoint: loc.endpoint,

@@ -1,4 +1,5 @@
 import { UploadPartCommand, type S3Client } from '@aws-sdk/client-s3';
+import type { PartPool } from './s3-part-pool.ts';
 
 const MIB = 1024 * 1024;
 /** S3's smallest part other than the last. */
@@ -18,45 +19,6 @@ const EMPTY: Buffer = Buffer.alloc(0);
 /** How many parts of one writer upload at once; with the part being filled, at most three buffers. */
 const IN_FLIGHT = 2;
 
-/**
- * Part buffers shared by every writer and append of a store, bounded in bytes: a buffer is reused
- * once its part is uploaded (no garbage to wait for), and while the budget is spent, writers answer
- * false to write() until a part upload gives a buffer back. Uploads never need a new buffer, so
- * they always finish and the budget always comes back.
- */
-export interface PartPool {
-  take(size: number): Buffer;
-  give(buf: Buffer): void;
-  /** True while more bytes are out than the budget. */
-  spent(): boolean;
-  /** Runs `fn` once, when a buffer comes back. */
-  onFree(fn: () => void): void;
-}
-
-export function createPartPool(budget: number): PartPool {
-  const free: Buffer[] = [];
-  let out = 0;
-  let waiting: (() => void)[] = [];
-  return {
-    take(size) {
-      out += size;
-      const i = free.findIndex((b) => b.length === size);
-      return i >= 0 ? free.splice(i, 1)[0]! : Buffer.allocUnsafe(size);
-    },
-    give(buf) {
-      out -= buf.length;
-      if (out + free.reduce((n, b) => n + b.length, 0) + buf.length <= budget) free.push(buf);
-      const fns = waiting;
-      waiting = [];
-      for (const fn of fns) fn();
-    },
-    spent: () => out >= budget,
-    onFree(fn) {
-      waiting.push(fn);
-    },
-  };
-}
-
 export interface UploadedPart {
   readonly PartNumber: number;
   readonly ETag: string;
@@ -66,8 +28,9 @@ export interface UploadedPart {
 /**
  * Cuts a stream of chunks into parts of partSize(n) bytes and uploads them to one multipart upload,
  * at most IN_FLIGHT at a time. Each chunk is copied once, into the part's own buffer, so callers
- * may reuse theirs. write() answers false while a full part waits for a free upload slot: the
- * caller's body pauses (backpressure to the socket) until onDrain's callback runs.
+ * may reuse theirs. write() answers false while a full part waits for a free upload slot or no
+ * part buffer is to be had from the pool: the caller's body pauses (backpressure to the socket)
+ * until onDrain's callback runs.
  */
 export interface PartQueue {
   write(chunk: Uint8Array): boolean;
@@ -114,6 +77,8 @@ export function createPartQueue(o: {
   let error: Error | null = null;
   let drain: (() => void) | null = null;
   let settled: (() => void) | null = null;
+  /** When this queue was first refused a buffer (ms), null while it is not waiting for one. */
+  let waitingSince: number | null = null;
 
   const fail = (err: Error, report = true) => {
     if (error) return;
@@ -156,11 +121,30 @@ export function createPartQueue(o: {
     }
   };
 
-  /** Copies a chunk into part buffers, cutting each one as it fills (a buffer is taken even past the budget). */
-  const copyIn = (chunk: Uint8Array) => {
+  /** Whether the pool grants a new part buffer now; the first refusal starts this queue's wait. */
+  const mayTake = () => {
+    if (o.pool.mayTake(partSize(nextPart), waitingSince)) return true;
+    waitingSince ??= Date.now();
+    return false;
+  };
+  /** Makes sure a part buffer is being filled. `force`: the bytes must go in now (the end of the object), whatever the budget. */
+  const bufferAtHand = (force = false) => {
+    if (part.length > 0) return true;
+    if (!force && !mayTake()) return false;
+    waitingSince = null;
+    part = o.pool.take(partSize(nextPart));
+    return true;
+  };
+
+  /** Copies a chunk into part buffers, cutting each one as it fills; what finds no buffer is held in a copy. */
+  const copyIn = (chunk: Uint8Array, force = false) => {
     let at = 0;
     while (at < chunk.length) {
-      if (part.length === 0) part = o.pool.take(partSize(nextPart));
+      if (!bufferAtHand(force)) {
+        held.push(Buffer.from(chunk.subarray(at)));
+        heldBytes += chunk.length - at;
+        return;
+      }
       const n = Math.min(part.length - fill, chunk.length - at);
       part.set(chunk.subarray(at, at + n), fill);
       fill += n;
@@ -169,25 +153,24 @@ export function createPartQueue(o: {
     }
   };
 
-  /** Moves held chunks into part buffers. */
-  const absorb = () => {
+  /** Moves held chunks into part buffers, as far as buffers are to be had (all of them with `force`). */
+  const absorb = (force = false) => {
     const chunks = held.splice(0);
     heldBytes = 0;
-    for (const c of chunks) copyIn(c);
+    for (const c of chunks) {
+      if (held.length > 0) {
+        held.push(c);
+        heldBytes += c.length;
+      } else copyIn(c, force);
+    }
   };
 
-  /**
-   * Over budget, a writer waits for a buffer only while one of its own parts is uploading (which
-   * gives one back); a writer with none always gets one, so idle uploads cannot starve the others.
-   */
-  const starved = () => o.pool.spent() && inFlight + waiting.length > 0;
-
-  /** Whether the caller may send more: no part waits for an upload slot and a buffer is at hand. */
-  const ready = () => waiting.length === 0 && held.length === 0 && !((part.length === 0 || fill === part.length) && starved());
+  /** Whether the caller may send more: no part waits for an upload slot, nothing is held, and a buffer is at hand or to be had. */
+  const ready = () => waiting.length === 0 && held.length === 0 && (part.length > 0 || mayTake());
 
   const maybeDrain = () => {
     if (!drain || error) return;
-    if (held.length > 0 && !starved()) absorb();
+    if (held.length > 0) absorb();
     if (waiting.length > 0) return; // the upload that frees a slot calls again
     if (!ready()) {
       o.pool.onFree(maybeDrain);
@@ -211,8 +194,7 @@ export function createPartQueue(o: {
     write(chunk) {
       if (error) return true;
       received += chunk.length;
-      if (held.length > 0 || (part.length === 0 && starved())) {
-        // No buffer to be had: this chunk waits in a copy of its own, and the caller pauses.
+      if (held.length > 0) {
         held.push(Buffer.from(chunk));
         heldBytes += chunk.length;
         return false;
@@ -229,15 +211,15 @@ export function createPartQueue(o: {
     filling: () => fill + heldBytes,
     cut: () => nextPart - o.firstPart,
     flush() {
-      absorb();
+      absorb(true);
       if (fill > 0) cut();
     },
     shrink(n) {
-      absorb();
+      absorb(true);
       fill = Math.min(fill, n);
     },
     takeFilling() {
-      absorb();
+      absorb(true);
       const out = Buffer.from(part.subarray(0, fill));
       if (part.length > 0) o.pool.give(part);
       part = EMPTY;

@@ -5,7 +5,8 @@ import {
   PutObjectCommand, type S3Client,
 } from '@aws-sdk/client-s3';
 import { BlobError, type BlobDigest, type BlobKey, type BlobWriter, type WriteOptions } from './blob-store.ts';
-import { createPartQueue, type PartPool } from './s3-parts.ts';
+import type { PartPool } from './s3-part-pool.ts';
+import { createPartQueue } from './s3-parts.ts';
 
 /** What every part of the S3 store shares: the client, the bucket and where things live in it. */
 export interface S3Ctx {
@@ -22,6 +23,8 @@ export interface S3Ctx {
   readonly ownUploads: Map<string, Promise<string>>;
   /** Part buffers of every writer and append, bounded together. */
   readonly pool: PartPool;
+  /** Told the bytes of every object body read, which the HTTP client allocated and the reader copied out. */
+  readonly bodyGarbage: (bytes: number) => void;
 }
 
 /** Starts a multipart upload on `objectKey`, remembered in ownUploads until it is completed or aborted. */

@@ -2,10 +2,11 @@ import path from 'node:path';
 import { DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import type { S3Location } from '../config.ts';
 import { randomHex } from '../util/random.ts';
+import { createGarbageMeter, createOldCollector } from '../util/gc.ts';
 import { BLOB_KEY_RE, type BlobCache, type BlobKey, type BlobStore, type BlobWriter, type WriteOptions } from './blob-store.ts';
 import { deleteObjects } from './s3-append.ts';
 import { checkBucket, createS3Client, isNotFound } from './s3-client.ts';
-import { createPartPool } from './s3-parts.ts';
+import { createPartPool } from './s3-part-pool.ts';
 import { openReader, readRange, withLocalFile } from './s3-read.ts';
 import { createS3Resumables } from './s3-resumable.ts';
 import { abortTemp, dropOwnedCache, listKeys, listLeftovers, listPages } from './s3-sweep.ts';
@@ -31,8 +32,6 @@ export async function createS3Store(o: {
   client?: S3Client;
   /** Start-up checks of the bucket (checkBucket); off for a second store on a bucket already checked. */
   check?: boolean;
-  /** Bytes of part buffers all uploads together may hold before their bodies are paused. */
-  partBudget?: number;
 }): Promise<S3Store> {
   const client = o.client ?? createS3Client(o.location);
   if (o.check !== false) {
@@ -50,7 +49,8 @@ export async function createS3Store(o: {
     prefix,
     fileKey: (key) => `${prefix}files/${key}`,
     ownUploads: new Map(),
-    pool: createPartPool(o.partBudget ?? 64 * 1024 * 1024),
+    pool: createPartPool(o.location.partBufferBytes, createOldCollector(10_000)),
+    bodyGarbage: createGarbageMeter(1024 * 1024),
   };
   const newKey = () => randomHex(16);
   const resumables = createS3Resumables(ctx, newKey);

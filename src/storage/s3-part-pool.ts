@@ -1,0 +1,59 @@
+/**
+ * How long a writer waits for a part buffer before it takes one past the budget: buffers of fast
+ * uploads come back within a part's upload, so only a budget held by clients that send slowly
+ * makes anyone wait this long, and they must not stall every other upload of the node.
+ */
+export const PAST_BUDGET_AFTER_MS = 2000;
+
+/**
+ * Part buffers shared by every writer and append of a store, bounded in bytes together with the
+ * parts being filled: a buffer is reused once its part is uploaded (no garbage to wait for), and a
+ * writer that needs one while the budget is spent holds its caller's chunk, answers false to
+ * write() (its body pauses) and waits until a part upload gives one back, or PAST_BUDGET_AFTER_MS.
+ */
+export interface PartPool {
+  take(size: number): Buffer;
+  give(buf: Buffer): void;
+  /** Whether `size` more bytes fit in the budget (or none are out), or a writer waiting since `since` (ms) has waited long enough. */
+  mayTake(size: number, since: number | null): boolean;
+  /** Runs `fn` once, when a buffer comes back or a waiter's time may be up. */
+  onFree(fn: () => void): void;
+}
+
+/**
+ * `released`: called when the pool has let its spare buffers go (no upload holds a buffer any more),
+ * so that they are collected soon rather than held through the downloads that may follow.
+ */
+export function createPartPool(budget: number, released: () => void = () => {}): PartPool {
+  const free: Buffer[] = [];
+  let out = 0;
+  let waiting: (() => void)[] = [];
+  let timer: NodeJS.Timeout | null = null;
+  const wake = () => {
+    if (timer) clearTimeout(timer);
+    timer = null;
+    const fns = waiting;
+    waiting = [];
+    for (const fn of fns) fn();
+  };
+  return {
+    take(size) {
+      out += size;
+      const i = free.findIndex((b) => b.length === size);
+      return i >= 0 ? free.splice(i, 1)[0]! : Buffer.allocUnsafe(size);
+    },
+    give(buf) {
+      out -= buf.length;
+      if (out === 0) {
+        free.length = 0;
+        released();
+      } else if (out + free.reduce((n, b) => n + b.length, 0) + buf.length <= budget) free.push(buf);
+      wake();
+    },
+    mayTake: (size, since) => out === 0 || out + size <= budget || (since !== null && Date.now() - since >= PAST_BUDGET_AFTER_MS),
+    onFree(fn) {
+      waiting.push(fn);
+      timer ??= setTimeout(wake, PAST_BUDGET_AFTER_MS / 4).unref();
+    },
+  };
+}

@@ -1,0 +1,36 @@
+/** The S3 store's part-buffer pool: one budget for the parts being filled and those uploading. */
+import { test, mock } from 'node:test';
+import assert from 'node:assert/strict';
+import { createPartPool, PAST_BUDGET_AFTER_MS } from '../src/storage/s3-part-pool.ts';
+
+const MIB = 1024 * 1024;
+
+test('the budget counts every buffer out; a waiter is told when one comes back or its time is up', () => {
+  mock.timers.enable({ apis: ['setTimeout', 'Date'] });
+  try {
+    const pool = createPartPool(16 * MIB);
+    assert.equal(pool.mayTake(6 * MIB, null), true, 'nothing out: always');
+    const a = pool.take(6 * MIB);
+    const b = pool.take(6 * MIB);
+    assert.equal(pool.mayTake(6 * MIB, null), false, '18 MiB would pass 16');
+    const since = Date.now();
+    let woken = 0;
+    pool.onFree(() => woken++);
+    pool.give(a);
+    assert.equal(woken, 1, 'a buffer back wakes the waiter');
+    assert.equal(pool.mayTake(6 * MIB, since), true);
+    assert.equal(pool.take(6 * MIB), a, 'the buffer is reused');
+    assert.equal(pool.mayTake(6 * MIB, since), false);
+    pool.onFree(() => woken++);
+    mock.timers.tick(PAST_BUDGET_AFTER_MS);
+    assert.ok(woken >= 2, 'the timer wakes it while nothing comes back');
+    assert.equal(pool.mayTake(6 * MIB, since), true, 'after the wait, past the budget');
+    assert.equal(pool.mayTake(6 * MIB, Date.now()), false, 'a fresh waiter still waits');
+    pool.give(b);
+    pool.give(a);
+    assert.equal(pool.mayTake(16 * MIB, null), true);
+    assert.equal(pool.mayTake(17 * MIB, null), true, 'a part larger than the budget when nothing is out');
+  } finally {
+    mock.timers.reset();
+  }
+});
