@@ -14,7 +14,7 @@ import { uploadMultipart } from './lib/http-client.ts';
 import { httpGet } from './lib/proc.ts';
 import { asUploadReply } from './lib/sluice-api.ts';
 import { runWrk, wrkAvailable, type WrkRun } from './lib/wrk.ts';
-import { closeAll, describeFailure, freshDatabase, selectServers, startBaseline, startSluice, type Target } from './lib/targets.ts';
+import { ALT_TREE_DIR, closeAll, describeFailure, freshDatabase, selectServers, startBaseline, startSluice, type Target } from './lib/targets.ts';
 
 interface Histogram {
   average: number;
@@ -159,7 +159,7 @@ async function main(): Promise<void> {
     try {
       const isSluice = name.startsWith('sluice');
       const t = isSluice
-        ? await startSluice({ databaseUrl: dbUrl, name, ...(name === 'sluice-redis' ? { redisUrl } : {}) })
+        ? await startSluice({ databaseUrl: dbUrl, name, ...(name === 'sluice-redis' ? { redisUrl } : {}), ...(name === 'sluice-base' ? { treeDir: ALT_TREE_DIR } : {}) })
         : await startBaseline(name, { DATABASE_URL: dbUrl, BUNDLE_CODE: BASELINE_CODE });
       // The baseline's seed is its first bundle; its first file (id 1) is the 1 KiB one.
       const seed = isSluice ? await seedSluice(t) : { code: BASELINE_CODE, fileId: 1 };
