@@ -1,5 +1,5 @@
-#!/usr/bin/env -S node --max-semi-space-size=2
-// The V8 flag keeps the young generation at 2 MiB semi-spaces instead of 16: a streaming server's
+#!/usr/bin/env -S node --max-semi-space-size=4
+// The V8 flag keeps the young generation at 4 MiB semi-spaces instead of 16: a streaming server's
 // garbage is short-lived buffers, and the larger nursery only raised peak RSS (bench/RESULTS.md).
 // `npm start` and systemd/sluice.service pass the same flag; test/observability.test.ts holds them equal.
 // Starts Sluice from a compiled bundle of src/ (dist/) under plain node. Running the TypeScript
