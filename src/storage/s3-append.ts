@@ -126,6 +126,7 @@ export async function openAppend(
     client: ctx.client, bucket: ctx.bucket, key: ctx.fileKey(st.key), uploadId: () => Promise.resolve(uploadId),
     firstPart: at.parts.length + 1,
     pool: ctx.pool,
+    garbage: ctx.bodyGarbage,
     onError: (err) => (error ??= err),
   });
   // Streamed into the part buffer: a tail may be nearly a whole part (16 MiB), and a second copy of

@@ -63,6 +63,8 @@ export function createPartQueue(o: {
   firstPart: number;
   onError: (err: Error) => void;
   pool: PartPool;
+  /** Told the size of every chunk written: the body's buffers are garbage once copied into a part. */
+  garbage?: (bytes: number) => void;
 }): PartQueue {
   const ac = new AbortController();
   const done: UploadedPart[] = [];
@@ -194,6 +196,7 @@ export function createPartQueue(o: {
     write(chunk) {
       if (error) return true;
       received += chunk.length;
+      o.garbage?.(chunk.length);
       if (held.length > 0) {
         held.push(Buffer.from(chunk));
         heldBytes += chunk.length;

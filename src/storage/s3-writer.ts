@@ -67,6 +67,7 @@ export function createS3Writer(ctx: S3Ctx, key: BlobKey, opts: WriteOptions = {}
     uploadId: () => (uploadId ??= startUpload(ctx, objectKey)),
     firstPart: 1,
     pool: ctx.pool,
+    garbage: ctx.bodyGarbage,
     onError: (err) => {
       if (firstError || state === 'aborted') return;
       firstError = err;
