@@ -2,6 +2,7 @@ import path from 'node:path';
 import net from 'node:net';
 import { resembles } from './util/similar.ts';
 import { isEmail } from './util/names.ts';
+import { MAX_OBJECT_BYTES } from './storage/s3-sizes.ts';
 
 /** Everything the process is configured with. Only this module reads process.env. */
 export interface Config {
@@ -207,6 +208,10 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
   });
   const storage = str('STORAGE_URL');
   const s3 = storage === undefined ? null : parseStorageUrl('STORAGE_URL', storage, s3Access, problems);
+  const anonMaxBundleBytes = int('ANON_MAX_BUNDLE_BYTES', 1073741824, 1);
+  if (s3 && anonMaxBundleBytes > MAX_OBJECT_BYTES) {
+    problems.push(`ANON_MAX_BUNDLE_BYTES: with STORAGE_URL a file can hold at most ${MAX_OBJECT_BYTES} bytes (10,000 parts of an S3 multipart upload)`);
+  }
   const mailFrom = str('MAIL_FROM') ?? 'Sluice <sluice@localhost>';
   if (!/^[^\r\n]*@[^\r\n]*$/.test(mailFrom)) problems.push('MAIL_FROM: expected an address such as "Sluice <sluice@example.com>"');
 
@@ -245,7 +250,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
     rateLimitAnonPerHour: int('RATE_LIMIT_ANON_PER_HOUR', 60, 1),
     rateLimitContentPerMinute: int('RATE_LIMIT_CONTENT_PER_MINUTE', 1200, 1),
     rateLimitContentMissesPerHour: int('RATE_LIMIT_CONTENT_MISSES_PER_HOUR', 120, 1),
-    anonMaxBundleBytes: int('ANON_MAX_BUNDLE_BYTES', 1073741824, 1),
+    anonMaxBundleBytes,
     anonExpiryDays: int('ANON_EXPIRY_DAYS', 3, 1, 3650),
     logLevel,
     sweepIntervalMs: int('SWEEP_INTERVAL_SECONDS', 300, 1, 86400) * 1000,

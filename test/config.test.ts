@@ -55,6 +55,13 @@ describe('loadConfig', () => {
     assert.match(problemsOf({ LOG_FORMAT: 'pretty' })[0]!, /^LOG_FORMAT: expected one of auto, json, text/);
   });
 
+  test('with STORAGE_URL, an anonymous cap no S3 multipart upload can hold is refused at start', () => {
+    const big = String(108 * 1024 ** 3);
+    assert.deepEqual(problemsOf({ STORAGE_URL: 's3://bucket', ANON_MAX_BUNDLE_BYTES: big }).filter((p) => p.startsWith('ANON_MAX_BUNDLE_BYTES')).length, 1);
+    assert.equal(loadConfig({ ANON_MAX_BUNDLE_BYTES: big }, CWD).anonMaxBundleBytes, 108 * 1024 ** 3, 'on disk there is no such bound');
+    assert.equal(loadConfig({ STORAGE_URL: 's3://bucket', ANON_MAX_BUNDLE_BYTES: String(100 * 1024 ** 3) }, CWD).anonMaxBundleBytes, 100 * 1024 ** 3);
+  });
+
   test('BASE_URL defaults to the configured port', () => {
     assert.equal(loadConfig({ PORT: '9090' }, CWD).baseUrl, 'http://localhost:9090');
   });

@@ -1,18 +1,9 @@
 import { UploadPartCommand, type S3Client } from '@aws-sdk/client-s3';
 import type { PartPool } from './s3-part-pool.ts';
 
-const MIB = 1024 * 1024;
-/** S3's smallest part other than the last. */
-export const MIN_PART = 5 * MIB;
-export const MAX_PARTS = 10_000;
+import { MAX_PARTS, partSize } from './s3-sizes.ts';
 
-/**
- * Size of part `n` (1-based): 6 MiB for the first 5,000 parts, 16 MiB for the rest, so 10,000
- * parts hold 107 GiB (every plan cap, 100 GiB included) while each upload's buffers stay small.
- */
-export function partSize(n: number): number {
-  return n <= 5000 ? 6 * MIB : 16 * MIB;
-}
+export { MAX_PARTS, MIN_PART, partSize } from './s3-sizes.ts';
 
 const EMPTY: Buffer = Buffer.alloc(0);
 
