@@ -209,9 +209,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
   const storage = str('STORAGE_URL');
   const s3 = storage === undefined ? null : parseStorageUrl('STORAGE_URL', storage, s3Access, problems);
   const anonMaxBundleBytes = int('ANON_MAX_BUNDLE_BYTES', 1073741824, 1);
-  if (s3 && anonMaxBundleBytes > MAX_OBJECT_BYTES) {
-    problems.push(`ANON_MAX_BUNDLE_BYTES: with STORAGE_URL a file can hold at most ${MAX_OBJECT_BYTES} bytes (10,000 parts of an S3 multipart upload)`);
-  }
+  if (s3 && anonMaxBundleBytes > MAX_OBJECT_BYTES) problems.push(`ANON_MAX_BUNDLE_BYTES: with STORAGE_URL a file can hold at most ${MAX_OBJECT_BYTES} bytes (10,000 parts of an S3 multipart upload)`);
   const mailFrom = str('MAIL_FROM') ?? 'Sluice <sluice@localhost>';
   if (!/^[^\r\n]*@[^\r\n]*$/.test(mailFrom)) problems.push('MAIL_FROM: expected an address such as "Sluice <sluice@example.com>"');
 
