@@ -97,13 +97,14 @@ async function build(digest) {
 
 if (process.argv[2] === 'build') {
   // `npm run build`: for installs whose tree is read-only at run time (the systemd unit).
+  const digest = sourceDigest();
   try {
-    await build(sourceDigest());
+    await build(digest);
   } catch (err) {
     process.stderr.write(`${err.code ?? err.message}\n`);
     process.exit(1);
   }
-  process.stdout.write(`built ${path.relative(ROOT, freshEntry(sourceDigest()))}\n`);
+  process.stdout.write(`built ${path.relative(ROOT, freshEntry(digest))}\n`);
   process.exit(0);
 }
 

@@ -1,9 +1,9 @@
-import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Sql } from '../db/client.ts';
 import { anyBlocked } from '../db/abuse.ts';
 import { recordFileHash, unhashedFiles } from '../db/file-hashes.ts';
 import { isBlobError, type BlobStore } from '../storage/blob-store.ts';
+import { digestStored } from '../storage/digest-stored.ts';
 
 /**
  * Records the SHA-256 of files stored while nothing needed it (the blocklist was empty and scanning
@@ -50,12 +50,6 @@ export function createHashBackfill(deps: BackfillDeps): HashBackfill {
   const { sql, store, log } = deps;
   let after = 0;
 
-  async function hashOf(key: string): Promise<Buffer> {
-    const hash = createHash('sha256');
-    for await (const chunk of await store.read(key)) hash.update(chunk as Buffer);
-    return hash.digest();
-  }
-
   async function pass(limits: { files: number; bytes: number }): Promise<BackfillPass> {
     const r: BackfillPass = { hashed: 0, missing: 0 };
     let bytes = 0;
@@ -70,7 +64,7 @@ export function createHashBackfill(deps: BackfillDeps): HashBackfill {
         if (full()) return r;
         let sha: Buffer;
         try {
-          sha = await hashOf(f.storage_key);
+          sha = (await digestStored(store, f.storage_key)).sha256;
         } catch (err) {
           // Gone since the row was read (a bundle deleted meanwhile), or lost: the walk goes on.
           if (!isBlobError(err, 'NOT_FOUND')) throw err;

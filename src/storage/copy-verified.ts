@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { crc32 } from 'node:zlib';
 import { isBlobError, type BlobKey, type BlobStore } from './blob-store.ts';
+import { digestStored } from './digest-stored.ts';
 import type { S3Store } from './s3.ts';
 
 /** What the file's row says of its bytes. */
@@ -61,7 +62,7 @@ export async function copyVerified(from: BlobStore, to: S3Store, key: BlobKey, r
       return { kind: 'failed', reason: `corrupt on disk: ${wrong}; nothing copied` };
     }
     await writer.publish();
-    const back = await digestOf(to, key, signal);
+    const back = await digestStored(to, key, signal);
     if (back.size !== size || !back.sha256.equals(sha256)) {
       // A copy known to be wrong must not be served after the switch: better none.
       await writer.abort();
@@ -98,31 +99,11 @@ function sourceProblem(recorded: Recorded, size: number, crc: number, sha256: Bu
 export async function verifyInPlace(store: BlobStore, key: BlobKey, recorded: Recorded, signal: AbortSignal): Promise<CopyOutcome> {
   let d: { size: number; crc: number; sha256: Buffer };
   try {
-    d = await digestOf(store, key, signal);
+    d = await digestStored(store, key, signal);
   } catch (err) {
     if (isBlobError(err, 'NOT_FOUND')) return { kind: 'missing' };
     throw err;
   }
   const wrong = sourceProblem(recorded, d.size, d.crc, d.sha256);
   return wrong ? { kind: 'failed', reason: `not on disk, and the bucket's object differs from its row: ${wrong}` } : { kind: 'copied', size: d.size, sha256: d.sha256 };
-}
-
-async function digestOf(store: BlobStore, key: BlobKey, signal: AbortSignal): Promise<{ size: number; crc: number; sha256: Buffer }> {
-  const body = await store.read(key);
-  const stop = () => body.destroy(new Error('interrupted'));
-  signal.addEventListener('abort', stop, { once: true });
-  try {
-    if (signal.aborted) stop();
-    const hash = createHash('sha256');
-    let size = 0;
-    let crc = 0;
-    for await (const chunk of body as AsyncIterable<Buffer>) {
-      hash.update(chunk);
-      crc = crc32(chunk, crc);
-      size += chunk.length;
-    }
-    return { size, crc: crc >>> 0, sha256: hash.digest() };
-  } finally {
-    signal.removeEventListener('abort', stop);
-  }
 }
