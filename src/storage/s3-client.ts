@@ -7,6 +7,7 @@ import { Agent } from 'node:http';
 import { Agent as HttpsAgent } from 'node:https';
 import type { S3Location } from '../config.ts';
 import { BlobError } from './blob-store.ts';
+import { getBody, signGet } from './s3-get.ts';
 
 /** A bucket that cannot serve as a store; the message is one line naming the setting to fix. */
 export class StorageSetupError extends Error {
@@ -15,6 +16,9 @@ export class StorageSetupError extends Error {
     this.name = 'StorageSetupError';
   }
 }
+
+/** A request whose connection stays silent this long fails (also for GETs over a socket of their own). */
+export const REQUEST_TIMEOUT_MS = 120_000;
 
 /**
  * One client per store. Checksums only when an operation requires one: radosgw answers a streamed
@@ -41,7 +45,7 @@ export function createS3Client(loc: S3Location): S3Client {
       httpAgent: new Agent(agentOpts),
       httpsAgent: new HttpsAgent(agentOpts),
       connectionTimeout: 5000,
-      requestTimeout: 120_000,
+      requestTimeout: REQUEST_TIMEOUT_MS,
     },
   });
   // Outermost, so it sees what is left once the SDK's own retries are spent.
@@ -122,6 +126,7 @@ export async function checkBucket(client: S3Client, loc: S3Location): Promise<vo
     if (got.$metadata.httpStatusCode !== 206 || !body.equals(bytes.subarray(10, 20))) {
       throw new StorageSetupError(`STORAGE_URL: ${where} does not honour Range reads (asked for 10 bytes, got ${body.length}); downloads need them`);
     }
+    await probeSocketGet(client, loc.bucket, key, bytes.subarray(10, 20), where);
     await probeMultipart(client, loc.bucket, key, bytes, where);
   } catch (err) {
     if (err instanceof StorageSetupError) throw err;
@@ -131,6 +136,21 @@ export async function checkBucket(client: S3Client, loc: S3Location): Promise<vo
   } finally {
     await client.send(new DeleteObjectCommand({ Bucket: loc.bucket, Key: key })).catch(() => {});
   }
+}
+
+/** Large reads go over a socket of their own (getBody), not the SDK's: the same probe read that way. */
+async function probeSocketGet(client: S3Client, bucket: string, key: string, want: Buffer, where: string): Promise<void> {
+  let why: string;
+  try {
+    const body = await getBody(await signGet(client, bucket, key), 10, 20, 'the probe object', 10_000);
+    const got = Buffer.alloc(want.length);
+    const n = await body.fill(got).finally(() => body.destroy());
+    if (n === want.length && got.equals(want)) return;
+    why = `asked for 10 bytes, got ${n} that differ`;
+  } catch (err) {
+    why = err instanceof Error ? err.message : String(err);
+  }
+  throw new StorageSetupError(`STORAGE_URL: ${where} answered the SDK but not the same GET sent over a plain connection (${why}); downloads read that way`);
 }
 
 async function probeMultipart(client: S3Client, bucket: string, key: string, bytes: Buffer, where: string): Promise<void> {

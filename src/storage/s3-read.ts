@@ -5,7 +5,8 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { GetObjectCommand, HeadObjectCommand } from '@aws-sdk/client-s3';
 import { BlobError, type BlobKey, type BlobReader } from './blob-store.ts';
-import { mapNotFound, s3Status } from './s3-client.ts';
+import { mapNotFound, REQUEST_TIMEOUT_MS, s3Status } from './s3-client.ts';
+import { getBody, signGet, type SocketBody } from './s3-get.ts';
 import type { S3Ctx } from './s3-writer.ts';
 
 export async function objectSize(ctx: S3Ctx, objectKey: string, what: string): Promise<number> {
@@ -48,6 +49,13 @@ export async function readRange(
 }
 
 /**
+ * A GET of at least this many bytes goes over a socket of its own (getBody), where reading costs a
+ * fraction of the CPU; a shorter one through the SDK, whose kept-alive connections spare it a new
+ * connection (and, over TLS, a handshake) per small file or zip entry.
+ */
+export const SOCKET_GET_MIN_BYTES = 4 * 1024 * 1024;
+
+/**
  * A random reader that is cheap when read in order, as downloads and zips read: one GET from the
  * position asked to the object's end serves every read that continues where the last one stopped,
  * and between reads it is paused, so what it holds is the socket's buffers (TCP backpressure, no
@@ -62,13 +70,18 @@ export async function openReader(ctx: S3Ctx, key: BlobKey): Promise<BlobReader> 
   let cursor: Cursor | null = null;
   let opening = false;
   let closed = false;
-  const get = async (pos: number, end: number): Promise<Readable> => {
+  const get = async (pos: number, end: number): Promise<Feed> => {
+    if (end - pos >= SOCKET_GET_MIN_BYTES) {
+      const body = await getBody(await signGet(ctx.client, ctx.bucket, objectKey), pos, end, what, REQUEST_TIMEOUT_MS);
+      if (closed) body.destroy();
+      return body;
+    }
     try {
       const r = await ctx.client.send(
         new GetObjectCommand({ Bucket: ctx.bucket, Key: objectKey, Range: `bytes=${pos}-${end - 1}` }),
         { abortSignal: ac.signal },
       );
-      return r.Body as Readable;
+      return readableFeed(r.Body as Readable, ctx.bodyGarbage);
     } catch (err) {
       throw mapNotFound(err, what);
     }
@@ -80,17 +93,15 @@ export async function openReader(ctx: S3Ctx, key: BlobKey): Promise<BlobReader> 
       if (pos + target.length > size) throw new BlobError('SHORT', `${what} holds ${size} bytes, asked up to ${pos + target.length}`);
       let got: number;
       if (opening || cursor?.busy) {
-        const body = await get(pos, pos + target.length);
-        got = await fill(createCursor(body, pos, ctx.bodyGarbage), target).finally(() => body.destroy());
+        const feed = await get(pos, pos + target.length);
+        got = await fill(createCursor(feed, pos), target).finally(() => feed.destroy());
       } else {
-        if (!cursor || cursor.failed || cursor.pos !== pos || (cursor.body.destroyed && !cursor.body.readableEnded)) {
-          cursor?.body.destroy();
+        if (!cursor || !cursor.feed.usable || cursor.pos !== pos) {
+          cursor?.feed.destroy();
           cursor = null;
           opening = true;
           try {
-            const body = await get(pos, size);
-            if (closed) body.destroy();
-            cursor = createCursor(body, pos, ctx.bodyGarbage);
+            cursor = createCursor(await get(pos, size), pos);
           } finally {
             opening = false;
           }
@@ -102,7 +113,7 @@ export async function openReader(ctx: S3Ctx, key: BlobKey): Promise<BlobReader> 
     close() {
       closed = true;
       ac.abort();
-      cursor?.body.destroy();
+      cursor?.feed.destroy();
       cursor = null;
     },
   };
@@ -110,80 +121,82 @@ export async function openReader(ctx: S3Ctx, key: BlobKey): Promise<BlobReader> 
 
 /**
  * A reader's GET left unread this long is closed (the next read opens another): a client that stopped
- * reading must not keep a socket of the store's bounded pool, which every upload and read shares.
+ * reading must not keep a connection to the store.
  */
 const CURSOR_IDLE_MS = 1000;
 
-/** A GET's body being read in order: where it stands, and the rest of a chunk a read did not take. */
+/** An object body read in order: over its own socket (getBody) or an SDK response (readableFeed). */
+type Feed = SocketBody;
+
+/** A GET's body being read in order: where it stands. */
 interface Cursor {
-  readonly body: Readable;
-  readonly garbage: (bytes: number) => void;
+  readonly feed: Feed;
   pos: number;
-  rest: Buffer | null;
   busy: boolean;
-  /** The body failed or was closed between reads. */
-  failed: boolean;
   idle: NodeJS.Timeout | null;
 }
 
-function createCursor(body: Readable, pos: number, garbage: (bytes: number) => void): Cursor {
-  const c: Cursor = { body, garbage, pos, rest: null, busy: false, failed: false, idle: null };
-  body.pause();
-  body.once('close', () => {
-    if (c.idle) clearTimeout(c.idle);
-  });
-  body.on('error', () => (c.failed = true));
-  return c;
-}
+const createCursor = (feed: Feed, pos: number): Cursor => ({ feed, pos, busy: false, idle: null });
 
 /** Copies the cursor's next bytes into `target`; resolves with how many (short only at the body's end). */
-function fill(c: Cursor, target: Buffer): Promise<number> {
-  let at = 0;
-  const take = (chunk: Buffer): void => {
-    const n = Math.min(chunk.length, target.length - at);
-    chunk.copy(target, at, 0, n);
-    at += n;
-    c.pos += n;
-    c.rest = n < chunk.length ? chunk.subarray(n) : null;
-  };
-  if (c.rest) take(c.rest);
+async function fill(c: Cursor, target: Buffer): Promise<number> {
   if (c.idle) clearTimeout(c.idle);
-  const idleAfter = (): void => {
-    c.idle = setTimeout(() => {
-      c.failed = true;
-      c.body.destroy();
-    }, CURSOR_IDLE_MS).unref();
-  };
-  if (at === target.length || c.body.readableEnded) {
-    idleAfter();
-    return Promise.resolve(at);
-  }
-  if (c.body.destroyed) {
-    c.failed = true;
-    return Promise.reject(new Error('the object store closed the body early'));
-  }
   c.busy = true;
-  return new Promise<number>((resolve, reject) => {
-    const settle = (err: Error | null): void => {
-      c.body.off('data', onData).off('end', onEnd).off('error', settle).off('close', onClose);
-      c.body.pause();
-      c.busy = false;
-      idleAfter();
-      if (err) {
-        c.failed = true;
-        reject(err);
-      } else resolve(at);
-    };
-    const onData = (chunk: Buffer): void => {
-      c.garbage(chunk.length);
-      take(chunk);
-      if (at === target.length) settle(null);
-    };
-    const onEnd = (): void => settle(null);
-    const onClose = (): void => settle(c.body.readableEnded ? null : new Error('the object store closed the body early'));
-    c.body.on('data', onData).on('end', onEnd).on('error', settle).on('close', onClose);
-    c.body.resume();
-  });
+  try {
+    const n = await c.feed.fill(target);
+    c.pos += n;
+    return n;
+  } finally {
+    c.busy = false;
+    c.idle = setTimeout(() => c.feed.destroy(), CURSOR_IDLE_MS).unref();
+  }
+}
+
+/** An SDK response body as a Feed: paused between fills, each chunk copied out and counted as garbage. */
+function readableFeed(body: Readable, garbage: (bytes: number) => void): Feed {
+  let rest: Buffer | null = null;
+  let failed = false;
+  body.pause();
+  body.on('error', () => (failed = true));
+  return {
+    get usable() {
+      return !failed && !(body.destroyed && !body.readableEnded);
+    },
+    destroy: () => body.destroy(),
+    fill(target) {
+      let at = 0;
+      const take = (chunk: Buffer): void => {
+        const n = chunk.copy(target, at);
+        at += n;
+        rest = n < chunk.length ? chunk.subarray(n) : null;
+      };
+      if (rest) take(rest);
+      if (at === target.length || body.readableEnded) return Promise.resolve(at);
+      if (body.destroyed) {
+        failed = true;
+        return Promise.reject(new Error('the object store closed the body early'));
+      }
+      return new Promise<number>((resolve, reject) => {
+        const settle = (err: Error | null): void => {
+          body.off('data', onData).off('end', onEnd).off('error', settle).off('close', onClose);
+          body.pause();
+          if (err) {
+            failed = true;
+            reject(err);
+          } else resolve(at);
+        };
+        const onData = (chunk: Buffer): void => {
+          garbage(chunk.length);
+          take(chunk);
+          if (at === target.length) settle(null);
+        };
+        const onEnd = (): void => settle(null);
+        const onClose = (): void => settle(body.readableEnded ? null : new Error('the object store closed the body early'));
+        body.on('data', onData).on('end', onEnd).on('error', settle).on('close', onClose);
+        body.resume();
+      });
+    },
+  };
 }
 
 /** Downloads an object to a temp file under `tmpDir` for `fn`, and removes it once `fn` settles. */
