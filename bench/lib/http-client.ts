@@ -42,6 +42,8 @@ function drainOrClose(req: http.ClientRequest): Promise<void> {
 export interface FilePart {
   name: string;
   size: number;
+  /** The file's bytes, `size` of them in all; default patternChunks. */
+  chunks?: (size: number) => Iterable<Buffer>;
 }
 
 export interface UploadResult {
@@ -113,7 +115,7 @@ export function uploadMultipart(url: string, files: readonly FilePart[], opts: U
     function* pieces(): Generator<Buffer> {
       for (let i = 0; i < files.length; i++) {
         yield heads[i]!;
-        yield* patternChunks(files[i]!.size);
+        yield* (files[i]!.chunks ?? patternChunks)(files[i]!.size);
         yield crlf;
       }
     }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Starts a throwaway single-node Ceph cluster for tests: one monitor, one OSD and radosgw, with no
-# systemd, no mgr and no cephx. Usage: ceph-cluster.sh start DIR MON_PORT RGW_PORT [memstore|bluestore]
+# systemd, no mgr and no cephx. Usage: ceph-cluster.sh start DIR MON_PORT RGW_PORT [memstore|bluestore|bluestore-lz4]
 #                                       ceph-cluster.sh stop DIR
 # Everything (config, data, logs, pid files) lives under DIR. Stop order matters: radosgw, then the
 # OSD, then the monitor, or the daemons wait on each other's timeouts. A daemon still running after
@@ -31,6 +31,11 @@ fi
 mon_port=$3 rgw_port=$4 backend=${5:-memstore}
 mkdir -p "$dir"/{run,log,mon,osd,rgw}
 conf=$dir/ceph.conf
+compression=
+# Every blob compressed: a bench can store objects far larger than the disk if their bytes compress.
+if [ "$backend" = bluestore-lz4 ]; then
+  compression=$'bluestore_compression_mode = force\nbluestore_compression_algorithm = lz4'
+fi
 fsid=$(cat /proc/sys/kernel/random/uuid)
 cat >"$conf" <<CONF
 [global]
@@ -50,10 +55,11 @@ mon_cluster_log_file = $dir/log/cluster.log
 keyring = $dir/keyring
 mon_data = $dir/mon
 osd_data = $dir/osd
-osd_objectstore = $backend
+osd_objectstore = ${backend%-lz4}
 memstore_device_bytes = 8589934592
-bluestore_block_path = $dir/osd/block
+bluestore_block_path = $dir/block
 bluestore_block_size = 21474836480
+$compression
 bluestore_block_create = true
 osd_pool_default_size = 1
 osd_pool_default_min_size = 1

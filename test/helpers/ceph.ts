@@ -74,9 +74,10 @@ async function waitForHttp(url: string, ms: number, dir: string): Promise<void> 
 /**
  * Starts a throwaway cluster (monitor, one OSD, radosgw on a free port) under a temp directory.
  * memstore keeps every byte in RAM and starts in about 1.5 s; bluestore writes to a sparse file and
- * starts in about 7 s, for runs that write gigabytes.
+ * starts in about 7 s, for runs that write gigabytes; bluestore-lz4 compresses every blob, for a
+ * bench that stores more (compressible) bytes than the disk holds.
  */
-export async function startCeph(opts: { backend?: 'memstore' | 'bluestore'; bucket?: string } = {}): Promise<Ceph> {
+export async function startCeph(opts: { backend?: 'memstore' | 'bluestore' | 'bluestore-lz4'; bucket?: string } = {}): Promise<Ceph> {
   const missing = missingProgram();
   if (missing) throw new Error(`Ceph is needed for this test: ${missing}. Install: ${CEPH_INSTALL}`);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-ceph-'));
