@@ -97,6 +97,7 @@ describe('large reads over their own connection (radosgw)', { skip }, () => {
         const part = buf.subarray(0, Math.min(MIB, data.length - at));
         await r.readInto(part, at);
         assert.ok(part.equals(data.subarray(at, at + part.length)), `bytes at ${at}`);
+        await new Promise((res) => setTimeout(res, 2));
       }
       r.close();
     } finally {

@@ -7,7 +7,7 @@ import { Agent } from 'node:http';
 import { Agent as HttpsAgent } from 'node:https';
 import type { S3Location } from '../config.ts';
 import { BlobError } from './blob-store.ts';
-import { getBody, signGet } from './s3-get.ts';
+import { getBody, isNetworkError, signGet } from './s3-get.ts';
 
 /** A bucket that cannot serve as a store; the message is one line naming the setting to fix. */
 export class StorageSetupError extends Error {
@@ -62,8 +62,6 @@ export function createS3Client(loc: S3Location): S3Client {
   return client;
 }
 
-const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
-
 /**
  * An outage of the store (refused or reset connections, timeouts, 5xx answers) becomes the
  * contract's UNAVAILABLE, which the HTTP layer answers with 503: the request may succeed later, and
@@ -72,7 +70,7 @@ const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE
 export function asUnavailable(err: unknown): unknown {
   const { status } = s3Status(err);
   const e = err as { name?: string; code?: string } | null;
-  const outage = status >= 500 || (status === 0 && (e?.name === 'TimeoutError' || NETWORK_CODES.has(e?.code ?? '')));
+  const outage = status >= 500 || (status === 0 && (e?.name === 'TimeoutError' || isNetworkError(err)));
   if (!outage) return err;
   const why = err instanceof Error ? err.message || err.name : String(err);
   return new BlobError('UNAVAILABLE', `object store unavailable: ${why}`, { cause: err });

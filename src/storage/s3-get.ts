@@ -78,19 +78,27 @@ const ATTEMPTS = 3;
  * Refused connections, resets before an answer and 5xx answers are tried again like the SDK does,
  * then become UNAVAILABLE; 404 is NOT_FOUND, 416 OUT_OF_RANGE.
  */
-export async function getBody(signed: SignedGet, start: number, end: number, what: string, idleMs: number): Promise<SocketBody> {
+export async function getBody(
+  signed: SignedGet,
+  start: number,
+  end: number,
+  what: string,
+  idleMs: number,
+  signal?: AbortSignal,
+): Promise<SocketBody> {
+  if (!(end > start)) throw new RangeError(`GET ${what}: an empty range (${start}-${end})`);
   for (let attempt = 1; ; attempt++) {
     try {
-      return await exchange(signed, start, end, what, idleMs);
+      return await exchange(signed, start, end, what, idleMs, signal);
     } catch (err) {
-      const retry = err instanceof BlobError && err.code === 'UNAVAILABLE' && attempt < ATTEMPTS;
+      const retry = err instanceof BlobError && err.code === 'UNAVAILABLE' && attempt < ATTEMPTS && !signal?.aborted;
       if (!retry) throw err;
       await new Promise((r) => setTimeout(r, 100 * 2 ** attempt * Math.random()));
     }
   }
 }
 
-function exchange(signed: SignedGet, start: number, end: number, what: string, idleMs: number): Promise<SocketBody> {
+function exchange(signed: SignedGet, start: number, end: number, what: string, idleMs: number, signal?: AbortSignal): Promise<SocketBody> {
   const landing = landings.take();
   let head: Buffer | null = Buffer.alloc(0);
   let remaining = end - start;
@@ -99,8 +107,9 @@ function exchange(signed: SignedGet, start: number, end: number, what: string, i
   let failure: Error | null = null;
   let answered: ((err: Error | null) => void) | null = null;
 
+  // Errors after the last byte arrived change nothing: the body is whole.
   const fail = (err: Error): void => {
-    if (failure || remaining === 0) return;
+    if (failure || (head === null && remaining === 0)) return;
     failure = err;
     socket.destroy();
     answered?.(err);
@@ -111,8 +120,9 @@ function exchange(signed: SignedGet, start: number, end: number, what: string, i
     if (!want) return chunk.length ? chunk : null;
     const n = chunk.copy(want.target, want.at);
     want.at += n;
+    const left = n < chunk.length ? chunk.subarray(n) : null;
     if (want.at === want.target.length || remaining === 0) want.done(null);
-    return n < chunk.length ? chunk.subarray(n) : null;
+    return left;
   };
   const onHead = (bytes: Buffer): boolean => {
     head = Buffer.concat([head!, bytes]);
@@ -153,8 +163,16 @@ function exchange(signed: SignedGet, start: number, end: number, what: string, i
           return false;
         }
         remaining -= n;
-        rest = deliver(chunk);
-        // Reading on would overwrite what is left in the landing buffer: wait for the next fill.
+        if (rest || !want) {
+          // A TLS socket passes on what it has already decrypted even after it was told to stop: kept aside.
+          rest = rest ? Buffer.concat([rest, chunk]) : Buffer.from(chunk);
+          return false;
+        }
+        const left = deliver(chunk);
+        // Over TLS a leftover must leave the landing buffer now (see above); over TCP nothing more is read
+        // into it until the next fill, which takes the leftover first.
+        rest = left && signed.tls ? Buffer.from(left) : left;
+        if (remaining === 0 && !rest) socket.destroy();
         return rest === null && want !== null;
       },
     },
@@ -165,12 +183,17 @@ function exchange(signed: SignedGet, start: number, end: number, what: string, i
   socket.setTimeout(CONNECT_TIMEOUT_MS);
   socket.once(signed.tls ? 'secureConnect' : 'connect', () => socket.setTimeout(idleMs));
   socket.on('timeout', () => fail(unavailable(what, new Error(`no answer for ${socket.timeout! / 1000} s`))));
-  socket.on('error', (err) => fail(head ? unavailable(what, err) : err));
+  socket.on('error', (err) => fail(isNetworkError(err) ? unavailable(what, err) : err));
   socket.on('end', () => fail(unavailable(what, new Error('the object store closed the connection early'))));
   socket.on('close', () => {
     fail(unavailable(what, new Error('the object store closed the connection early')));
+    signal?.removeEventListener('abort', onAbort);
+    // The buffer goes back to the spares; what is left of the last read may not stay in it.
+    if (rest?.buffer === landing.buffer) rest = Buffer.from(rest);
     landings.give(landing);
   });
+  const onAbort = (): void => fail(new Error(`GET ${what}: aborted`));
+  signal?.addEventListener('abort', onAbort, { once: true });
   const lines = Object.entries(signed.headers).map(([k, v]) => `${k}: ${v}\r\n`);
   socket.write(`GET ${signed.target} HTTP/1.1\r\n${lines.join('')}range: bytes=${start}-${end - 1}\r\nconnection: close\r\n\r\n`);
 
@@ -193,7 +216,6 @@ function exchange(signed: SignedGet, start: number, end: number, what: string, i
           done: (err) => {
             const got = want!.at;
             want = null;
-            if (remaining === 0 && !rest) socket.destroy();
             if (err) reject(err);
             else resolve(got);
           },
@@ -219,6 +241,11 @@ function exchange(signed: SignedGet, start: number, end: number, what: string, i
     };
   });
 }
+
+const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
+
+/** A refused, reset or unreachable connection: the store's outage, not a fault of the request (a bad certificate is not one). */
+export const isNetworkError = (err: unknown): boolean => NETWORK_CODES.has((err as { code?: string } | null)?.code ?? '');
 
 const unavailable = (what: string, cause: Error): BlobError =>
   new BlobError('UNAVAILABLE', `object store unavailable: GET ${what}: ${cause.message}`, { cause });

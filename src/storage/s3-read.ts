@@ -72,7 +72,7 @@ export async function openReader(ctx: S3Ctx, key: BlobKey): Promise<BlobReader> 
   let closed = false;
   const get = async (pos: number, end: number): Promise<Feed> => {
     if (end - pos >= SOCKET_GET_MIN_BYTES) {
-      const body = await getBody(await signGet(ctx.client, ctx.bucket, objectKey), pos, end, what, REQUEST_TIMEOUT_MS);
+      const body = await getBody(await signGet(ctx.client, ctx.bucket, objectKey), pos, end, what, REQUEST_TIMEOUT_MS, ac.signal);
       if (closed) body.destroy();
       return body;
     }

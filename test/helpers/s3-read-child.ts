@@ -1,6 +1,6 @@
 /**
  * Opens the store named by STORAGE_URL and the AWS_* variables (start-up checks included), reads
- * the object whose key is its argument in order through 1 MiB reads, and prints `ready <sha256>`:
+ * the object whose key is its argument in order through 1 MiB reads a moment apart, and prints `ready <sha256>`:
  * for reads that need the process's own environment (NODE_EXTRA_CA_CERTS for a test's TLS endpoint).
  */
 import { createHash } from 'node:crypto';
@@ -15,6 +15,8 @@ for (let at = 0; at < reader.size; at += buf.length) {
   const part = buf.subarray(0, Math.min(buf.length, reader.size - at));
   await reader.readInto(part, at);
   hash.update(part);
+  // A reader that takes its time, as a download does while its client drains: the connection keeps delivering meanwhile.
+  await new Promise((r) => setTimeout(r, 2));
 }
 reader.close();
 await store.close();
