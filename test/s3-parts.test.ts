@@ -3,7 +3,8 @@
  * bytes (but the last), so the part sizes must hold the largest upload a plan allows. A 100 GiB
  * object cannot be stored on the test cluster (its OSD keeps every byte in RAM), so the sizes are
  * checked by arithmetic, and the cuts around part 5,000 and at MAX_PARTS on real parts numbered
- * there (a queue may start at any part number, as an append does).
+ * there (a queue may start at any part number, as an append does). bench/s3-large-object.ts
+ * stores a whole 100 GiB file through the server, on a cluster that compresses.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
