@@ -34,3 +34,15 @@ test('the budget counts every buffer out; a waiter is told when one comes back o
     mock.timers.reset();
   }
 });
+
+test('two parts of any size fit whatever the budget: one fills while the other uploads, and comes back for reuse', () => {
+  const pool = createPartPool(24 * MIB);
+  const uploading = pool.take(16 * MIB);
+  assert.equal(pool.mayTake(16 * MIB, null), true, '32 MiB of 16 MiB parts pass a 24 MiB budget');
+  const filling = pool.take(16 * MIB);
+  assert.equal(pool.mayTake(16 * MIB, null), false, 'a third does not');
+  pool.give(uploading);
+  assert.equal(pool.take(16 * MIB), uploading, 'the buffer back is kept and reused');
+  pool.give(filling);
+  assert.equal(pool.mayTake(6 * MIB, null), true);
+});

@@ -25,6 +25,9 @@ export interface PartPool {
  * so that they are collected soon rather than held through the downloads that may follow.
  */
 export function createPartPool(budget: number, released: () => void = () => {}): PartPool {
+  // Two parts of any size fit, whatever the budget: an upload past its 5,000th part (16 MiB parts)
+  // fills one while the other uploads, instead of waiting for each upload and allocating afresh.
+  const room = (size: number): number => Math.max(budget, 2 * size);
   const free: Buffer[] = [];
   let out = 0;
   let waiting: (() => void)[] = [];
@@ -47,10 +50,10 @@ export function createPartPool(budget: number, released: () => void = () => {}):
       if (out === 0) {
         free.length = 0;
         released();
-      } else if (out + free.reduce((n, b) => n + b.length, 0) + buf.length <= budget) free.push(buf);
+      } else if (out + free.reduce((n, b) => n + b.length, 0) + buf.length <= room(buf.length)) free.push(buf);
       wake();
     },
-    mayTake: (size, since) => out === 0 || out + size <= budget || (since !== null && Date.now() - since >= PAST_BUDGET_AFTER_MS),
+    mayTake: (size, since) => out === 0 || out + size <= room(size) || (since !== null && Date.now() - since >= PAST_BUDGET_AFTER_MS),
     onFree(fn) {
       waiting.push(fn);
       timer ??= setTimeout(wake, PAST_BUDGET_AFTER_MS / 4).unref();
