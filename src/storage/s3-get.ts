@@ -52,8 +52,8 @@ export async function signGet(client: S3Client, bucket: string, objectKey: strin
   };
 }
 
-/** Bytes of an object body, read in order into the caller's buffers. */
-export interface SocketBody {
+/** Bytes of an object body, read in order into the caller's buffers (a socket GET's, or an SDK response's in s3-read.ts). */
+export interface BodyFeed {
   /** Copies the next bytes into `target`; resolves with how many (fewer only at the body's end). */
   fill(target: Buffer): Promise<number>;
   /** False once the body failed or was closed before its end: no further fill can succeed. */
@@ -85,7 +85,7 @@ export async function getBody(
   what: string,
   idleMs: number,
   signal?: AbortSignal,
-): Promise<SocketBody> {
+): Promise<BodyFeed> {
   if (!(end > start)) throw new RangeError(`GET ${what}: an empty range (${start}-${end})`);
   for (let attempt = 1; ; attempt++) {
     try {
@@ -98,7 +98,7 @@ export async function getBody(
   }
 }
 
-function exchange(signed: SignedGet, start: number, end: number, what: string, idleMs: number, signal?: AbortSignal): Promise<SocketBody> {
+function exchange(signed: SignedGet, start: number, end: number, what: string, idleMs: number, signal?: AbortSignal): Promise<BodyFeed> {
   const landing = landings.take();
   let head: Buffer | null = Buffer.alloc(0);
   let remaining = end - start;
@@ -197,7 +197,7 @@ function exchange(signed: SignedGet, start: number, end: number, what: string, i
   const lines = Object.entries(signed.headers).map(([k, v]) => `${k}: ${v}\r\n`);
   socket.write(`GET ${signed.target} HTTP/1.1\r\n${lines.join('')}range: bytes=${start}-${end - 1}\r\nconnection: close\r\n\r\n`);
 
-  const body: SocketBody = {
+  const body: BodyFeed = {
     fill(target) {
       if (failure) return Promise.reject(failure);
       let at = 0;
@@ -233,7 +233,7 @@ function exchange(signed: SignedGet, start: number, end: number, what: string, i
       socket.destroy();
     },
   };
-  return new Promise<SocketBody>((resolve, reject) => {
+  return new Promise<BodyFeed>((resolve, reject) => {
     answered = (err) => {
       answered = null;
       if (err) reject(err);

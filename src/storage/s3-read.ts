@@ -6,7 +6,7 @@ import { pipeline } from 'node:stream/promises';
 import { GetObjectCommand, HeadObjectCommand } from '@aws-sdk/client-s3';
 import { BlobError, type BlobKey, type BlobReader } from './blob-store.ts';
 import { mapNotFound, REQUEST_TIMEOUT_MS, s3Status } from './s3-client.ts';
-import { getBody, signGet, type SocketBody } from './s3-get.ts';
+import { getBody, signGet, type BodyFeed } from './s3-get.ts';
 import type { S3Ctx } from './s3-writer.ts';
 
 export async function objectSize(ctx: S3Ctx, objectKey: string, what: string): Promise<number> {
@@ -70,7 +70,7 @@ export async function openReader(ctx: S3Ctx, key: BlobKey): Promise<BlobReader> 
   let cursor: Cursor | null = null;
   let opening = false;
   let closed = false;
-  const get = async (pos: number, end: number): Promise<Feed> => {
+  const get = async (pos: number, end: number): Promise<BodyFeed> => {
     if (end - pos >= SOCKET_GET_MIN_BYTES) {
       const body = await getBody(await signGet(ctx.client, ctx.bucket, objectKey), pos, end, what, REQUEST_TIMEOUT_MS, ac.signal);
       if (closed) body.destroy();
@@ -125,18 +125,15 @@ export async function openReader(ctx: S3Ctx, key: BlobKey): Promise<BlobReader> 
  */
 const CURSOR_IDLE_MS = 1000;
 
-/** An object body read in order: over its own socket (getBody) or an SDK response (readableFeed). */
-type Feed = SocketBody;
-
 /** A GET's body being read in order: where it stands. */
 interface Cursor {
-  readonly feed: Feed;
+  readonly feed: BodyFeed;
   pos: number;
   busy: boolean;
   idle: NodeJS.Timeout | null;
 }
 
-const createCursor = (feed: Feed, pos: number): Cursor => ({ feed, pos, busy: false, idle: null });
+const createCursor = (feed: BodyFeed, pos: number): Cursor => ({ feed, pos, busy: false, idle: null });
 
 /** Copies the cursor's next bytes into `target`; resolves with how many (short only at the body's end). */
 async function fill(c: Cursor, target: Buffer): Promise<number> {
@@ -152,8 +149,8 @@ async function fill(c: Cursor, target: Buffer): Promise<number> {
   }
 }
 
-/** An SDK response body as a Feed: paused between fills, each chunk copied out and counted as garbage. */
-function readableFeed(body: Readable, garbage: (bytes: number) => void): Feed {
+/** An SDK response body as a BodyFeed: paused between fills, each chunk copied out and counted as garbage. */
+function readableFeed(body: Readable, garbage: (bytes: number) => void): BodyFeed {
   let rest: Buffer | null = null;
   let failed = false;
   body.pause();
