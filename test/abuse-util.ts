@@ -13,9 +13,11 @@ export interface Uploaded {
 
 export async function uploadFiles(
   srv: TestServer, files: Array<{ name: string; data: Buffer; type?: string }>, headers: Record<string, string> = {},
+  /** An append names the bundle's upload token: `/api/v1/upload/TOKEN`. */
+  to = '/api/v1/upload',
 ): Promise<{ status: number; json: Record<string, unknown> }> {
   const { body, contentType } = multipart(files.map((f) => ({ name: 'files[]', filename: f.name, data: f.data, contentType: f.type })));
-  const res = await request(`${srv.url}/api/v1/upload`, { method: 'POST', body, headers: { 'content-type': contentType, ...headers } });
+  const res = await request(`${srv.url}${to}`, { method: 'POST', body, headers: { 'content-type': contentType, ...headers } });
   return { status: res.statusCode, json: (await res.body.json()) as Record<string, unknown> };
 }
 

@@ -8,6 +8,8 @@ import { simpleParser } from 'mailparser';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
 import { OCTETS, tusCall, tusCreate, tusMeta, tusPatch } from './helpers/tus.ts';
 import { assertNothingKept, counts, get, postReport, sha256, uploadFiles, uploadOk } from './abuse-util.ts';
+import { blockHash } from '../src/db/abuse.ts';
+import type { Sql } from '../src/db/client.ts';
 
 const HTML = `<script>alert("x")</script><img src=x onerror=alert(1)>`;
 const xff = (ip: string): Record<string, string> => ({ 'x-forwarded-for': ip });
@@ -363,6 +365,63 @@ for (const backend of backends()) {
       assert.equal((await get(srv, `/${tusCode}`)).status, 451);
       for (const h of [other, sha256(viaTus)]) await srv.cli(['block', 'remove', h]);
       await srv.cli(['bundles', 'release', tusCode!]);
+    });
+
+    test('a block that commits while a checked upload commits: the upload waits for it and is refused, nothing kept (new bundle, append, tus)', async () => {
+      const other = sha256(randomBytes(32));
+      assert.equal((await srv.cli(['block', 'add', other])).code, 0);
+      // Something is blocked, so uploads record their SHA-256 (the server looks at most once a second).
+      await new Promise((r) => setTimeout(r, 1100));
+      assert.equal((await uploadFiles(srv, [{ name: 'warm.bin', data: randomBytes(10) }])).status, 201);
+      await new Promise((r) => setTimeout(r, 200));
+      const target = await uploadOk(srv);
+      const senders: Record<string, (data: Buffer) => Promise<{ status: number; code: unknown; check: () => Promise<void> }>> = {
+        async 'new bundle'(data) {
+          const r = await uploadFiles(srv, [{ name: 'bad.bin', data }]);
+          return { status: r.status, code: r.json.code, check: async () => {} };
+        },
+        async append(data) {
+          const r = await uploadFiles(srv, [{ name: 'bad.bin', data }], {}, `/api/v1/upload/${target.upload_token}`);
+          return { status: r.status, code: r.json.code, check: async () => {} };
+        },
+        async tus(data) {
+          const loc = await tusCreate(srv, data.length, { 'upload-metadata': tusMeta({ filename: 'bad.bin' }) });
+          const r = await tusPatch(srv, loc, 0, data);
+          return {
+            status: r.status,
+            code: r.status === 422 ? JSON.parse(r.body).code : r.body,
+            check: async () => assert.equal((await tusCall(srv, 'HEAD', loc)).status, 404, 'the upload is gone'),
+          };
+        },
+      };
+      for (const [how, send] of Object.entries(senders)) {
+        const bad = randomBytes(20_000);
+        const before = await counts(srv);
+        let locked!: () => void;
+        let commit!: () => void;
+        const isLocked = new Promise<void>((r) => (locked = r));
+        const go = new Promise<void>((r) => (commit = r));
+        // An operator's block, held open: the upload's own check cannot see it yet.
+        const block = srv.sql.begin(async (tx) => {
+          await blockHash(tx as unknown as Sql, Buffer.from(sha256(bad), 'hex'), 'race', 'test');
+          locked();
+          await go;
+        });
+        await isLocked;
+        const sent = send(bad);
+        const early = await Promise.race([sent.then(() => 'answered'), new Promise((r) => setTimeout(() => r('waiting'), 800))]);
+        assert.equal(early, 'waiting', `${how}: the commit waits for the block`);
+        commit();
+        await block;
+        const r = await sent;
+        assert.equal(r.status, 422, `${how}: ${String(r.code)}`);
+        assert.equal(r.code, 'BLOCKED_CONTENT');
+        await r.check();
+        await assertNothingKept(srv, before);
+        assert.equal((await get(srv, `/${target.short_code}`)).status, 200, 'the bundle appended to is not quarantined: the file never joined it');
+        await srv.cli(['block', 'remove', sha256(bad)]);
+      }
+      await srv.cli(['block', 'remove', other]);
     });
 
     test('keys revoke, bundles delete and expire are audited with the operator', async () => {

@@ -61,6 +61,20 @@ export async function blockHash(tx: Sql, sha256: Buffer, reason: string | null, 
   return codes.map((c) => c.short_code).sort();
 }
 
+/**
+ * The blocked hashes among `sha256s` (hex), asked under BLOCK_LOCK shared by a transaction about to
+ * record files with those hashes: a block that commits first is seen here, and one that commits later
+ * finds the files and quarantines their bundle. An upload checked before a block committed is thus
+ * never written unquarantined.
+ */
+export async function blockedAmong(tx: Sql, sha256s: string[]): Promise<Set<string>> {
+  await tx`select pg_advisory_xact_lock_shared(${BLOCK_LOCK})`;
+  const rows = await tx<{ hex: string }[]>`
+    select encode(sha256, 'hex') as hex from blocked_hashes
+    where sha256 in (select decode(h, 'hex') from unnest(${sha256s}::text[]) as h)`;
+  return new Set(rows.map((r) => r.hex));
+}
+
 /** False when the hash was not blocked. */
 export async function unblockHash(tx: Sql, sha256: Buffer): Promise<boolean> {
   const rows = await tx`delete from blocked_hashes where sha256 = ${sha256} returning 1`;

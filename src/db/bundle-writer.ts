@@ -1,5 +1,7 @@
 import type { Sql } from './client.ts';
-import { insertBundles, type BundleInsert, type InsertedBundle, type NewBundle, type NewFile } from './bundles.ts';
+import { hashesOf, insertBundles, type BundleInsert, type InsertedBundle, type NewBundle, type NewFile } from './bundles.ts';
+import { blockedAmong } from './abuse.ts';
+import { AppError } from '../errors.ts';
 
 /** How many short codes a bundle is tried with before its insert fails. */
 const SHORT_CODE_ATTEMPTS = 10;
@@ -70,10 +72,28 @@ export function createBundleWriter(deps: {
     }
   };
 
+  /**
+   * Writes the group; with hashes recorded, in a transaction that first asks which are blocked (see
+   * blockedAmong): a bundle holding one is refused and not written, the others are.
+   */
+  const insertGroup = async (group: Waiting[]): Promise<(InsertedBundle | null | 'blocked')[]> => {
+    const hashes = group.flatMap((w) => hashesOf(w.item.files));
+    if (hashes.length === 0) return insertBundles(sql, group.map((w) => w.item), deps.newCode);
+    return sql.begin(async (t) => {
+      const tx = t as unknown as Sql;
+      const blocked = await blockedAmong(tx, hashes);
+      const refused = group.map((w) => hashesOf(w.item.files).some((h) => blocked.has(h)));
+      const go = group.filter((_, i) => !refused[i]);
+      const got = go.length > 0 ? await insertBundles(tx, go.map((w) => w.item), deps.newCode) : [];
+      let next = 0;
+      return refused.map((r) => (r ? 'blocked' : (got[next++] ?? null)));
+    }) as Promise<(InsertedBundle | null | 'blocked')[]>;
+  };
+
   const write = async (group: Waiting[]): Promise<void> => {
-    let got: (InsertedBundle | null)[];
+    let got: (InsertedBundle | null | 'blocked')[];
     try {
-      got = await insertBundles(sql, group.map((w) => w.item), deps.newCode);
+      got = await insertGroup(group);
     } catch (err) {
       if (group.length > 1 && isDataError(err)) {
         for (const w of group) w.alone = true;
@@ -83,7 +103,8 @@ export function createBundleWriter(deps: {
     }
     group.forEach((w, i) => {
       const row = got[i];
-      if (row) w.resolve(row);
+      if (row === 'blocked') w.reject(new AppError('BLOCKED_CONTENT'));
+      else if (row) w.resolve(row);
       else if (++w.tries >= SHORT_CODE_ATTEMPTS) w.reject(new Error(`no free short code in ${SHORT_CODE_ATTEMPTS} attempts`));
       else queue.unshift(w); // its short code was taken: again with a new one, first in line
     });

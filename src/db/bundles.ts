@@ -4,6 +4,7 @@ import { AppError } from '../errors.ts';
 import { newShortCode } from '../auth/tokens.ts';
 import { ACTIVE_BUNDLE, BUNDLE_COLS, EXPIRED_BUNDLE, lockWithReserved, tusReserved } from './bundle-room.ts';
 import { refuseQuarantined } from '../abuse/quarantine.ts';
+import { blockedAmong } from './abuse.ts';
 
 export interface BundleRow {
   id: number;
@@ -157,6 +158,9 @@ export async function insertBundles(
   return codeOf.map((c) => byCode.get(c) ?? null);
 }
 
+/** The SHA-256s (hex) recorded with `files`: there are some only while something is blocked or a scanner reads uploads. */
+export const hashesOf = (files: NewFile[]): string[] => files.flatMap((f) => (f.sha256 ? [f.sha256] : []));
+
 async function insertFiles(tx: Sql, bundleId: number, files: NewFile[]): Promise<FileRow[]> {
   const rows: FileRow[] = [];
   // One statement per file keeps ids in upload order; bundles rarely hold more than a handful per request.
@@ -186,7 +190,10 @@ export async function appendFiles(
   maxFiles = MAX_FILES_PER_BUNDLE,
 ): Promise<FileRow[]> {
   const added = files.reduce((n, f) => n + f.size, 0);
+  const hashes = hashesOf(files);
   return sql.begin(async (tx) => {
+    // Before the bundle's row lock: a block takes its lock first and then bundle rows.
+    if (hashes.length > 0 && (await blockedAmong(tx as unknown as Sql, hashes)).size > 0) throw new AppError('BLOCKED_CONTENT');
     const b = await lockWithReserved(tx as unknown as Sql, bundleId, completingTus);
     if (!b) throw new AppError('INVALID_UPLOAD_TOKEN');
     refuseQuarantined(b);

@@ -41,7 +41,11 @@ export async function completeUpload(deps: Deps, row: TusRow): Promise<Completed
       done = { bundle: created.bundle, fileId: created.files[0]!.id, uploadToken: created.uploadToken };
     }
   } catch (err) {
-    await deps.blobs.reopenResumable(row.id, key).catch(() => deps.blobs.delete(key));
+    if (err instanceof AppError && err.code === 'BLOCKED_CONTENT') {
+      // Blocked while the upload finished (see blockedAmong): refused like one blocked before.
+      await deps.blobs.delete(key);
+      await deleteUpload(deps.sql, row.id);
+    } else await deps.blobs.reopenResumable(row.id, key).catch(() => deps.blobs.delete(key));
     throw err;
   }
   // An append was marked completed with its file (appendFiles). A crash before this line leaves a
