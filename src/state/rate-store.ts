@@ -79,16 +79,51 @@ local ttl = redis.call('PTTL', KEYS[1])
 if ttl < 0 then return {0, 0} end
 return {n, ttl}`;
 
+/** How long a request waits for Redis before it is let through uncounted. */
+export const REDIS_ANSWER_MS = 250;
+
 /**
- * Redis store shared by every process and machine. Commands time out fast and are never queued
- * while disconnected, so a Redis outage surfaces as an error within ~250 ms instead of a hang.
- * `prefix` namespaces every key (the app uses `sluice:<database instance id>:`). ioredis is loaded
- * here, not at start: a server without REDIS_URL never pays its memory.
+ * `p`, or a timeout once `ms` have passed in which this process could have read an answer. A timer
+ * that fires late shows that this process itself was stalled (a GC pause, a starved CPU): the
+ * command may not even have been written yet, so Redis gets another `ms`. An on-time timer still
+ * waits one more turn of the event loop (setImmediate runs after pending I/O), so an answer already
+ * in the socket is taken instead of being counted as an outage.
+ */
+export function answerWithin<T>(p: Promise<T>, ms: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    let settled = false;
+    let timer: NodeJS.Timeout;
+    const arm = (rearms: number): void => {
+      const due = Date.now() + ms;
+      timer = setTimeout(() => {
+        if (Date.now() - due > ms / 2 && rearms < 10) return arm(rearms + 1);
+        setImmediate(() => settle(() => reject(new Error(`Redis did not answer within ${ms} ms`))));
+      }, ms);
+    };
+    const settle = (fn: () => void): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      fn();
+    };
+    arm(0);
+    p.then((v) => settle(() => resolve(v)), (err: unknown) => settle(() => reject(err)));
+  });
+}
+
+/**
+ * Redis store shared by every process and machine. Commands are never queued while disconnected,
+ * and a request waits at most REDIS_ANSWER_MS for an answer, so a Redis outage surfaces as an error
+ * within ~250 ms instead of a hang. `prefix` namespaces every key (the app uses `sluice:<database
+ * instance id>:`). ioredis is loaded here, not at start: a server without REDIS_URL never pays its
+ * memory.
  */
 export async function createRedisRateStore(url: string, log: Logger, prefix: string, onError: () => void = () => {}): Promise<RateStore> {
   const { Redis } = await import('ioredis');
   const redis = new Redis(url, {
-    commandTimeout: 250,
+    // Only a backstop: it drops commands a frozen Redis never answers. Requests stop waiting far
+    // sooner (answerWithin), and ioredis's own timer cannot tell a stall of this process from Redis's.
+    commandTimeout: 5000,
     connectTimeout: 1000,
     maxRetriesPerRequest: 0,
     enableOfflineQueue: false,
@@ -125,7 +160,7 @@ export async function createRedisRateStore(url: string, log: Logger, prefix: str
   /** Every failed command is reported (metrics) before the caller decides to fail open. */
   const counted = async <T>(p: Promise<T>): Promise<T> => {
     try {
-      return await p;
+      return await answerWithin(p, REDIS_ANSWER_MS);
     } catch (err) {
       onError();
       throw err;
