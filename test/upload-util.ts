@@ -86,7 +86,7 @@ export async function logCheckpoint(srv: TestServer): Promise<void> {
   await waitFor('the SIGHUP log line', () => log.text.slice(from).includes('SIGHUP: nothing to reload'));
 }
 
-interface LogLine { level?: number; msg?: string; err?: { message?: string } }
+interface LogLine { level?: number; msg?: string; err?: string | { message?: string } }
 
 /** Starts watching the server's log for the current test. */
 export function markLog(srv: TestServer): void {
@@ -111,7 +111,9 @@ export function assertNoServerErrors(srv: TestServer): void {
       bad.push(line.slice(0, 200)); // not a log line: a crash trace
       continue;
     }
-    if ((entry.level ?? 0) >= 50) bad.push(`level ${entry.level}: ${entry.msg} (${entry.err?.message ?? ''})`);
+    // Some lines log the error's message alone, as a string.
+    const err = typeof entry.err === 'string' ? entry.err : (entry.err?.message ?? '');
+    if ((entry.level ?? 0) >= 50) bad.push(`level ${entry.level}: ${entry.msg} (${err})`);
   }
   assert.deepEqual(bad, [], 'the server logged errors');
 }
