@@ -90,6 +90,29 @@ for (const backend of backends()) {
       assert.equal(n!.n, 0);
     });
 
+    test('with hashes recorded: a bundle holding a blocked one is refused, the rest of its group written; a bad one still fails alone', async () => {
+      const writer = createBundleWriter({ sql });
+      const hashed = (name: string, sha256 = randomBytes(32).toString('hex')): NewFile => ({ ...file(name), sha256 });
+      const blocked = randomBytes(32).toString('hex');
+      await sql`insert into blocked_hashes (sha256, reason, created_by) values (${Buffer.from(blocked, 'hex')}, 'test', 'test')`;
+      try {
+        const all = await Promise.allSettled([
+          writer.insert(bundle(), [hashed('h-lead.txt')]),
+          writer.insert(bundle({ description: 'ok 1' }), [hashed('h-a.txt'), file('h-plain.txt')]),
+          writer.insert(bundle(), [hashed('h-fine.txt'), hashed('h-blocked.txt', blocked)]),
+          writer.insert(bundle({ description: 'x'.repeat(1001) }), [hashed('h-bad.txt')]),
+          writer.insert(bundle({ description: 'ok 2' }), [hashed('h-b.txt')]),
+        ]);
+        assert.deepEqual(all.map((r) => r.status), ['fulfilled', 'fulfilled', 'rejected', 'rejected', 'fulfilled']);
+        assert.equal((all[2] as PromiseRejectedResult).reason.code, 'BLOCKED_CONTENT');
+        assert.equal((all[3] as PromiseRejectedResult).reason.code, '23514');
+        const names = (await sql<{ name: string }[]>`select name from files where name like 'h-%' order by id`).map((r) => r.name);
+        assert.deepEqual(names, ['h-lead.txt', 'h-a.txt', 'h-plain.txt', 'h-b.txt']);
+      } finally {
+        await sql`delete from blocked_hashes where sha256 = ${Buffer.from(blocked, 'hex')}`;
+      }
+    });
+
     test('a taken short code is drawn again; only a bundle that never finds a free one fails', async () => {
       const taken = (await createBundleWriter({ sql }).insert(bundle(), [file('first.txt')])).bundle.short_code;
       // Every bundle is offered the taken code first, then a fresh one.

@@ -89,6 +89,7 @@ export function createInspector(deps: { sql: Sql; scanner: Scanner | null; log: 
     const scan: ScanStream | null = scanner?.open((err) => onError(scanFailed(err, scan!))) ?? null;
     let size = 0;
     let digest: BlobDigest | null = null;
+    let lateSha256: string | null = null;
     let writerFull = false;
     let scanFull = false;
     const refuse = async (err: unknown): Promise<never> => {
@@ -130,11 +131,14 @@ export function createInspector(deps: { sql: Sql; scanner: Scanner | null; log: 
         try {
           const hash = createHash('sha256');
           await readThrough(store, writer.key, hash, null);
-          await blockCheck(hash.digest('hex'));
+          const hex = hash.digest('hex');
+          await blockCheck(hex);
+          lateSha256 = hex; // recorded with the row, which is asked again as it commits (blockedAmong)
         } catch (err) {
           return refuse(err);
         }
       },
+      lateSha256: () => lateSha256,
       abort() {
         scan?.abort();
         return writer.abort();

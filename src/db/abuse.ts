@@ -68,10 +68,14 @@ export async function blockHash(tx: Sql, sha256: Buffer, reason: string | null, 
  * never written unquarantined.
  */
 export async function blockedAmong(tx: Sql, sha256s: string[]): Promise<Set<string>> {
-  await tx`select pg_advisory_xact_lock_shared(${BLOCK_LOCK})`;
-  const rows = await tx<{ hex: string }[]>`
-    select encode(sha256, 'hex') as hex from blocked_hashes
-    where sha256 in (select decode(h, 'hex') from unnest(${sha256s}::text[]) as h)`;
+  // Sent together (one round trip); the select still runs after the lock is granted, on a snapshot
+  // taken then, since each statement of a READ COMMITTED transaction takes its own.
+  const [, rows] = await Promise.all([
+    tx`select pg_advisory_xact_lock_shared(${BLOCK_LOCK})`,
+    tx<{ hex: string }[]>`
+      select encode(sha256, 'hex') as hex from blocked_hashes
+      where sha256 in (select decode(h, 'hex') from unnest(${sha256s}::text[]) as h)`,
+  ]);
   return new Set(rows.map((r) => r.hex));
 }
 

@@ -146,7 +146,8 @@ export async function publishAll(files: readonly IngestedFile[]): Promise<NewFil
   const out: NewFile[] = [];
   for (const f of files) {
     await f.writer.publish();
-    out.push({ storageKey: f.writer.key, name: f.name, size: f.size, mimeType: f.mimeType, crc32: f.crc32, sha256: f.sha256 });
+    const sha256 = f.sha256 ?? f.writer.lateSha256?.() ?? null;
+    out.push({ storageKey: f.writer.key, name: f.name, size: f.size, mimeType: f.mimeType, crc32: f.crc32, sha256 });
   }
   return out;
 }

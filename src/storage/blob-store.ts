@@ -99,6 +99,11 @@ export interface BlobWriter {
    */
   publish(): Promise<void>;
   /**
+   * A SHA-256 (hex) first computed by publish(), for the row: an inspecting writer that did not hash
+   * on the way reads the object back when the blocklist filled meanwhile (abuse/inspector.ts).
+   */
+  readonly lateSha256?: () => string | null;
+  /**
    * Stops and removes everything written, published or not; safe at any time, more than once.
    * Resolves once nothing of the object is left (callers that cannot wait may ignore it).
    */

@@ -43,7 +43,7 @@ export async function completeUpload(deps: Deps, row: TusRow): Promise<Completed
   } catch (err) {
     if (err instanceof AppError && err.code === 'BLOCKED_CONTENT') {
       // Blocked while the upload finished (see blockedAmong): refused like one blocked before.
-      await deps.blobs.delete(key);
+      await deps.blobs.delete(key).catch(() => {}); // else an orphan the sweeper removes
       await deleteUpload(deps.sql, row.id);
     } else await deps.blobs.reopenResumable(row.id, key).catch(() => deps.blobs.delete(key));
     throw err;
