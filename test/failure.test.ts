@@ -221,7 +221,7 @@ describe('Redis down', { skip: pgSkip ?? redisSkip ?? false }, () => {
     for (let i = 0; i < BUDGET * 2; i++) {
       const r = await timed(`${base}/api/v1/bundle/abcde`, { agent });
       assert.equal(r.status, 404, r.text);
-      // 250 ms command timeout plus slack for a busy 2-core machine.
+      // The 250 ms wait for Redis plus slack for a busy 2-core machine.
       assert.ok(r.ms < 1000, `request took ${Math.round(r.ms)} ms with Redis down`);
     }
     const u = await timed(`${base}/api/v1/upload`, { method: 'POST', ...uploadBody('open.txt', 'fail open'), agent });
@@ -257,7 +257,7 @@ describe('Redis down', { skip: pgSkip ?? redisSkip ?? false }, () => {
     await waitFor('readyz 200 after Redis restarted', async () => (await timed(`${base}/readyz`)).status === 200, 10_000);
     await limitsApply(base);
 
-    // Frozen (connections open, no answers): the 250 ms command timeout bounds every request.
+    // Frozen (connections open, no answers): the 250 ms wait for Redis bounds every request.
     redis.freeze();
     try {
       await failsOpen(base);

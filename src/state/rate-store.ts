@@ -85,19 +85,21 @@ export const REDIS_ANSWER_MS = 250;
 /**
  * `p`, or a timeout once `ms` have passed in which this process could have read an answer. A timer
  * that fires late shows that this process itself was stalled (a GC pause, a starved CPU): the
- * command may not even have been written yet, so Redis gets another `ms`. An on-time timer still
- * waits one more turn of the event loop (setImmediate runs after pending I/O), so an answer already
- * in the socket is taken instead of being counted as an outage.
+ * command may not even have been written yet, so Redis gets another `ms`, up to four times `ms` in
+ * all. An on-time timer still waits one more turn of the event loop (setImmediate runs after
+ * pending I/O), so an answer already in the socket is taken instead of being counted as an outage.
  */
 export function answerWithin<T>(p: Promise<T>, ms: number): Promise<T> {
   return new Promise<T>((resolve, reject) => {
+    const start = performance.now();
     let settled = false;
     let timer: NodeJS.Timeout;
-    const arm = (rearms: number): void => {
-      const due = Date.now() + ms;
+    const arm = (): void => {
+      const due = performance.now() + ms;
       timer = setTimeout(() => {
-        if (Date.now() - due > ms / 2 && rearms < 10) return arm(rearms + 1);
-        setImmediate(() => settle(() => reject(new Error(`Redis did not answer within ${ms} ms`))));
+        const now = performance.now();
+        if (now - due > ms / 2 && now - start < 3 * ms) return arm();
+        setImmediate(() => settle(() => reject(new Error(`Redis did not answer within ${Math.round(now - start)} ms`))));
       }, ms);
     };
     const settle = (fn: () => void): void => {
@@ -106,7 +108,7 @@ export function answerWithin<T>(p: Promise<T>, ms: number): Promise<T> {
       clearTimeout(timer);
       fn();
     };
-    arm(0);
+    arm();
     p.then((v) => settle(() => resolve(v)), (err: unknown) => settle(() => reject(err)));
   });
 }
