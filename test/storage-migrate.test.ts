@@ -192,6 +192,18 @@ describe('sluice storage migrate into radosgw', { skip, timeout: 120_000 }, () =
     assert.equal(summary(r.stdout), `copied 1 (7777 bytes), skipped ${before} already verified, failed 0, 1 of expired bundles left out`);
   });
 
+  test('a sweep forgets the record of a verified copy whose file was deleted since', async () => {
+    const [gone] = await send([{ name: 'deleted.bin', data: randomBytes(1234) }]);
+    sent.pop();
+    assert.equal((await migrate([])).code, 0);
+    assert.ok((await verifiedKeys()).includes(gone!.key));
+    await disk.sql`delete from bundles where short_code = ${gone!.code}`;
+    const r = await disk.cli(['sweep']);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /records of migrated copies: 1,/);
+    assert.ok(!(await verifiedKeys()).includes(gone!.key));
+  });
+
   test('a file changed or gone on disk is refused loudly (SHA-256 when recorded, else CRC-32), exit 1; fixed, a re-run copies it', async () => {
     const files = await send([
       { name: 'bad-sha.bin', data: randomBytes(4096) },

@@ -88,7 +88,7 @@ async function main(argv: string[]): Promise<void> {
         const r = await sweepExclusive(db.sql, db.kind, blobs, { hashes });
         if (!r) throw new CliError('another process is sweeping this database now; nothing done (try again later)');
         process.stdout.write(
-          `expired bundles: ${r.expiredBundles}, their files: ${r.expiredFiles}, stale parts: ${r.staleParts}, orphan files: ${r.orphanFiles}, cache files: ${r.cacheFiles}, expired tus uploads: ${r.tusUploads}, files hashed for the blocklist: ${r.hashedFiles}\n`,
+          `expired bundles: ${r.expiredBundles}, their files: ${r.expiredFiles}, stale parts: ${r.staleParts}, orphan files: ${r.orphanFiles}, cache files: ${r.cacheFiles}, expired tus uploads: ${r.tusUploads}, records of migrated copies: ${r.copyRecords}, files hashed for the blocklist: ${r.hashedFiles}\n`,
         );
       });
       return;

@@ -24,3 +24,14 @@ export async function knownStorageKeys(sql: Sql, keys: readonly string[]): Promi
   const rows = await sql<{ storage_key: string }[]>`select storage_key from files where storage_key = any(${keys as string[]})`;
   return new Set(rows.map((r) => r.storage_key));
 }
+
+/**
+ * Forgets verified copies (sluice storage migrate) of files whose rows are gone: a run never asks
+ * for them again, and the table would otherwise grow with every file ever copied.
+ */
+export async function pruneCopyRecords(sql: Sql): Promise<number> {
+  const rows = await sql`
+    delete from storage_copies c where not exists (select 1 from files f where f.storage_key = c.storage_key)
+    returning 1`;
+  return rows.length;
+}

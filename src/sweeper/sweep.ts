@@ -1,5 +1,5 @@
 import type { Sql } from '../db/client.ts';
-import { deleteExpiredBundles, knownStorageKeys } from '../db/sweep.ts';
+import { deleteExpiredBundles, knownStorageKeys, pruneCopyRecords } from '../db/sweep.ts';
 import type { BlobStore } from '../storage/blob-store.ts';
 import type { HashBackfill } from '../abuse/backfill.ts';
 import { sweepTus } from '../tus/sweep.ts';
@@ -12,6 +12,8 @@ export interface SweepResult {
   cacheFiles: number;
   /** Expired tus sessions and parts no session names. */
   tusUploads: number;
+  /** Records of copies made by `storage migrate` whose files are gone. */
+  copyRecords: number;
   /** Files stored without a SHA-256 that were hashed for the blocklist (nothing removed). */
   hashedFiles: number;
 }
@@ -57,7 +59,7 @@ export async function sweepExclusive(sql: Sql, kind: 'postgres' | 'embedded', st
  * blocklist. Safe to run beside live servers.
  */
 export async function sweep(sql: Sql, store: BlobStore, opts: SweepOptions = {}): Promise<SweepResult> {
-  const result: SweepResult = { expiredBundles: 0, expiredFiles: 0, staleParts: 0, orphanFiles: 0, cacheFiles: 0, tusUploads: 0, hashedFiles: 0 };
+  const result: SweepResult = { expiredBundles: 0, expiredFiles: 0, staleParts: 0, orphanFiles: 0, cacheFiles: 0, tusUploads: 0, copyRecords: 0, hashedFiles: 0 };
   // tus sessions first: expiring a bundle cascades to its sessions, whose parts only this pass removes.
   const idleMs = opts.partIdleMs ?? 15 * 60_000;
   result.tusUploads = await sweepTus(sql, store, idleMs);
@@ -70,6 +72,7 @@ export async function sweep(sql: Sql, store: BlobStore, opts: SweepOptions = {})
   }
   result.orphanFiles = await sweepOrphans(sql, store, opts.orphanGraceMs ?? 15 * 60_000);
   result.cacheFiles = await store.cache.prune(24 * 3_600_000);
+  result.copyRecords = await pruneCopyRecords(sql);
   // Last, on what the pass kept; under the sweep lock, so nodes take turns rather than read a file twice.
   result.hashedFiles = (await opts.hashes?.sweep()) ?? 0;
   return result;
