@@ -2,13 +2,16 @@ import type { Ctx } from './context.ts';
 import { streamBody, type BodySource } from './body-pump.ts';
 import type { BlobReader, BlobStore } from '../storage/blob-store.ts';
 
-/** A BodySource reading one stored object from byte `start` on; the object is opened on the first read. */
-export function fileSource(store: Pick<BlobStore, 'open'>, key: string, start: number): BodySource {
+/**
+ * A BodySource reading one stored object from byte `start` on; the object is opened on the first read.
+ * `size`, the row's, spares the store asking for it (see BlobStore.open).
+ */
+export function fileSource(store: Pick<BlobStore, 'open'>, key: string, start: number, size?: number): BodySource {
   let reader: BlobReader | null = null;
   let closed = false;
   let opening: Promise<BlobReader> | null = null;
   const open = (): Promise<BlobReader> =>
-    (opening ??= store.open(key).then((r) => {
+    (opening ??= store.open(key, { size }).then((r) => {
       if (closed) {
         r.close();
         throw new Error('source closed');
@@ -30,16 +33,18 @@ export function fileSource(store: Pick<BlobStore, 'open'>, key: string, start: n
 }
 
 /**
- * Streams bytes [start, start+length) of a stored object as the response body (tryEnd/onWritable
- * backpressure, 1 MiB reads, one read ahead; see streamBody). An object that cannot be opened
- * rejects before any byte is sent. Resolves true when the whole body went out.
+ * Streams bytes [start, start+length) of a stored object of `size` bytes (its row's) as the response
+ * body (tryEnd/onWritable backpressure, 1 MiB reads, one read ahead; see streamBody). An object that
+ * cannot be opened or read from rejects before any byte is sent (headers go out with the first
+ * bytes). Resolves true when the whole body went out.
  */
 export const streamFile = (
   ctx: Ctx,
   store: Pick<BlobStore, 'open'>,
   key: string,
+  size: number,
   status: number,
   headers: Array<[string, string]>,
   start: number,
   length: number,
-): Promise<boolean> => streamBody(ctx, status, headers, length, fileSource(store, key, start));
+): Promise<boolean> => streamBody(ctx, status, headers, length, fileSource(store, key, start, size));

@@ -205,8 +205,13 @@ export interface BlobStore {
   /** Removes a resumable; missing is fine. */
   removeResumable(id: string): Promise<void>;
 
-  /** A random reader over a published object; rejects with NOT_FOUND. */
-  open(key: BlobKey): Promise<BlobReader>;
+  /**
+   * A random reader over a published object; rejects with NOT_FOUND. `size`: the object's size as
+   * its row records it, when the caller knows it; a store may then skip asking (S3: no HEAD per zip
+   * entry): the reader's `size` is then that number, a missing object rejects with NOT_FOUND at the
+   * first read instead, and one shorter than said with SHORT.
+   */
+  open(key: BlobKey, opts?: { size?: number }): Promise<BlobReader>;
   /**
    * Bytes [start, end) as a stream with bounded memory (end defaults to the object's size). A start
    * past the end rejects with OUT_OF_RANGE; start === size gives an empty stream; an end past the

@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { GetObjectCommand, HeadObjectCommand } from '@aws-sdk/client-s3';
-import { BlobError, type BlobKey, type BlobReader } from './blob-store.ts';
+import { BlobError, isBlobError, type BlobKey, type BlobReader } from './blob-store.ts';
 import { mapNotFound, REQUEST_TIMEOUT_MS, s3Status } from './s3-client.ts';
 import { getBody, signGet, type BodyFeed } from './s3-get.ts';
 import type { S3Ctx } from './s3-writer.ts';
@@ -62,15 +62,15 @@ export const SOCKET_GET_MIN_BYTES = 4 * 1024 * 1024;
  * read-ahead in memory). A read elsewhere moves that GET; one that overlaps a read in progress is a
  * ranged GET of its own.
  */
-export async function openReader(ctx: S3Ctx, key: BlobKey): Promise<BlobReader> {
+export async function openReader(ctx: S3Ctx, key: BlobKey, knownSize?: number): Promise<BlobReader> {
   const objectKey = ctx.fileKey(key);
   const what = `object ${key}`;
-  const size = await objectSize(ctx, objectKey, what);
+  const size = knownSize ?? (await objectSize(ctx, objectKey, what));
   const ac = new AbortController();
   let cursor: Cursor | null = null;
   let opening = false;
   let closed = false;
-  const get = async (pos: number, end: number): Promise<BodyFeed> => {
+  const getRange = async (pos: number, end: number): Promise<BodyFeed> => {
     if (end - pos >= SOCKET_GET_MIN_BYTES) {
       const body = await getBody(await signGet(ctx.client, ctx.bucket, objectKey), pos, end, what, REQUEST_TIMEOUT_MS, ac.signal);
       if (closed) body.destroy();
@@ -86,6 +86,14 @@ export async function openReader(ctx: S3Ctx, key: BlobKey): Promise<BlobReader> 
       throw mapNotFound(err, what);
     }
   };
+  // A size taken on trust (the row's) that the object does not reach is the object ending early.
+  const get = (pos: number, end: number): Promise<BodyFeed> =>
+    getRange(pos, end).catch((err: unknown) => {
+      if (knownSize !== undefined && (isBlobError(err, 'OUT_OF_RANGE') || s3Status(err).status === 416)) {
+        throw new BlobError('SHORT', `${what} ends before byte ${pos}, though ${knownSize} bytes were expected`, { cause: err });
+      }
+      throw err;
+    });
   return {
     size,
     async readInto(target, pos) {

@@ -35,11 +35,12 @@ export function zipSource(store: Pick<BlobStore, 'open'>, layout: ZipLayout, key
   };
 
   /** Opens entry `index`'s object in place of the one open (readFully reuses an open one directly). */
-  const openEntry = async (index: number): Promise<BlobReader> => {
+  const openEntry = async (index: number, size: number): Promise<BlobReader> => {
     release();
     const key = keys[index];
     if (key === undefined) throw new Error(`no file for zip entry ${index}`);
-    const reader = await store.open(key);
+    // The size is the row's (the layout was made from it): the store need not ask for it per entry.
+    const reader = await store.open(key, { size });
     if (closed) {
       reader.close();
       throw new Error('zip source closed');
@@ -49,8 +50,8 @@ export function zipSource(store: Pick<BlobStore, 'open'>, layout: ZipLayout, key
   };
 
   // An open object's read is submitted before this returns, so it overlaps the send that follows.
-  const readFully = (index: number, target: Buffer, filePos: number): Promise<void> =>
-    open?.index === index ? open.reader.readInto(target, filePos) : openEntry(index).then((r) => r.readInto(target, filePos));
+  const readFully = (index: number, size: number, target: Buffer, filePos: number): Promise<void> =>
+    open?.index === index ? open.reader.readInto(target, filePos) : openEntry(index, size).then((r) => r.readInto(target, filePos));
 
   return {
     async read(target, bodyPos) {
@@ -65,7 +66,7 @@ export function zipSource(store: Pick<BlobStore, 'open'>, layout: ZipLayout, key
         const take = Math.min(stop - pos, into);
         const out = target.subarray(filled, filled + take);
         if (seg.kind === 'bytes') seg.bytes.copy(out, 0, pos - seg.start, pos - seg.start + take);
-        else await readFully(seg.index, out, seg.offset + pos - seg.start);
+        else await readFully(seg.index, seg.offset + seg.length, out, seg.offset + pos - seg.start);
         filled += take;
         pos += take;
       }

@@ -388,6 +388,36 @@ export function storageContract(target: ContractTarget): void {
     );
 
     test(
+      'open with the size a row records: reads as without it; a missing object is NOT_FOUND at open or at the first read',
+      withStore(target, async ({ store }) => {
+        // Small objects and ones read in long spans (S3 reads those another way).
+        for (const size of [300_000, 5 * MiB]) {
+          const data = randomBytes(size);
+          const key = await put(store, data);
+          const reader = await store.open(key, { size });
+          assert.equal(reader.size, size);
+          const got = Buffer.alloc(size);
+          await reader.readInto(got.subarray(0, 1000), 0);
+          await reader.readInto(got.subarray(1000), 1000);
+          assert.ok(got.equals(data));
+          reader.close();
+          await store.delete(key);
+          await assert.rejects(
+            store.open(key, { size }).then((r) => r.readInto(Buffer.alloc(10), 0).finally(() => r.close())),
+            { code: 'NOT_FOUND' },
+          );
+        }
+        // Said to be longer than it is: a read past its real end is SHORT.
+        const data = randomBytes(1000);
+        const key = await put(store, data);
+        const r = await store.open(key, { size: 2000 });
+        await assert.rejects(r.readInto(Buffer.alloc(500), 1200), { code: 'SHORT' });
+        r.close();
+        await store.delete(key);
+      }),
+    );
+
+    test(
       'the cache: put, get, owned entries go with their object, others are pruned by age',
       withStore(target, async (sut) => {
         const { store } = sut;
