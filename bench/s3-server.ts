@@ -3,15 +3,16 @@
 //   upload:   POST /api/v1/upload through Sluice (an API key on the premium plan)  vs  lib-storage Upload
 //   download: GET /d/<id> through Sluice                                           vs  GetObject
 //   zip:      GET /zip/<code> of that one-file bundle                              vs  Sluice's own download
+//   zip of small files: GET /zip/<code> of BENCH_ZIP_FILES files of 64 KiB        vs  a GetObject of each, in turn
 // with the Sluice process's peak RSS (sampled VmRSS and VmHWM from /proc) in every case; then the memory cases:
 // one upload and download of BENCH_LARGE, and BENCH_PARALLEL uploads, then downloads, of BENCH_SIZE8 at once.
 //   node --import tsx bench/s3-server.ts [SIZE]     (default 1G)
-//   env: BENCH_RUNS (3) BENCH_LARGE (4G) BENCH_PARALLEL (8) BENCH_SIZE8 (512M) BENCH_MEMORY (1; 0 skips the memory
+//   env: BENCH_RUNS (3) BENCH_ZIP_FILES (300) BENCH_LARGE (4G) BENCH_PARALLEL (8) BENCH_SIZE8 (512M) BENCH_MEMORY (1; 0 skips the memory
 //        cases) DATABASE_URL (a fresh database is made beside it; default postgres://postgres@127.0.0.1:5432/sluice_bench)
 //        REDIS_URL (redis://127.0.0.1:6379) SLUICE_ENV (extra settings for the server, e.g. "S3_PART_BUFFER_MIB=32")
 import { spawnSync } from 'node:child_process';
 import { Readable } from 'node:stream';
-import { DeleteObjectCommand, GetObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import { DeleteObjectCommand, GetObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
 import { startCeph, type Ceph } from '../test/helpers/ceph.ts';
 import { download } from './lib/download-client.ts';
@@ -32,6 +33,8 @@ const LARGE = parseSize(process.env.BENCH_LARGE ?? '4G');
 const PARALLEL = envInt('BENCH_PARALLEL', 8);
 const SIZE8 = parseSize(process.env.BENCH_SIZE8 ?? '512M');
 const MEMORY = process.env.BENCH_MEMORY !== '0';
+const ZIP_FILES = envInt('BENCH_ZIP_FILES', 300);
+const SMALL = 64 * 1024;
 const RSS_TARGET_MIB = 160;
 
 /** One measured case: MB/s and the server's CPU seconds per GB of each run, and its peak RSS over all of them. */
@@ -69,6 +72,15 @@ interface Stored {
   reply: unknown;
 }
 
+/** A bundle of `n` files of `size` bytes (one upload). */
+async function sluiceUploadMany(node: Node, n: number, size: number): Promise<Stored> {
+  const files = Array.from({ length: n }, (_, k) => ({ name: `f${k}.bin`, size }));
+  const r = await uploadMultipart(`${node.sluice.baseUrl}/api/v1/upload`, files, { headers: { authorization: `Bearer ${node.key}` } });
+  const reply = asUploadReply(r.json);
+  if (r.status !== 201 || !reply?.short_code || reply.files.length !== n) throw new Error(`upload of ${n} files: HTTP ${r.status} ${r.body.slice(0, 300)}`);
+  return { code: reply.short_code, id: String(reply.files[0]!.id), reply: r.json };
+}
+
 async function sluiceUpload(node: Node, size: number, name = 'bench.bin'): Promise<Stored> {
   const r = await uploadMultipart(`${node.sluice.baseUrl}/api/v1/upload`, [{ name, size }], { headers: { authorization: `Bearer ${node.key}` } });
   const reply = asUploadReply(r.json);
@@ -94,7 +106,10 @@ async function directGet(node: Node, key: string, size: number): Promise<void> {
   if (n !== size) throw new Error(`GetObject ${key}: ${n} of ${size} bytes`);
 }
 
-const CASES = ['upload sluice', 'upload lib-storage', 'download sluice', 'download GetObject', 'zip sluice', 'zip: download sluice'] as const;
+const CASES = [
+  'upload sluice', 'upload lib-storage', 'download sluice', 'download GetObject', 'zip sluice', 'zip: download sluice',
+  'zip small sluice', 'zip small: GetObject each',
+] as const;
 type CaseName = (typeof CASES)[number];
 
 /** One round: each pair measured back to back, which side goes first alternating by round. */
@@ -125,6 +140,25 @@ async function round(node: Node, i: number, cases: Record<CaseName, Case>): Prom
   );
   await cleanupUploads(node.sluice, [stored!.reply]);
   await node.s3.send(new DeleteObjectCommand({ Bucket: node.ceph.bucket, Key: direct }));
+
+  // Many small files: what an archive costs per entry, against fetching each object in turn.
+  const many = await sluiceUploadMany(node, ZIP_FILES, SMALL);
+  const smallKeys = Array.from({ length: ZIP_FILES }, (_, k) => `direct-${i}-small-${k}`);
+  const body = Buffer.alloc(SMALL, 7);
+  for (let k = 0; k < smallKeys.length; k += 16) {
+    await Promise.all(smallKeys.slice(k, k + 16).map((Key) => node.s3.send(new PutObjectCommand({ Bucket: node.ceph.bucket, Key, Body: body }))));
+  }
+  const total = ZIP_FILES * SMALL;
+  await pair(
+    () => measure(node, cases['zip small sluice'], total, () => fetchAll(`${base}/zip/${many.code}`, total)),
+    () => measure(node, cases['zip small: GetObject each'], total, async () => {
+      for (const key of smallKeys) await directGet(node, key, SMALL);
+    }),
+  );
+  await cleanupUploads(node.sluice, [many.reply]);
+  for (let k = 0; k < smallKeys.length; k += 16) {
+    await Promise.all(smallKeys.slice(k, k + 16).map((Key) => node.s3.send(new DeleteObjectCommand({ Bucket: node.ceph.bucket, Key }))));
+  }
   await node.ceph.purgeDeleted();
 }
 
@@ -228,12 +262,13 @@ function printPairs(cases: Record<CaseName, Case>, idleMiB: number): void {
     ['upload', 'upload sluice', 'upload lib-storage'],
     ['download', 'download sluice', 'download GetObject'],
     ['zip', 'zip sluice', 'zip: download sluice'],
+    [`zip of ${ZIP_FILES} x 64 KiB`, 'zip small sluice', 'zip small: GetObject each'],
   ];
   console.log(`\n${formatSize(SIZE)}, medians of ${RUNS} (target: each ratio >= 0.80x); Sluice idle ${fixed(idleMiB)} MiB`);
   printTable(
     ['case', 'Sluice MB/s', 'baseline', 'baseline MB/s', 'ratio', 'Sluice peak RSS MiB', 'Sluice CPU s/GB', 'runs (Sluice / baseline)'],
     pairs.map(([name, a, b]) => [
-      name, fixed(med(a)), b.replace(/^\w+:? /, ''), fixed(med(b)), ratio(med(a), med(b)), fixed(cases[a].peakMiB), fixed(median(cases[a].cpuPerGB), 2),
+      name, fixed(med(a)), (b.includes(': ') ? b.slice(b.indexOf(': ') + 2) : b.replace(/^\w+ /, '')), fixed(med(b)), ratio(med(a), med(b)), fixed(cases[a].peakMiB), fixed(median(cases[a].cpuPerGB), 2),
       `${cases[a].mbps.map((x) => fixed(x)).join(' ')} / ${cases[b].mbps.map((x) => fixed(x)).join(' ')}`,
     ]),
   );
