@@ -24,7 +24,28 @@ export function sendZipRange(
   return streamBody(ctx, status, headers, length, zipSource(store, layout, keys, start));
 }
 
-/** A BodySource over the archive from `start`: one open object at a time, opened on first need. */
+/**
+ * Entries read at once by one read of the archive: a span of small files then costs about one round
+ * trip to the store rather than one per file (an S3 GET each), with each read going straight into
+ * its place in the caller's buffer.
+ */
+const ENTRY_READS_AT_ONCE = 8;
+
+/** The part of one entry's object a read of the archive needs, and where it goes. */
+interface EntryRead {
+  readonly index: number;
+  /** The entry's size (its row's), so the store need not ask for it. */
+  readonly size: number;
+  readonly out: Buffer;
+  readonly filePos: number;
+  /** The read reaches the entry's end: its object is not needed after it. */
+  readonly toEnd: boolean;
+}
+
+/**
+ * A BodySource over the archive from `start`. An entry that a read leaves unfinished stays open for
+ * the next read, which continues it; the others are opened, read and closed within the read.
+ */
 export function zipSource(store: Pick<BlobStore, 'open'>, layout: ZipLayout, keys: readonly string[], start: number): BodySource {
   let closed = false;
   let open: { index: number; reader: BlobReader } | null = null;
@@ -34,24 +55,34 @@ export function zipSource(store: Pick<BlobStore, 'open'>, layout: ZipLayout, key
     open = null;
   };
 
-  /** Opens entry `index`'s object in place of the one open (readFully reuses an open one directly). */
-  const openEntry = async (index: number, size: number): Promise<BlobReader> => {
-    release();
-    const key = keys[index];
-    if (key === undefined) throw new Error(`no file for zip entry ${index}`);
-    // The size is the row's (the layout was made from it): the store need not ask for it per entry.
-    const reader = await store.open(key, { size });
+  const readEntry = async (r: EntryRead): Promise<void> => {
+    const held = open;
+    if (held?.index === r.index) {
+      // Submitted before the first await, so the read overlaps the send that follows.
+      await held.reader.readInto(r.out, r.filePos);
+      if (r.toEnd) {
+        held.reader.close();
+        if (open === held) open = null;
+      }
+      return;
+    }
+    const key = keys[r.index];
+    if (key === undefined) throw new Error(`no file for zip entry ${r.index}`);
+    const reader = await store.open(key, { size: r.size });
     if (closed) {
       reader.close();
       throw new Error('zip source closed');
     }
-    open = { index, reader };
-    return reader;
+    try {
+      await reader.readInto(r.out, r.filePos);
+    } catch (err) {
+      reader.close();
+      throw err;
+    }
+    if (r.toEnd) reader.close();
+    // Only a read's last entry can go on past it; an entry open before closes itself when its read ends.
+    else open = { index: r.index, reader };
   };
-
-  // An open object's read is submitted before this returns, so it overlaps the send that follows.
-  const readFully = (index: number, size: number, target: Buffer, filePos: number): Promise<void> =>
-    open?.index === index ? open.reader.readInto(target, filePos) : openEntry(index, size).then((r) => r.readInto(target, filePos));
 
   return {
     async read(target, bodyPos) {
@@ -59,6 +90,7 @@ export function zipSource(store: Pick<BlobStore, 'open'>, layout: ZipLayout, key
       let pos = start + bodyPos;
       const stop = pos + target.length;
       let filled = 0;
+      const reads: EntryRead[] = [];
       for (let i = findSegment(layout, pos); pos < stop; i++) {
         const seg = layout.segments[i];
         if (seg === undefined) throw new RangeError('read past the end of the archive');
@@ -66,10 +98,24 @@ export function zipSource(store: Pick<BlobStore, 'open'>, layout: ZipLayout, key
         const take = Math.min(stop - pos, into);
         const out = target.subarray(filled, filled + take);
         if (seg.kind === 'bytes') seg.bytes.copy(out, 0, pos - seg.start, pos - seg.start + take);
-        else await readFully(seg.index, seg.offset + seg.length, out, seg.offset + pos - seg.start);
+        else reads.push({ index: seg.index, size: seg.offset + seg.length, out, filePos: seg.offset + pos - seg.start, toEnd: take === into });
         filled += take;
         pos += take;
       }
+      // An open entry this read does not continue (the client resumed elsewhere) is done with.
+      if (open !== null && reads[0]?.index !== open.index) release();
+      // Every read settles before this returns, even after a failure: they all write into `target`.
+      let next = 0;
+      let failure: { err: unknown } | null = null;
+      const worker = async (): Promise<void> => {
+        while (next < reads.length && failure === null && !closed) {
+          const r = reads[next++]!;
+          await readEntry(r).catch((err: unknown) => void (failure ??= { err }));
+        }
+      };
+      await Promise.all(Array.from({ length: Math.min(ENTRY_READS_AT_ONCE, reads.length) }, worker));
+      if (failure !== null) throw (failure as { err: unknown }).err;
+      if (closed) throw new Error('zip source closed');
     },
     close() {
       closed = true;
