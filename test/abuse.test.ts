@@ -25,6 +25,19 @@ async function waitFor(what: string, ok: () => boolean | Promise<boolean>, ms = 
   }
 }
 
+/**
+ * Blocks a hash no test uploads, so the server records the SHA-256 of new files, and waits until it
+ * has noticed: it looks at most once a second, at an upload (the one made here). Returns the hash.
+ */
+async function blockUnrelated(srv: TestServer): Promise<string> {
+  const other = sha256(randomBytes(32));
+  assert.equal((await srv.cli(['block', 'add', other])).code, 0);
+  await new Promise((r) => setTimeout(r, 1100));
+  assert.equal((await uploadFiles(srv, [{ name: 'warm.bin', data: randomBytes(10) }])).status, 201);
+  await new Promise((r) => setTimeout(r, 200));
+  return other;
+}
+
 for (const backend of backends()) {
   describe(`abuse reports, quarantine, blocklist, audit (${backend})`, () => {
     let srv: TestServer;
@@ -343,12 +356,7 @@ for (const backend of backends()) {
     });
 
     test('while anything is blocked, new files record their SHA-256, so a later block add finds them (multipart and tus)', async () => {
-      const other = sha256(randomBytes(32));
-      assert.equal((await srv.cli(['block', 'add', other])).code, 0);
-      // The server learns that the list filled within a second, at the next upload (this one).
-      await new Promise((r) => setTimeout(r, 1100));
-      assert.equal((await uploadFiles(srv, [{ name: 'warm.bin', data: randomBytes(10) }])).status, 201);
-      await new Promise((r) => setTimeout(r, 200));
+      const other = await blockUnrelated(srv);
       const viaForm = randomBytes(5000);
       const form = (await uploadFiles(srv, [{ name: 'f.bin', data: viaForm }])).json as { short_code: string; files: Array<{ id: number }> };
       const viaTus = randomBytes(150 * 1024);
@@ -368,12 +376,7 @@ for (const backend of backends()) {
     });
 
     test('a block that commits while a checked upload commits: the upload waits for it and is refused, nothing kept (new bundle, append, tus)', async () => {
-      const other = sha256(randomBytes(32));
-      assert.equal((await srv.cli(['block', 'add', other])).code, 0);
-      // Something is blocked, so uploads record their SHA-256 (the server looks at most once a second).
-      await new Promise((r) => setTimeout(r, 1100));
-      assert.equal((await uploadFiles(srv, [{ name: 'warm.bin', data: randomBytes(10) }])).status, 201);
-      await new Promise((r) => setTimeout(r, 200));
+      const other = await blockUnrelated(srv);
       const target = await uploadOk(srv);
       const senders: Record<string, (data: Buffer) => Promise<{ status: number; code: unknown; check: () => Promise<void> }>> = {
         async 'new bundle'(data) {
