@@ -77,12 +77,13 @@ export function createBundleWriter(deps: {
    * blockedAmong): a bundle holding one is refused and not written, the others are.
    */
   const insertGroup = async (group: Waiting[]): Promise<(InsertedBundle | null | 'blocked')[]> => {
-    const hashes = group.flatMap((w) => hashesOf(w.item.files));
+    const each = group.map((w) => hashesOf(w.item.files));
+    const hashes = each.flat();
     if (hashes.length === 0) return insertBundles(sql, group.map((w) => w.item), deps.newCode);
     return sql.begin(async (t) => {
       const tx = t as unknown as Sql;
       const blocked = await blockedAmong(tx, hashes);
-      const refused = group.map((w) => hashesOf(w.item.files).some((h) => blocked.has(h)));
+      const refused = each.map((hs) => hs.some((h) => blocked.has(h)));
       const go = group.filter((_, i) => !refused[i]);
       const got = go.length > 0 ? await insertBundles(tx, go.map((w) => w.item), deps.newCode) : [];
       let next = 0;

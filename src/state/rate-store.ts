@@ -80,7 +80,7 @@ if ttl < 0 then return {0, 0} end
 return {n, ttl}`;
 
 /** How long a request waits for Redis before it is let through uncounted. */
-export const REDIS_ANSWER_MS = 250;
+const REDIS_ANSWER_MS = 250;
 
 /**
  * `p`, or a timeout once `ms` have passed in which this process could have read an answer. A timer
@@ -89,7 +89,7 @@ export const REDIS_ANSWER_MS = 250;
  * all. An on-time timer still waits one more turn of the event loop (setImmediate runs after
  * pending I/O), so an answer already in the socket is taken instead of being counted as an outage.
  */
-export function answerWithin<T>(p: Promise<T>, ms: number): Promise<T> {
+function answerWithin<T>(p: Promise<T>, ms: number): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     const start = performance.now();
     let settled = false;

@@ -106,15 +106,14 @@ export function zipSource(store: Pick<BlobStore, 'open'>, layout: ZipLayout, key
       if (open !== null && reads[0]?.index !== open.index) release();
       // Every read settles before this returns, even after a failure: they all write into `target`.
       let next = 0;
-      let failure: { err: unknown } | null = null;
+      const failures: unknown[] = [];
       const worker = async (): Promise<void> => {
-        while (next < reads.length && failure === null && !closed) {
-          const r = reads[next++]!;
-          await readEntry(r).catch((err: unknown) => void (failure ??= { err }));
+        while (next < reads.length && failures.length === 0 && !closed) {
+          await readEntry(reads[next++]!).catch((err: unknown) => failures.push(err));
         }
       };
       await Promise.all(Array.from({ length: Math.min(ENTRY_READS_AT_ONCE, reads.length) }, worker));
-      if (failure !== null) throw (failure as { err: unknown }).err;
+      if (failures.length > 0) throw failures[0];
       if (closed) throw new Error('zip source closed');
     },
     close() {
