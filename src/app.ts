@@ -39,6 +39,8 @@ import { ensurePortFree } from './http/port-free.ts';
 import { createOriginOf } from './http/origin.ts';
 import { createIpMatcher } from './http/client-ip.ts';
 import { configureSlowReaders } from './http/body-pump.ts';
+import { configureBodyFlow } from './http/body-flow.ts';
+import path from 'node:path';
 import { OWNER_ONLY_UMASK, usableDataDir } from './util/data-dir.ts';
 import { enableFastPaths } from './ingest/fast-paths.ts';
 import { createScanner, streamMaxLength } from './abuse/clamd.ts';
@@ -98,6 +100,8 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
       rateStore = await createRedisRateStore(config.redisUrl, log, `sluice:${instance.slice(0, 12)}:`, () => metrics.redisError());
     }
     const blobs = await openBlobStore(config, hasher);
+    // Beside the store's temp parts: a real file system that the store made sure exists.
+    configureBodyFlow({ spillDir: path.join(config.dataDir, 'tmp') });
     opened = blobs;
     // Files stored before anything was blocked get their SHA-256 a few per periodic sweep while the list
     // holds anything (not in the start-up sweep, which the server waits for).

@@ -47,6 +47,8 @@ export const ERRORS = {
   DATABASE_ERROR: [500, 'Database error; please retry in a moment'],
   INTERNAL: [500, 'Internal server error'],
   UNAVAILABLE: [503, 'Server is shutting down'],
+  // A body that kept arriving while its upload waited for storage, past what one request may queue.
+  BODY_OVERRUN: [503, 'The server could not take the upload that fast; please retry in a moment'],
   WEBHOOK_TOO_EARLY: [503, 'Event arrived before the purchase it refers to; deliver it again later'],
   // The resumable upload protocol (tus 1.0.0) at /api/v1/tus/, with the statuses it prescribes.
   TUS_VERSION_UNSUPPORTED: [412, 'Tus-Resumable 1.0.0 required'],

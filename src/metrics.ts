@@ -1,3 +1,4 @@
+import { bodyFlowStats } from './http/body-flow.ts';
 import { AggregatorRegistry, Counter, Gauge, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
 import { createRouteMetrics } from './route-metrics.ts';
 import type { SweepResult } from './sweeper/sweep.ts';
@@ -143,6 +144,24 @@ export function createMetrics(opts: { gather?: () => Promise<unknown[]> } = {}):
     collect() {
       this.reset();
       for (const [pool, n] of freshAllocations()) this.inc({ pool }, n);
+    },
+  });
+  new Counter({
+    name: 'sluice_body_spilled_bytes_total',
+    help: 'Request body bytes that arrived while their upload waited and went to a spill file (uWS builds for Node 22 and later)',
+    registers,
+    collect() {
+      this.reset();
+      this.inc(bodyFlowStats().spilled);
+    },
+  });
+  new Counter({
+    name: 'sluice_body_overruns_total',
+    help: 'Requests cut off because their queued body passed its bound (503 BODY_OVERRUN)',
+    registers,
+    collect() {
+      this.reset();
+      this.inc(bodyFlowStats().overruns);
     },
   });
   // Zero series exist from the start, so rate() and absence alerts work before the first event.

@@ -1,4 +1,5 @@
-import { onBody, type Ctx } from './context.ts';
+import { onBody } from './body-flow.ts';
+import type { Ctx } from './context.ts';
 import { AppError } from '../errors.ts';
 
 /**
@@ -11,14 +12,14 @@ export function readSmallBody(ctx: Ctx, limit: number): Promise<Buffer> {
     let size = 0;
     let over = false;
     ctx.onAbort(() => reject(new AppError('INVALID_FIELD', 'client aborted')));
-    onBody(ctx, (ab, isLast) => {
+    onBody(ctx, (chunk, isLast) => {
       if (over) return;
-      size += ab.byteLength;
+      size += chunk.length;
       if (size > limit) {
         over = true;
         return reject(new AppError('PAYLOAD_TOO_LARGE'));
       }
-      chunks.push(Buffer.from(new Uint8Array(ab)));
+      chunks.push(Buffer.from(chunk)); // a copy: the chunk's memory is reused
       if (isLast) resolve(Buffer.concat(chunks));
     }, true);
   });

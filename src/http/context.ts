@@ -143,57 +143,6 @@ export function createCtx(res: HttpResponse, req: HttpRequest, paramCount: numbe
   return new RequestCtx(res, req, paramCount);
 }
 
-type BodyReader = (chunk: ArrayBuffer, isLast: boolean) => void;
-
-/** The body of a request whose handler has not run yet: chunks that arrived, and its reader once one registers. */
-interface HeldBody {
-  readonly chunks: Array<{ readonly buf: ArrayBuffer; readonly last: boolean }>;
-  reader: BodyReader | null;
-}
-const held = new WeakMap<Ctx, HeldBody>();
-
-/**
- * Takes the request's body before its handler runs (the server admits the caller first, which
- * waits on the database or Redis; uWS drops body bytes, and the empty last chunk of a request
- * without a body, that arrive with no reader registered). A body is paused at once, so what is
- * kept is bounded by what uWS had already read from the socket (one read, at most 512 KiB). The
- * handler's `onBody` gets these chunks first, then the rest.
- */
-export function holdBody(ctx: Ctx): void {
-  const hold: HeldBody = { chunks: [], reader: null };
-  held.set(ctx, hold);
-  const paused = ctx.bodyPending;
-  if (paused) ctx.res.pause();
-  ctx.res.onData((ab, isLast) => {
-    if (isLast) ctx.bodyPending = false;
-    if (hold.reader) return hold.reader(ab, isLast);
-    hold.chunks.push({ buf: ab.slice(0), last: isLast }); // uWS reuses `ab` once this returns
-    // The whole body is in: a handler that never reads it must not leave the kept-alive connection paused.
-    if (isLast && paused && !ctx.done) ctx.res.resume();
-  });
-}
-
-/**
- * Registers the request's body handler (uWS onData) and keeps `ctx.bodyPending` true until the
- * last chunk. Every body reader goes through here, so none can forget the bookkeeping. A body the
- * server held (holdBody) is handed over still paused, for a reader that resumes the socket itself
- * when it is ready; `flowing` resumes it at once for a reader that never pauses.
- */
-export function onBody(ctx: Ctx, handler: BodyReader, flowing = false): void {
-  const hold = held.get(ctx);
-  if (hold) {
-    hold.reader = handler;
-    for (const c of hold.chunks.splice(0)) handler(c.buf, c.last);
-    if (flowing && ctx.bodyPending && !ctx.done) ctx.res.resume();
-    return;
-  }
-  ctx.res.onData((ab, isLast) => {
-    if (isLast) ctx.bodyPending = false;
-    handler(ab, isLast);
-  });
-}
-
-/** Whether the request carries a body: a non-zero Content-Length or any Transfer-Encoding. */
 /**
  * Where the body ends is in doubt: Content-Length sent twice (the header record joins repeats with
  * ", "), not a plain decimal, or beside Transfer-Encoding. Parsers that pick different lengths
@@ -204,6 +153,7 @@ export function ambiguousFraming(headers: Readonly<Record<string, string>>): boo
   return length !== undefined && (!/^\d+$/.test(length) || headers['transfer-encoding'] !== undefined);
 }
 
+/** Whether the request carries a body: a non-zero Content-Length or any Transfer-Encoding. */
 function announcesBody(headers: Record<string, string>): boolean {
   if (headers['transfer-encoding'] !== undefined) return true;
   const length = headers['content-length'];

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
-import { ambiguousFraming, createCtx, holdBody, type Ctx } from './context.ts';
+import { ambiguousFraming, createCtx, type Ctx } from './context.ts';
+import { dropBody, holdBody } from './body-flow.ts';
 import { sendError } from './reply.ts';
 import type { ListenSocket, TemplatedApp, UwsBinding } from './uws.ts';
 import { AppError, toAppError, type Headers } from '../errors.ts';
@@ -147,7 +148,7 @@ export function createHttpServer(deps: {
     const admission = isApi(route) ? (route.admit ?? admit) : undefined;
     const admitFirst: ((ctx: Ctx) => Promise<unknown>) | undefined = admission ?? (route.content ? content?.admit : undefined);
     // Every /api/* request is admitted here, whatever its handler does, so no route can forget it.
-    // The body waits meanwhile (holdBody: paused, at most one socket read kept) for the handler's reader.
+    // The body waits meanwhile (holdBody: paused, what still arrives queued and bounded) for the handler's reader.
     const handler: Handler = admitFirst
       ? async (ctx) => {
           // A GET or HEAD without a body has nothing to hold (the common case: no onData for it).
@@ -156,7 +157,12 @@ export function createHttpServer(deps: {
           if (admission) ctx.caller = caller as Caller;
           // Gone meanwhile: nobody to answer, and a body reader must not touch the aborted response.
           if (ctx.done) return;
-          await route.handler(ctx);
+          try {
+            await route.handler(ctx);
+          } finally {
+            // Whatever of the body is still queued, nobody reads now.
+            dropBody(ctx);
+          }
         }
       : route.handler;
     const missed = route.content ? content?.missed : undefined;

@@ -1,7 +1,8 @@
 import type { Readable } from 'node:stream';
 import busboy from 'busboy';
 import { spareBuffers } from '../storage/spare-buffers.ts';
-import { onBody, type Ctx } from '../http/context.ts';
+import type { Ctx } from '../http/context.ts';
+import { dropBody, holdBody, limitBody, onBody, onBodyOverrun, pauseBody, resumeBody } from '../http/body-flow.ts';
 import type { BlobStore, BlobWriter } from '../storage/blob-store.ts';
 import type { Ingest, IngestedFile, IngestResult } from './ingest-types.ts';
 import { AppError, storageError } from '../errors.ts';
@@ -34,14 +35,19 @@ const pool = spareBuffers('chunk', POOL_BYTES, 16);
 const SMALL_CHUNK = 16 * 1024;
 /** No `fileSize`: busboy would count each file's bytes, and straightToFile passes them by busboy. */
 const LIMITS = { fieldSize: 4096, fields: 32, files: 1000, parts: 1100, headerPairs: 64 };
+/**
+ * The most a form within LIMITS adds to its files' bytes: each part's delimiter (a boundary is at
+ * most 70 characters) and headers (busboy stops at 16 KiB), and every text field's value. A body
+ * longer than the room for files plus this cannot fit, whatever its parts.
+ */
+export const MAX_FORM_OVERHEAD = LIMITS.parts * (2 + 70 + 4 + 16 * 1024) + LIMITS.fields * LIMITS.fieldSize + 1024;
 
 /**
  * Streams a multipart body from uWS through busboy into temp parts. Must be called before the
- * handler's first await: it registers onData and pauses the socket until start(). Backpressure
- * runs disk → res.pause(), and busboy → res.pause(). On any failure every part is removed.
+ * handler's first await: the body is held (body-flow.ts) until start(). Backpressure runs disk →
+ * pauseBody, and busboy → pauseBody. On any failure every part is removed.
  */
 export function ingestMultipart(ctx: Ctx, store: BlobStore, opts: { fast: FastPaths; metrics?: Metrics }): Ingest {
-  const res = ctx.res;
   let bb: busboy.Busboy | null = null;
   // Without busboy's internals (unknown versions): no chunk skips busboy and none is pooled.
   let inner: BusboyInner | null = null;
@@ -58,8 +64,6 @@ export function ingestMultipart(ctx: Ctx, store: BlobStore, opts: { fast: FastPa
   } catch {
     setupError = new AppError('NOT_MULTIPART');
   }
-  const early: Buffer[] = [];
-  let bodyDone = false;
   let started = false;
   let finished = false;
   const writers: BlobWriter[] = [];
@@ -76,26 +80,21 @@ export function ingestMultipart(ctx: Ctx, store: BlobStore, opts: { fast: FastPa
   /** File streams we consume, until they end: a paused or not yet flowing one buffers slices. */
   const kept = new Set<Readable>();
 
-  res.pause();
-  onBody(ctx, (ab, isLast) => {
+  holdBody(ctx);
+  const read = (ab: Buffer, isLast: boolean): void => {
     if (finished) return;
-    if (isLast) bodyDone = true;
-    // uWS reuses the memory behind `ab` once we return: copy.
-    if (!started) {
-      early.push(Buffer.from(new Uint8Array(ab)));
-      return;
-    }
+    // The chunk's memory is reused once we return (uWS's, or the body queue's): copy.
     if (isLast || !straightToFile(ab)) {
-      const len = ab.byteLength;
+      const len = ab.length;
       const pooled = inner && len >= SMALL_CHUNK && len <= POOL_BYTES ? pool.take() : null;
       const chunk = pooled ? pooled.subarray(0, len) : Buffer.allocUnsafe(len);
-      chunk.set(new Uint8Array(ab));
+      chunk.set(ab);
       feed(chunk, isLast);
       if (pooled) lent.push(pooled);
     }
     // Nothing references this chunk, nor any fed before it (see unreferenced): all go back.
     if (lent.length > 0 && unreferenced()) for (const b of lent.splice(0)) pool.give(b);
-  });
+  };
 
   /**
    * Whether the chunks fed so far can be overwritten. busboy passes file bytes on as slices of them:
@@ -123,12 +122,11 @@ export function ingestMultipart(ctx: Ctx, store: BlobStore, opts: { fast: FastPa
    * start of one, in this chunk (plainData). Else false, and the chunk takes the usual path. This
    * saves the copy into a pooled chunk and busboy's work per chunk: most chunks of a large upload.
    */
-  function straightToFile(ab: ArrayBuffer): boolean {
-    if (!bb || !inner || finished || bb.writableLength > 0 || ab.byteLength === 0) return false;
+  function straightToFile(chunk: Buffer): boolean {
+    if (!bb || !inner || finished || bb.writableLength > 0 || chunk.length === 0) return false;
     const stream = inner.fileStream();
     const sink = stream ? sinks.get(stream) : undefined;
     if (!stream || !sink || stream.readableLength > 0 || stream.readableFlowing !== true || stream.destroyed) return false;
-    const chunk = Buffer.from(ab);
     if (!plainData(inner.search(), chunk)) return false;
     sink(chunk, true);
     opts.metrics?.straightToFile(chunk.length);
@@ -142,11 +140,11 @@ export function ingestMultipart(ctx: Ctx, store: BlobStore, opts: { fast: FastPa
   const stalls = new Set<object>();
   const stall = (why: object): void => {
     stalls.add(why);
-    res.pause();
+    pauseBody(ctx);
   };
   const unstall = (why: object): void => {
     stalls.delete(why);
-    if (stalls.size === 0 && started && !finished && !ctx.done) res.resume();
+    if (stalls.size === 0 && started && !finished && !ctx.done) resumeBody(ctx);
   };
 
   let stopWatch = (): void => {};
@@ -174,15 +172,17 @@ export function ingestMultipart(ctx: Ctx, store: BlobStore, opts: { fast: FastPa
     bb?.destroy();
     // Nothing more is read: the reply pauses the socket and leaves the closing to the client (see send).
     stalls.clear();
-    if (!ctx.aborted && !ctx.done) res.pause();
+    pauseBody(ctx);
+    dropBody(ctx);
     rejectFn(err);
   }
 
   ctx.onAbort(() => fail(new AppError('MALFORMED_MULTIPART', 'client aborted the upload')));
+  onBodyOverrun(ctx, () => fail(new AppError('BODY_OVERRUN')));
 
   return {
     cancel: () => fail(new AppError('INTERNAL', 'upload cancelled')),
-    start(reserve) {
+    start(reserve, room) {
       const done = new Promise<IngestResult>((resolve, reject) => {
         resolveFn = resolve;
         rejectFn = reject;
@@ -193,6 +193,7 @@ export function ingestMultipart(ctx: Ctx, store: BlobStore, opts: { fast: FastPa
         return done;
       }
       started = true;
+      if (room !== undefined) limitBody(ctx, room + MAX_FORM_OVERHEAD, () => fail(new AppError('SIZE_EXCEEDED')));
       const fields: Record<string, string> = {};
       const pending: Array<Promise<IngestedFile>> = [];
 
@@ -268,9 +269,8 @@ export function ingestMultipart(ctx: Ctx, store: BlobStore, opts: { fast: FastPa
           (err: unknown) => fail(storageError(err)),
         );
       });
-      for (const [i, chunk] of early.entries()) feed(chunk, bodyDone && i === early.length - 1);
-      early.length = 0;
-      if (!finished && stalls.size === 0) res.resume();
+      onBody(ctx, read);
+      if (!finished && stalls.size === 0) resumeBody(ctx);
       return done;
     },
   };

@@ -146,7 +146,7 @@ async function uploadInto(ctx: Ctx, deps: Deps): Promise<void> {
   let used = 0;
   let result: IngestResult;
   try {
-    result = await ingest.start((n) => (used += n) <= room);
+    result = await ingest.start((n) => (used += n) <= room, room);
   } catch (err) {
     return failUpload(ctx, deps, err);
   }

@@ -47,7 +47,7 @@ async function createBundle(ctx: Ctx, deps: Deps): Promise<void> {
   let used = 0;
   const cap = uploader.maxBundleBytes;
   try {
-    result = await ingest.start((n) => (used += n) <= cap);
+    result = await ingest.start((n) => (used += n) <= cap, cap);
   } catch (err) {
     return failUpload(ctx, deps, err);
   }
@@ -114,7 +114,7 @@ async function appendToBundle(ctx: Ctx, deps: Deps, inflightByBundle: Map<number
       mine += n;
       state.streaming += n;
       return true;
-    });
+    }, room);
   } catch (err) {
     release(false);
     return failUpload(ctx, deps, err);

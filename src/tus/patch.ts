@@ -1,5 +1,6 @@
 import { createHash, type Hash } from 'node:crypto';
-import { onBody, type Ctx } from '../http/context.ts';
+import type { Ctx } from '../http/context.ts';
+import { dropBody, holdBody, limitBody, onBody, onBodyOverrun, pauseBody, resumeBody } from '../http/body-flow.ts';
 import { AppError } from '../errors.ts';
 import type { BlobAppender } from '../storage/blob-store.ts';
 
@@ -23,34 +24,19 @@ export interface PatchResult {
 }
 
 /**
- * Must be called before the handler's first await: registers onData and pauses the socket, keeping
- * what arrives before pipe() (at most one uWS chunk after the pause). The appender's backpressure
- * pauses the socket (write() false) and its drain resumes it.
+ * Must be called before the handler's first await: holds the body (body-flow.ts) until pipe().
+ * The appender's backpressure pauses the body (write() false) and its drain resumes it.
  */
 export function tapBody(ctx: Ctx): BodyTap {
-  const res = ctx.res;
-  const early: Array<{ buf: Buffer; last: boolean }> = [];
-  /** Takes one body chunk; it must not keep `chunk` (it may be uWS's memory) past its return. */
-  let sink: ((chunk: Buffer, last: boolean) => void) | null = null;
   let ended = false;
   let onEnd: (() => void) | null = null;
-  res.pause();
-  onBody(ctx, (ab, isLast) => {
-    if (ended) return;
-    if (isLast) ended = true;
-    // uWS reuses the memory behind `ab` once we return: the appender copies what it keeps (write's
-    // `transient`), so only early bytes need a copy here.
-    if (sink) return sink(Buffer.from(ab), isLast);
-    const copy = Buffer.allocUnsafe(ab.byteLength);
-    copy.set(new Uint8Array(ab));
-    early.push({ buf: copy, last: isLast });
-  });
+  holdBody(ctx);
   ctx.onAbort(() => onEnd?.());
 
   return {
     cancel() {
       ended = true;
-      early.length = 0;
+      dropBody(ctx);
     },
     pipe(appender, limit, hashName) {
       return new Promise<PatchResult>((resolve) => {
@@ -68,13 +54,17 @@ export function tapBody(ctx: Ctx): BodyTap {
         };
         const drained = (): void => {
           full = false;
-          if (!finished && !ctx.aborted && !ctx.done && !sawLast) res.resume();
+          if (!finished && !ctx.aborted && !ctx.done && !sawLast) resumeBody(ctx);
         };
-        sink = (chunk, last) => {
-          if (finished) return;
+        // uWS reuses the memory behind a chunk once this returns: the appender copies what it keeps
+        // (write's `transient`).
+        const sink = (chunk: Buffer, last: boolean): void => {
+          if (finished || ended) return;
+          if (last) ended = true;
           if (appender.offset + received + chunk.length > limit) {
             failure = new AppError('UPLOAD_TOO_LARGE', 'Body goes past Upload-Length or the size limit');
             ended = true;
+            dropBody(ctx);
             return done();
           }
           received += chunk.length;
@@ -82,22 +72,30 @@ export function tapBody(ctx: Ctx): BodyTap {
           const more = appender.write(chunk, true);
           if (last) {
             sawLast = true;
-            // uWS keeps a paused socket paused across requests: a kept-alive connection would stall.
-            if (!ctx.aborted) res.resume();
             return done();
           }
           if (!more) {
             full = true;
             // Each stop gets its own callback: the writer runs one once, then forgets it.
             appender.onDrain(drained);
-            if (!ctx.aborted) res.pause();
+            pauseBody(ctx);
           }
         };
         // The client went away: what arrived is reported, and the caller makes it durable.
         onEnd = done;
-        for (const e of early.splice(0)) sink(e.buf, e.last);
+        onBodyOverrun(ctx, () => {
+          failure = new AppError('BODY_OVERRUN');
+          ended = true;
+          done();
+        });
+        limitBody(ctx, limit - appender.offset, () => {
+          failure = new AppError('UPLOAD_TOO_LARGE', 'Body goes past Upload-Length or the size limit');
+          ended = true;
+          done();
+        });
+        onBody(ctx, sink);
         if (ctx.aborted) done();
-        else if (!finished && !full) res.resume();
+        else if (!finished && !full) resumeBody(ctx);
       });
     },
   };
