@@ -51,12 +51,14 @@ export function send(
       ctx.res.pause();
       ctx.res.writeHeader('Connection', 'close');
     }
+    // Strings go out as UTF-8 bytes we encode: the uWS build for Node 22 and later writes a string
+    // that V8 holds one byte per character (Latin-1, such as "·") as those raw bytes.
+    const bytes = typeof body === 'string' ? Buffer.from(body) : body;
     // HEAD gets the headers a GET would, never the bytes: a body would corrupt a kept-alive connection.
-    const length = typeof body === 'string' ? Buffer.byteLength(body) : body.length;
-    if (ctx.method === 'head') endHead(ctx, length);
+    if (ctx.method === 'head') endHead(ctx, bytes.length);
     else {
-      ctx.bytesOut = length;
-      ctx.res.end(body, closeConnection && !early);
+      ctx.bytesOut = bytes.length;
+      ctx.res.end(bytes, closeConnection && !early);
     }
   });
 }
