@@ -11,6 +11,11 @@ import { freePort } from './helpers/services.ts';
 
 // Locally a missing browser skips the suite (and npm test says so at the end); in CI it fails.
 const skip = chromiumSkip('the web pages in a browser (test/browser.test.ts)');
+/**
+ * Where the page screenshots go: a temp dir under npm test (a test run changes no tracked file),
+ * docs/ under `npm run screenshots`, which refreshes the pictures the README shows.
+ */
+const SHOTS = process.env.SLUICE_SCREENSHOTS === 'docs' ? path.join(ROOT, 'docs') : fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-shots-'));
 
 describe(`web front end in Chromium (${backends()[0]})`, { skip }, () => {
   let srv: TestServer;
@@ -185,7 +190,7 @@ describe(`web front end in Chromium (${backends()[0]})`, { skip }, () => {
 /**
  * The page opened on another address than localhost, with BASE_URL unset: a large file goes through
  * tus to that same origin (the page's CSP allows only its own), and the share link it shows names
- * that origin. The screenshots in docs/ are taken here, so they always show the current pages.
+ * that origin. The README's screenshots are taken here (`npm run screenshots`), so they show the current pages.
  */
 describe(`the page from a non-localhost address (${backends()[0]})`, { skip }, () => {
   let srv: TestServer;
@@ -227,7 +232,7 @@ describe(`the page from a non-localhost address (${backends()[0]})`, { skip }, (
     await page.locator('details.options summary').click();
     await page.fill('textarea[name=description]', 'Holiday video and notes');
     await page.locator('textarea[name=description]').blur();
-    await page.screenshot({ path: path.join(ROOT, 'docs', 'upload-page.png') });
+    await page.screenshot({ path: path.join(SHOTS, 'upload-page.png') });
     await page.click('#send');
     await page.locator('#result').waitFor({ state: 'visible', timeout: 200_000 });
     assert.deepEqual([...tusOrigins], [origin], 'tus requests go to the origin the page was opened on');
@@ -237,7 +242,7 @@ describe(`the page from a non-localhost address (${backends()[0]})`, { skip }, (
     await page.goto(link);
     assert.deepEqual(await page.locator('#files .name').allTextContents(), ['holiday-video.mp4']);
     assert.equal(await page.locator('.desc').textContent(), 'Holiday video and notes');
-    await page.screenshot({ path: path.join(ROOT, 'docs', 'share-page.png'), clip: { x: 0, y: 0, width: 1280, height: 480 } });
+    await page.screenshot({ path: path.join(SHOTS, 'share-page.png'), clip: { x: 0, y: 0, width: 1280, height: 480 } });
     const code = new URL(link).pathname.slice(1);
     const info = (await (await fetch(`${origin}/api/v1/bundle/${code}`)).json()) as { files: Array<{ id: number; size: number }> };
     assert.equal(info.files[0]!.size, size);

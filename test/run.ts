@@ -6,11 +6,12 @@
  * A full run also runs the storage-relevant files once more with their files in a Ceph bucket
  * (SLUICE_TEST_BACKENDS=s3, one cluster for the pass), beside the main pass.
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { cephSkip, startCeph, type Ceph } from './helpers/ceph.ts';
+import { CEPH_DIR_PREFIX, cephSkip, startCeph, type Ceph } from './helpers/ceph.ts';
+import { alive, reap, reapDirs, RUN_VAR } from './helpers/reaper.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 /**
@@ -23,15 +24,31 @@ const S3_FILES = [
   'tus', 'tus-protocol', 'tus-e2e', 'tus-race', 'tus-budget', 'tus-client', 'blocklist-backfill',
 ].map((f) => path.join('test', `${f}.test.ts`));
 
-const given = process.argv.slice(2);
+/**
+ * What the Node 22 and Node 24 legs of CI run (`.ci/node-leg MAJOR`, `npm test -- --leg`): every
+ * file that touches the HTTP transport, whose uWebSockets.js build differs from Node 20's.
+ */
+const LEG_FILES = [
+  'smoke', 'uws-binding', 'framing', 'memory', 'upload', 'upload-abort', 'upload-append', 'upload-large', 'upload-buffers',
+  'fast-paths', 'tus', 'tus-protocol', 'tus-e2e', 'tus-client', 'range', 'download', 'slow-reader', 'zip', 'pages', 'browser',
+].map((f) => path.join('test', `${f}.test.ts`));
+
+const given = process.argv[2] === '--leg' ? LEG_FILES : process.argv.slice(2);
 const files = given.length
   ? given
   : fs.readdirSync(path.join(ROOT, 'test')).filter((f) => f.endsWith('.test.ts')).sort().map((f) => path.join('test', f));
 const skipDir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-skips-'));
 
+const timesFile = path.join(skipDir, 'times.jsonl');
+const report = process.stdout.isTTY ? 'spec' : 'tap';
+
 function runFiles(list: string[], env: Record<string, string>, prefix: string): Promise<number> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=2', ...list], {
+    const reporters = [
+      `--test-reporter=${report}`, '--test-reporter-destination=stdout',
+      `--test-reporter=${path.join(ROOT, 'test/helpers/file-times.mjs')}`, `--test-reporter-destination=${timesFile}.${prefix ? 's3' : 'main'}`,
+    ];
+    const child = spawn(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=2', ...reporters, ...list], {
       cwd: ROOT,
       stdio: prefix ? ['ignore', 'pipe', 'pipe'] : 'inherit',
       env: { ...process.env, SLUICE_SKIP_DIR: skipDir, ...env },
@@ -49,14 +66,51 @@ function runFiles(list: string[], env: Record<string, string>, prefix: string): 
         from.on('end', () => rest && to.write(`${prefix}${rest}\n`));
       }
     }
-    child.on('exit', (code) => resolve(code ?? 1));
+    children.add(child);
+    child.on('exit', (code) => {
+      children.delete(child);
+      resolve(code ?? 1);
+    });
   });
 }
 
 process.env.SLUICE_SKIP_DIR = skipDir;
+// Everything this run starts carries its pid (helpers/reaper.ts). What an earlier run left running
+// (killed before it could stop its servers and clusters) is stopped first.
+process.env[RUN_VAR] = String(process.pid);
+const leftovers = reap((run) => run !== process.pid && !alive(run));
+const leftDirs = reapDirs(CEPH_DIR_PREFIX);
+if (leftovers || leftDirs) process.stderr.write(`stopped ${leftovers} process(es) and removed ${leftDirs} cluster dir(s) left by an earlier test run\n`);
+const children = new Set<ChildProcess>();
+let interrupted = false;
+let ceph: Ceph | null = null;
+// Interrupted (Ctrl-C, a closed terminal, a CI timeout): the passes are told to stop, and whatever
+// this run started that is still running a few seconds later is killed, detached daemons included.
+for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+  process.once(sig, () => {
+    interrupted = true;
+    process.stderr.write(`\n${sig}: stopping the tests and everything they started\n`);
+    for (const c of children) c.kill('SIGTERM');
+    const deadline = Date.now() + 5000;
+    const finish = (): void => {
+      if ([...children].some((c) => c.exitCode === null && c.signalCode === null) && Date.now() < deadline) {
+        setTimeout(finish, 100);
+        return;
+      }
+      reap((run) => run === process.pid);
+      try {
+        ceph?.stopSync();
+      } catch {
+        // its daemons were killed above; the directory goes with it
+      }
+      fs.rmSync(skipDir, { recursive: true, force: true });
+      process.exit(sig === 'SIGINT' ? 130 : 143);
+    };
+    finish();
+  });
+}
 // Checked before anything runs: in CI a missing Ceph stops the run here, naming the packages.
 const withS3 = given.length === 0 && !cephSkip('the S3 pass of npm test (test/run.ts)');
-let ceph: Ceph | null = null;
 const passes: Promise<number>[] = [runFiles(files, {}, '')];
 if (withS3) {
   ceph = await startCeph();
@@ -64,9 +118,12 @@ if (withS3) {
   passes.push(runFiles(S3_FILES, { SLUICE_TEST_BACKENDS: 's3', SLUICE_TEST_CEPH: JSON.stringify(named) }, '[s3] '));
 }
 const codes = await Promise.all(passes);
+// Interrupted: the signal handler ends the run once everything is stopped.
+if (interrupted) await new Promise(() => {});
 await ceph?.stop();
 
-const skipped = [...new Set(fs.readdirSync(skipDir).flatMap((f) => fs.readFileSync(path.join(skipDir, f), 'utf8').split('\n').filter(Boolean)))];
+printTimes();
+const skipped = [...new Set(fs.readdirSync(skipDir).filter((f) => f.endsWith('.txt')).flatMap((f) => fs.readFileSync(path.join(skipDir, f), 'utf8').split('\n').filter(Boolean)))];
 fs.rmSync(skipDir, { recursive: true, force: true });
 if (skipped.length > 0) {
   const bar = '!'.repeat(78);
@@ -74,5 +131,26 @@ if (skipped.length > 0) {
   for (const s of skipped) process.stderr.write(`!!   - ${s}\n`);
   process.stderr.write(`!! Install it and run npm test again. In CI (CI=true) these tests fail instead.\n${bar}\n`);
 }
-if (codes.some((c) => c !== 0)) process.stderr.write(`\ntest passes exited with ${codes.join(', ')} (main${ceph ? ', s3' : ''})\n`);
+if (codes.some((c) => c !== 0)) process.stderr.write(`\ntest passes exited with ${codes.join(', ')} (main${ceph ? ', s3' : ''}) on Node ${process.version}\n`);
 process.exit(codes.every((c) => c === 0) ? 0 : 1);
+
+/** The slowest test files of each pass, by the time their top-level tests ran (test/README.md keeps the table). */
+function printTimes(): void {
+  for (const pass of ['main', 's3']) {
+    const file = `${timesFile}.${pass}`;
+    if (!fs.existsSync(file)) continue;
+    const per = new Map<string, number>();
+    for (const line of fs.readFileSync(file, 'utf8').split('\n').filter(Boolean)) {
+      const t = JSON.parse(line) as { file: string; ms: number };
+      const name = path.relative(ROOT, t.file);
+      per.set(name, (per.get(name) ?? 0) + t.ms);
+    }
+    const rows = [...per].sort((a, b) => b[1] - a[1]);
+    const total = rows.reduce((n, [, ms]) => n + ms, 0);
+    process.stderr.write(`\n${pass} pass: ${rows.length} files, ${(total / 1000).toFixed(0)} s of tests; the slowest:\n`);
+    for (const [name, ms] of rows.slice(0, 12)) process.stderr.write(`  ${(ms / 1000).toFixed(1).padStart(7)} s  ${name}\n`);
+    const all = path.join(os.tmpdir(), `sluice-test-times-${pass}.tsv`);
+    fs.writeFileSync(all, rows.map(([name, ms]) => `${(ms / 1000).toFixed(1)}\t${name}\n`).join(''));
+    process.stderr.write(`  (every file: ${all})\n`);
+  }
+}

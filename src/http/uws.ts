@@ -37,9 +37,11 @@ export function loadUws(): UwsBinding {
     mod = require(PACKAGE) as Uws;
     version = (require(`${PACKAGE}/package.json`) as { version: string }).version;
   } catch (err) {
+    const found = glibc();
     throw new Error(
       `the uWebSockets.js binding (${PACKAGE}) does not load on this platform (Node ${process.version}, ` +
-        `${process.platform}-${process.arch}${glibc()}): ${firstLine(err)}. See docs/platform.md for the supported systems.`,
+        `${process.platform}-${process.arch}${found ? `, glibc ${found}` : ''}): ${firstLine(err)}. ` +
+        `${loadHint(process.versions.modules, process.platform, found)}See docs/platform.md for the supported systems.`,
       { cause: err },
     );
   }
@@ -49,10 +51,35 @@ export function loadUws(): UwsBinding {
   return { uws: mod, name: PACKAGE, version, limits: [] };
 }
 
-function glibc(): string {
+function glibc(): string | undefined {
   const header = process.report?.getReport?.() as { header?: { glibcVersionRuntime?: string } } | undefined;
-  const v = header?.header?.glibcVersionRuntime;
-  return v ? `, glibc ${v}` : '';
+  return header?.header?.glibcVersionRuntime;
+}
+
+/** Node ABIs from 127 (Node 22) on load the package's newer uWS build, made on a glibc 2.38 system. */
+const NEW_BUILD_ABI = 127;
+
+/**
+ * What to do when the binding does not load, for a Linux system whose glibc is older than the
+ * build for this Node needs: the glibc found and needed, and which Node does load there.
+ */
+export function loadHint(abi: string, platform: string, glibcFound: string | undefined): string {
+  if (platform !== 'linux' || glibcFound === undefined) return '';
+  const older = (v: string, than: [number, number]): boolean => {
+    const [major = 0, minor = 0] = v.split('.').map(Number);
+    return major < than[0] || (major === than[0] && minor < than[1]);
+  };
+  if (Number(abi) >= NEW_BUILD_ABI && older(glibcFound, [2, 38])) {
+    return (
+      `Its build for Node 22 and later needs glibc 2.38 or newer, and this system has glibc ${glibcFound}. ` +
+      'Run Sluice with Node 20 or 21 here (their build needs glibc 2.27), or on a system with glibc 2.38 or newer ' +
+      '(Debian 13, Ubuntu 24.04, Fedora 39 and later) for Node 22 and 24. '
+    );
+  }
+  if (older(glibcFound, [2, 27])) {
+    return `Its Linux builds need glibc 2.27 or newer (Node 20, 21) or 2.38 or newer (Node 22 and later); this system has glibc ${glibcFound}. `;
+  }
+  return '';
 }
 
 function firstLine(err: unknown): string {

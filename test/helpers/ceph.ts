@@ -6,6 +6,10 @@ import { promisify } from 'node:util';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import { prerequisite } from './prereq.ts';
 import { freePort } from './services.ts';
+import { ownDir } from './reaper.ts';
+
+/** Where each cluster lives, under the OS temp dir; test/run.ts removes those of ended runs. */
+export const CEPH_DIR_PREFIX = 'sluice-ceph-';
 
 const run = promisify(execFile);
 const SCRIPT = path.join(import.meta.dirname, 'ceph-cluster.sh');
@@ -80,7 +84,8 @@ async function waitForHttp(url: string, ms: number, dir: string): Promise<void> 
 export async function startCeph(opts: { backend?: 'memstore' | 'bluestore' | 'bluestore-lz4'; bucket?: string } = {}): Promise<Ceph> {
   const missing = missingProgram();
   if (missing) throw new Error(`Ceph is needed for this test: ${missing}. Install: ${CEPH_INSTALL}`);
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-ceph-'));
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), CEPH_DIR_PREFIX));
+  ownDir(dir);
   const conf = path.join(dir, 'ceph.conf');
   const [monPort, rgwPort] = [await freePort(), await freePort()];
   const endpoint = `http://127.0.0.1:${rgwPort}`;

@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import postgres from 'postgres';
 import { createPgDatabase, dropPgDatabase } from './database.ts';
+import { runTag } from './reaper.ts';
 import { DeleteObjectCommand, ListMultipartUploadsCommand, ListObjectsV2Command, ListPartsCommand, type S3Client } from '@aws-sdk/client-s3';
 import { sharedBucket } from './s3-backend.ts';
 
@@ -62,6 +63,7 @@ export async function startServer(backend: Backend, extraEnv: Record<string, str
     RATE_LIMIT_ANON_PER_HOUR: '1000000',
     // One process (the default) unless a test asks for more.
     WORKERS: '1',
+    ...runTag(),
     ...extraEnv,
   };
   let dbName: string | undefined;
