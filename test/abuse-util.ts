@@ -32,7 +32,7 @@ export const sha256 = (b: Buffer): string => createHash('sha256').update(b).dige
 /** Nothing of a refused upload: no parts, no stored files beyond `before`, no new rows. */
 export async function assertNothingKept(srv: TestServer, before: { files: number; rows: number }): Promise<void> {
   // A refused upload's parts are unlinked as the refusal goes out, not before it: allow them a moment.
-  const deadline = Date.now() + 3000;
+  const deadline = Date.now() + 20_000;
   while (storedPaths(srv.dataDir).parts.length > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
   const { parts, files } = storedPaths(srv.dataDir);
   assert.deepEqual(parts, [], 'no temp parts left');

@@ -94,8 +94,9 @@ describe('embedded PostgreSQL', () => {
     for (const pid of descendants(child.pid!).filter((p) => p !== postmaster && !isDescendant(p, postmaster))) {
       if (readCmd(pid).includes('sluice-db')) process.kill(pid, 'SIGKILL');
     }
+    const gone = new Promise((r) => child.once('exit', r));
     child.kill('SIGKILL');
-    await new Promise((r) => setTimeout(r, 300));
+    await gone;
     assert.ok(alive(postmaster), 'the orphan runs (the test set-up)');
     const db = await connectDb({ databaseUrl: undefined, dataDir: dir, log, max: 1 });
     try {

@@ -221,8 +221,9 @@ describe('Redis down', { skip: pgSkip ?? redisSkip ?? false }, () => {
     for (let i = 0; i < BUDGET * 2; i++) {
       const r = await timed(`${base}/api/v1/bundle/abcde`, { agent });
       assert.equal(r.status, 404, r.text);
-      // The 250 ms wait for Redis plus slack for a busy 2-core machine.
-      assert.ok(r.ms < 1000, `request took ${Math.round(r.ms)} ms with Redis down`);
+      // Fail-open waits about 250 ms for Redis (up to four times that when this process itself
+      // stalls); what this guards against is waiting on ioredis's own 5 s backstop, or a hang.
+      assert.ok(r.ms < 4000, `request took ${Math.round(r.ms)} ms with Redis down`);
     }
     const u = await timed(`${base}/api/v1/upload`, { method: 'POST', ...uploadBody('open.txt', 'fail open'), agent });
     assert.equal(u.status, 201, u.text);
@@ -385,7 +386,7 @@ describe('graceful shutdown', { skip: pgSkip ?? false }, () => {
 
   test('SIGTERM: an upload that finishes within SHUTDOWN_GRACE_SECONDS is committed, one that cannot is aborted; exit 0', async () => {
     const dbUrl = await freshDb(pg);
-    const srv = await startServer('embedded', { DATABASE_URL: dbUrl, SHUTDOWN_GRACE_SECONDS: '3' });
+    const srv = await startServer('embedded', { DATABASE_URL: dbUrl, SHUTDOWN_GRACE_SECONDS: '6' });
     try {
       const slowData = randomBytes(3 * MiB);
       const stuckData = randomBytes(3 * MiB);

@@ -6,6 +6,7 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { alive } from './helpers/reaper.ts';
 import { ROOT } from './helpers/server.ts';
+import { waitFor } from './helpers/wait.ts';
 
 /** Starts test/run.ts on the fixture and resolves with the pids it reports once they run. */
 function startRun(): Promise<{ run: ReturnType<typeof spawn>; pids: number[] }> {
@@ -28,6 +29,11 @@ function startRun(): Promise<{ run: ReturnType<typeof spawn>; pids: number[] }> 
   });
 }
 
+/** SIGKILL is sent, not waited for: a process may take a moment to be torn down. */
+async function noneAlive(pids: number[], what: string): Promise<void> {
+  await waitFor(what, () => pids.every((p) => !alive(p)), 30_000);
+}
+
 const exited = (p: ReturnType<typeof spawn>): Promise<number | null> =>
   p.exitCode !== null || p.signalCode !== null ? Promise.resolve(p.exitCode) : new Promise((r) => p.once('exit', (code) => r(code)));
 
@@ -39,7 +45,7 @@ describe('an interrupted test run', () => {
       process.kill(toGroup ? -run.pid! : run.pid!, signal);
       const code = await exited(run);
       assert.equal(code, signal === 'SIGINT' ? 130 : 143);
-      assert.deepEqual(pids.filter(alive), [], `still running after ${signal}`);
+      await noneAlive(pids, `nothing left running after ${signal}`);
     });
   }
 
@@ -49,9 +55,9 @@ describe('an interrupted test run', () => {
     await exited(run);
     assert.ok(alive(pids[1]!), 'the detached daemon outlived its run');
     const next = await startRun();
-    assert.deepEqual(pids.filter(alive), [], 'the next run stopped what the killed one left');
+    await noneAlive(pids, 'the next run stopped what the killed one left');
     process.kill(next.run.pid!, 'SIGTERM');
     await exited(next.run);
-    assert.deepEqual(next.pids.filter(alive), []);
+    await noneAlive(next.pids, 'nothing of the second run left');
   });
 });

@@ -146,10 +146,10 @@ export async function snapshot(srv: TestServer): Promise<Snapshot> {
   return { parts: parts.sort(), files: files.sort(), bundles: row!.bundles, fileRows: row!.files };
 }
 
-/** Polls (deadline 3 s) until disk and db are back to `before` with no temp parts: a failed request keeps nothing. */
+/** Polls (deadline 20 s: a passing check ends at once) until disk and db are back to `before` with no temp parts: a failed request keeps nothing. */
 export async function assertNothingKept(srv: TestServer, before: Snapshot): Promise<void> {
   const want = { ...before, parts: [] };
-  const deadline = Date.now() + 3000;
+  const deadline = Date.now() + 20_000;
   for (;;) {
     assert.ok(!exited(srv), `server process died (exit ${srv.proc.exitCode}, signal ${srv.proc.signalCode})`);
     const now = await snapshot(srv);
