@@ -42,13 +42,13 @@ const skipDir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-skips-'));
 const timesFile = path.join(skipDir, 'times.jsonl');
 const report = process.stdout.isTTY ? 'spec' : 'tap';
 
-function runFiles(list: string[], env: Record<string, string>, prefix: string): Promise<number> {
+function runFiles(list: string[], env: Record<string, string>, prefix: string, concurrency: number): Promise<number> {
   return new Promise((resolve) => {
     const reporters = [
       `--test-reporter=${report}`, '--test-reporter-destination=stdout',
       `--test-reporter=${path.join(ROOT, 'test/helpers/file-times.mjs')}`, `--test-reporter-destination=${timesFile}.${prefix ? 's3' : 'main'}`,
     ];
-    const child = spawn(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=2', ...reporters, ...list], {
+    const child = spawn(process.execPath, ['--import', 'tsx', '--test', `--test-concurrency=${concurrency}`, ...reporters, ...list], {
       cwd: ROOT,
       stdio: prefix ? ['ignore', 'pipe', 'pipe'] : 'inherit',
       env: { ...process.env, SLUICE_SKIP_DIR: skipDir, ...env },
@@ -111,11 +111,13 @@ for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
 }
 // Checked before anything runs: in CI a missing Ceph stops the run here, naming the packages.
 const withS3 = given.length === 0 && !cephSkip('the S3 pass of npm test (test/run.ts)');
-const passes: Promise<number>[] = [runFiles(files, {}, '')];
+// Most files wait on servers and databases far more than they compute: three at a time keep two
+// cores busy, beside the S3 pass's two.
+const passes: Promise<number>[] = [runFiles(files, {}, '', Number(process.env.SLUICE_TEST_CONCURRENCY ?? 3))];
 if (withS3) {
   ceph = await startCeph();
   const named = { endpoint: ceph.endpoint, region: ceph.region, accessKeyId: ceph.accessKeyId, secretAccessKey: ceph.secretAccessKey, bucket: ceph.bucket };
-  passes.push(runFiles(S3_FILES, { SLUICE_TEST_BACKENDS: 's3', SLUICE_TEST_CEPH: JSON.stringify(named) }, '[s3] '));
+  passes.push(runFiles(S3_FILES, { SLUICE_TEST_BACKENDS: 's3', SLUICE_TEST_CEPH: JSON.stringify(named) }, '[s3] ', 2));
 }
 const codes = await Promise.all(passes);
 // Interrupted: the signal handler ends the run once everything is stopped.
