@@ -8,11 +8,22 @@ import { backends, startServer, storedBlobs, type TestServer } from './helpers/s
 import { MiB, created, ensureRunning, assertServes, assertNoServerErrors, snapshot, assertNothingKept, rawConnect, rawHead, partHead, closing, newBoundary, write, assertJsonError, survives, exited, sendUntilAnswered, repeated } from './upload-util.ts';
 import { file, upload, call } from './helpers/http.ts';
 import { waitFor } from './helpers/wait.ts';
+import { MAX_FORM_OVERHEAD } from '../src/ingest/multipart.ts';
 
 /** Anonymous cap of this file's server: the aborted 8 MiB uploads below stay within it. */
 const CAP = 8 * MiB;
 
 /** The most a TCP socket buffer may grow to here (`net.ipv4.tcp_rmem` or `tcp_wmem`, third field). */
+/**
+ * What the uWS build for Node 22 and later may read of a body beyond the older build: it reads on
+ * after a pause until a read comes up short (up to one more receive buffer), and what it read
+ * meanwhile waits unparsed, so the cap is checked as bytes arrive against the cap plus the most a
+ * form can add (src/http/body-flow.ts). Zero on Node 20 and 21.
+ */
+function readWhilePaused(): number {
+  return Number(process.versions.modules) >= 127 ? tcpBufferMax('tcp_rmem') + MAX_FORM_OVERHEAD : 0;
+}
+
 function tcpBufferMax(name: 'tcp_rmem' | 'tcp_wmem'): number {
   try {
     return Number(fs.readFileSync(`/proc/sys/net/ipv4/${name}`, 'utf8').trim().split(/\s+/)[2]) || 8 * MiB;
@@ -108,7 +119,8 @@ for (const backend of backends()) {
       assert.equal(r.headers.connection, 'close', 'the client is told to close the connection');
       assert.equal(r.headers['cache-control'], 'no-store', 'an upload error is a JSON answer like any other');
       assert.ok(writtenAtAnswer !== null, 'answered while the body was still being sent');
-      assert.ok(writtenAtAnswer < announced / 2, `answer came after ${writtenAtAnswer} of ${announced} body bytes`);
+      const by = Math.max(announced / 2, CAP + readWhilePaused());
+      assert.ok(writtenAtAnswer < by, `answer came after ${writtenAtAnswer} of ${announced} body bytes (Node ${process.version})`);
       c.sock.destroy();
       await assertNothingKept(srv, before);
       await assertServes(srv);
@@ -182,7 +194,7 @@ for (const backend of backends()) {
       // What the client got rid of is what the server read plus what the kernel buffers for a paused
       // reader: loopback's receive buffer grows up to tcp_rmem's maximum (32 MiB on some machines).
       const kernel = tcpBufferMax('tcp_rmem') + tcpBufferMax('tcp_wmem');
-      assert.ok(sent < CAP + kernel + 4 * MiB, `the server read on: ${sent} bytes of a refused body sent (kernel buffers ${kernel})`);
+      assert.ok(sent < CAP + kernel + readWhilePaused() + 4 * MiB, `the server read on: ${sent} bytes of a refused body sent (kernel buffers ${kernel}, Node ${process.version})`);
       await Promise.race([
         c.closed,
         new Promise((_, reject) => setTimeout(() => reject(new Error('server held the connection 30 s')), 30_000)),
