@@ -10,6 +10,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { crc32 } from 'node:zlib';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fromRoot } from '../../src/paths.ts';
+import { waitFor } from './wait.ts';
 import type { Readable } from 'node:stream';
 import type { BlobAppender, BlobStore, BlobWriter } from '../../src/storage/blob-store.ts';
 
@@ -289,8 +290,8 @@ export function storageContract(target: ContractTarget): void {
         const lost = await store.append(id, offset, { limit: 100 * MiB, hashAhead: true });
         await feed(lost, randomBytes(MiB + 3));
         lost.abort();
-        await new Promise((r) => setTimeout(r, 50));
-        const cut = await store.append(id, offset, { limit: 100 * MiB, hashAhead: true });
+        // The aborted append lets go of the upload once its cut-back is done: until then a new one is BUSY.
+        const cut = await waitFor('the aborted append to let go (BUSY until then)', () => store.append(id, offset, { limit: 100 * MiB, hashAhead: true }));
         await feed(cut, randomBytes(1000));
         assert.equal((await cut.finish({ cutTo: offset })).offset, offset);
         offset = await appendAll(await store.append(id, offset, { limit: 100 * MiB, hashAhead: true }), b);
