@@ -123,7 +123,7 @@ describe('PostgreSQL restarted under traffic', { skip: pgSkip ?? false }, () => 
     assert.equal((await timed(`${srv.url}/healthz`)).status, 200, 'liveness does not depend on the database');
     // The failed uploads kept nothing on disk. (The background traffic keeps uploading meanwhile: one of
     // its uploads may hold a part for the few milliseconds it streams, so wait for a moment without.)
-    await waitFor('no parts of the failed uploads left', async () => (await storedBlobs(srv)).parts.length === 0, 3000);
+    await waitFor('no parts of the failed uploads left', async () => (await storedBlobs(srv)).parts.length === 0);
     assert.ok((await metric(srv.url, 'sluice_db_errors_total')) >= 6);
 
     await pg.start();

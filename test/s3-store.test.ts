@@ -12,6 +12,7 @@ import type { BlobStore, BlobWriter } from '../src/storage/blob-store.ts';
 import { StorageSetupError } from '../src/storage/s3-client.ts';
 import { createS3Store } from '../src/storage/s3.ts';
 import { cephSkip, startCeph, type Ceph } from './helpers/ceph.ts';
+import { waitFor } from './helpers/wait.ts';
 
 const skip = cephSkip('S3 store on Ceph radosgw (test/s3-store.test.ts)');
 const MIB = 1024 * 1024;
@@ -258,7 +259,7 @@ describe('S3 blob store on radosgw', { skip }, () => {
     const other = await createS3Store({ location, tmpDir: tmp, check: false });
     const w = other.createWriter();
     await push(w, randomBytes(9 * MIB));
-    await new Promise((r) => setTimeout(r, 500));
+    await waitFor('the writer\'s multipart upload to exist', async () => (await uploads()).includes(`t1/files/${w.key}`));
     assert.ok(!(await other.listLeftovers(0)).some((l) => l.id.startsWith(`t1/files/${w.key}`)), 'own live writer');
     const found = (await store.listLeftovers(0)).filter((l) => l.id.startsWith(`t1/files/${w.key} `));
     assert.equal(found.length, 1);
