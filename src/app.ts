@@ -39,7 +39,7 @@ import { ensurePortFree } from './http/port-free.ts';
 import { createOriginOf } from './http/origin.ts';
 import { createIpMatcher } from './http/client-ip.ts';
 import { configureSlowReaders } from './http/body-pump.ts';
-import { configureBodyFlow } from './http/body-flow.ts';
+import { configureBodyFlow } from './http/body-spill.ts';
 import path from 'node:path';
 import { OWNER_ONLY_UMASK, usableDataDir } from './util/data-dir.ts';
 import { enableFastPaths } from './ingest/fast-paths.ts';

@@ -1,8 +1,6 @@
 import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { randomBytes } from 'node:crypto';
 import type { Ctx } from './context.ts';
+import { appendSpill, closeSpill, openSpill, waiting, type Spill } from './body-spill.ts';
 import { spareBuffers } from '../storage/spare-buffers.ts';
 
 /**
@@ -25,37 +23,10 @@ export const TOTAL_MEMORY_LIMIT_BYTES = 16 * 1024 * 1024;
  * held up any longer.
  */
 export const SPILL_LIMIT_BYTES = 1024 * 1024 * 1024;
-/**
- * Spill files are kept open for the next request, this many at most: rewriting pages already in
- * the page cache is several times faster than writing fresh ones, and a slow spill lengthens the
- * read loop that fills it.
- */
-const KEPT_SPILL_FILES = 8;
-const keptSpillFiles: number[] = [];
 /** uWS hands over at most this much at a time; queued chunks and spill reads use buffers of it. */
 const PIECE_BYTES = 512 * 1024;
 /** Reused: fresh copies per queued chunk were garbage that raised peak RSS by tens of MiB per upload. */
 const pieces = spareBuffers('body-queue', PIECE_BYTES, TOTAL_MEMORY_LIMIT_BYTES / PIECE_BYTES);
-
-let spillDir = os.tmpdir();
-
-/** Where spill files go (made if missing): a directory on a real file system, such as DATA_DIR/tmp. Set once at start. */
-export function configureBodyFlow(settings: { spillDir: string }): void {
-  fs.mkdirSync(settings.spillDir, { recursive: true, mode: 0o700 });
-  spillDir = settings.spillDir;
-}
-
-interface Spill {
-  readonly fd: number;
-  /** File offsets: bytes in [readAt, writeAt) are waiting, in arrival order after the memory queue. */
-  readAt: number;
-  writeAt: number;
-  /** Offset where the body's last chunk ends, once it was spilled. */
-  lastAt: number | null;
-  reading: boolean;
-  /** The buffer pieces are read into, taken from the spares while the spill holds bytes. */
-  piece: Buffer | null;
-}
 
 interface Flow {
   reader: BodyReader | null;
@@ -83,14 +54,12 @@ interface Flow {
 }
 
 const flows = new WeakMap<Ctx, Flow>();
-const stats = { queued: 0, peakQueued: 0, spilled: 0, overruns: 0 };
+const stats = { queued: 0, spilled: 0, overruns: 0 };
 
-/** Body bytes queued in memory now and at most, bytes ever spilled, requests cut off (metrics, tests). */
+/** Body bytes queued in memory now, bytes ever spilled, requests cut off (metrics). */
 export function bodyFlowStats(): Readonly<typeof stats> {
   return { ...stats };
 }
-
-const waiting = (s: Spill | null): boolean => s !== null && s.readAt < s.writeAt;
 
 /**
  * The one path request body bytes take from uWS to a reader. uWS's `pause()` stops polling the
@@ -134,16 +103,12 @@ function enqueue(ctx: Ctx, f: Flow, ab: ArrayBuffer, isLast: boolean): void {
     f.queue.push({ buf, len: n, last: isLast });
     f.queued += n;
     stats.queued += n;
-    if (stats.queued > stats.peakQueued) stats.peakQueued = stats.queued;
     return;
   }
   try {
-    f.spill ??= { fd: spillFile(), readAt: 0, writeAt: 0, lastAt: null, reading: false, piece: null };
-    const s = f.spill;
-    fs.writeSync(s.fd, new Uint8Array(ab), 0, n, s.writeAt);
-    s.writeAt += n;
+    const s = (f.spill ??= openSpill());
+    appendSpill(s, ab, isLast);
     stats.spilled += n;
-    if (isLast) s.lastAt = s.writeAt;
     if (s.writeAt - s.readAt > SPILL_LIMIT_BYTES) overrun(ctx, f);
   } catch {
     overrun(ctx, f);
@@ -160,29 +125,22 @@ function drop(f: Flow): void {
   if (s && !s.reading) release(s);
 }
 
-/** An open spill file: a kept one, or a new one unlinked at once, so nothing is ever left behind. */
-function spillFile(): number {
-  const kept = keptSpillFiles.pop();
-  if (kept !== undefined) return kept;
-  const file = path.join(spillDir, `body-${randomBytes(8).toString('hex')}.spill`);
-  const fd = fs.openSync(file, 'w+', 0o600);
-  fs.unlinkSync(file);
-  return fd;
-}
-
 function release(s: Spill): void {
-  // Only bytes this request wrote are ever read from it, so a kept file's old contents never leak.
-  if (keptSpillFiles.length < KEPT_SPILL_FILES) keptSpillFiles.push(s.fd);
-  else fs.close(s.fd, () => {});
+  closeSpill(s);
   if (s.piece) pieces.give(s.piece);
   s.piece = null;
 }
 
-function overrun(ctx: Ctx, f: Flow): void {
-  stats.overruns++;
+/** Nothing more of the body is wanted: what is queued is freed, what still comes is dropped. */
+function stop(f: Flow): void {
   drop(f);
   f.reader = null;
   f.discard = true;
+}
+
+function overrun(ctx: Ctx, f: Flow): void {
+  stats.overruns++;
+  stop(f);
   const fn = f.onOverrun;
   f.onOverrun = null;
   if (fn) fn();
@@ -193,9 +151,7 @@ function overrun(ctx: Ctx, f: Flow): void {
 }
 
 function pastLimit(f: Flow): void {
-  drop(f);
-  f.reader = null;
-  f.discard = true;
+  stop(f);
   const fn = f.onLimit;
   f.onLimit = null;
   fn?.();
@@ -307,10 +263,7 @@ export function resumeBody(ctx: Ctx): void {
 /** Nothing more of this body is wanted: what is queued is freed, what still comes is dropped. */
 export function dropBody(ctx: Ctx): void {
   const f = flows.get(ctx);
-  if (!f) return;
-  f.reader = null;
-  f.discard = true;
-  drop(f);
+  if (f) stop(f);
 }
 
 /**
