@@ -3,6 +3,7 @@ import { AggregatorRegistry, Counter, Gauge, Registry, collectDefaultMetrics, ty
 import { createRouteMetrics } from './route-metrics.ts';
 import type { SweepResult } from './sweeper/sweep.ts';
 import { freshAllocations } from './storage/spare-buffers.ts';
+import type { Refusal } from './thumbs/render-process.ts';
 
 /**
  * Prometheus metrics of one process. Every helper only increments or observes: nothing here
@@ -32,6 +33,8 @@ export interface Metrics {
   contentMiss(): void;
   /** A web content request was refused 429 by the content budget (`requests`) or the miss budget (`misses`). */
   contentRefused(budget: 'requests' | 'misses'): void;
+  /** An image got no preview: too large from its header, undecodable, or its render process was killed. */
+  previewRefused(reason: Refusal): void;
   sweepDone(result: SweepResult): void;
   sweepFailed(): void;
   /** The exposition text and its content type. */
@@ -164,6 +167,13 @@ export function createMetrics(opts: { gather?: () => Promise<unknown[]> } = {}):
       this.inc(bodyFlowStats().overruns);
     },
   });
+  const previewRefusals = new Counter({
+    name: 'sluice_preview_refused_total',
+    help: 'Images that got no preview, by reason (too_large: from the header; memory: the render process went over its budget and was killed)',
+    labelNames: ['reason'] as const,
+    registers,
+  });
+  for (const reason of ['too_large', 'undecodable', 'memory', 'timeout', 'crashed'] as const) previewRefusals.inc({ reason }, 0);
   // Zero series exist from the start, so rate() and absence alerts work before the first event.
   sweepRuns.inc({ outcome: 'ok' }, 0);
   transfers.set({ kind: 'upload' }, 0);
@@ -195,6 +205,7 @@ export function createMetrics(opts: { gather?: () => Promise<unknown[]> } = {}):
     redisError: () => redisErrors.inc(),
     contentMiss: () => contentMisses.inc(),
     contentRefused: (budget) => contentRefusals.inc({ budget }),
+    previewRefused: (reason) => previewRefusals.inc({ reason }),
     sweepDone(result) {
       sweepRuns.inc({ outcome: 'ok' });
       // Files hashed for the blocklist are kept, not removed: the log line counts them.

@@ -1,4 +1,3 @@
-import type sharpType from 'sharp';
 import type { Ctx } from '../http/context.ts';
 import { etagMatches, send, sendHeaders } from '../http/reply.ts';
 import type { Route } from '../http/server.ts';
@@ -7,8 +6,9 @@ import { findActiveBundle } from '../db/bundles.ts';
 import { findDownloadableFile } from '../db/files.ts';
 import { SHORT_CODE_RE } from '../auth/tokens.ts';
 import { createLimiter } from '../thumbs/limit.ts';
-import { createPreviews, type Previews } from '../thumbs/preview.ts';
-import { cardFields, createOgCards, type OgCards } from '../thumbs/og-card.ts';
+import { createPreviews, MAX_INPUT_PIXELS, PREVIEW_MEMORY_BYTES, type Previews } from '../thumbs/preview.ts';
+import { CARD_H, CARD_W, cardFields, createOgCards, type OgCards } from '../thumbs/og-card.ts';
+import { createRenderer } from '../thumbs/render-process.ts';
 import { fileTag, parseFileId, sendStoredFile } from './download.ts';
 import type { Deps } from './deps.ts';
 
@@ -23,21 +23,19 @@ const THUMB_ETAG = 't1';
  *   GET|HEAD /og/<code>.png     the bundle's share card (link previews), without file names
  */
 export function contentRoutes(deps: Deps): Route[] {
-  // sharp (libvips) is loaded on the first image request: a server that never renders one
-  // does not carry the library's ~15 MiB.
-  let loaded: Promise<typeof sharpType> | undefined;
-  const sharp = (): Promise<typeof sharpType> =>
-    (loaded ??= import('sharp').then(({ default: s }) => {
-      // libvips threads per image: with at most two images at once, two cores do image work at most.
-      s.concurrency(1);
-      // sharp's operation cache keeps decoded inputs around keyed by path; every input here is read once.
-      s.cache(false);
-      return s;
-    }));
-  // One preview render at a time: each may decode up to MAX_DECODED_BYTES. Share cards are small and
-  // drawn from our own SVG: they have a slot of their own and do not wait behind a large photo.
-  const previews = createPreviews({ sharp, limiter: createLimiter({ max: 1, queue: 32 }), log: deps.log, blobs: deps.blobs });
-  const cards = createOgCards({ sharp, limiter: createLimiter({ max: 1, queue: 32 }), cache: deps.blobs.cache, log: deps.log });
+  // Images are decoded in a render process of its own, started on the first image request: a
+  // server that never renders one does not carry libvips. One preview render at a time, each within
+  // PREVIEW_MEMORY_BYTES. Share cards are small and drawn from our own SVG: they have a slot of their
+  // own and do not wait behind a large photo.
+  const renderer = createRenderer({
+    log: deps.log,
+    budgetBytes: PREVIEW_MEMORY_BYTES,
+    maxPixels: MAX_INPUT_PIXELS,
+    cardPixels: CARD_W * CARD_H * 4,
+    onRefused: (reason) => deps.metrics?.previewRefused(reason),
+  });
+  const previews = createPreviews({ renderer, limiter: createLimiter({ max: 1, queue: 32 }), log: deps.log, blobs: deps.blobs });
+  const cards = createOgCards({ renderer, limiter: createLimiter({ max: 1, queue: 32 }), cache: deps.blobs.cache, log: deps.log });
   const file = (ctx: Ctx): Promise<void> => fileOrPreview(ctx, deps, previews);
   const og = (ctx: Ctx): Promise<void> => ogCard(ctx, deps, cards);
   return [

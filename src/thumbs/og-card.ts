@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import type { BlobCache } from '../storage/blob-store.ts';
 import type { Logger } from 'pino';
-import type sharpType from 'sharp';
 import type { Limiter } from './limit.ts';
+import type { Renderer } from './render-process.ts';
 
 export const CARD_W = 1200;
 export const CARD_H = 630;
@@ -75,8 +75,8 @@ export interface OgCards {
   card(code: string, fields: CardFields): Promise<{ bytes: Buffer; etag: string }>;
 }
 
-export function createOgCards(deps: { sharp: () => Promise<typeof sharpType>; limiter: Limiter; cache: BlobCache; log: Logger }): OgCards {
-  const { sharp, limiter, cache, log } = deps;
+export function createOgCards(deps: { renderer: Renderer; limiter: Limiter; cache: BlobCache; log: Logger }): OgCards {
+  const { renderer, limiter, cache, log } = deps;
 
   return {
     async card(code, fields) {
@@ -86,12 +86,7 @@ export function createOgCards(deps: { sharp: () => Promise<typeof sharpType>; li
       const cached = await cache.get(name);
       if (cached) return { bytes: cached, etag };
       // The SVG is ours, built from numbers and escaped text: the only SVG this server rasterizes.
-      const bytes = await limiter.run(async () =>
-        (await sharp())(Buffer.from(cardSvg(fields)), { limitInputPixels: CARD_W * CARD_H * 4 })
-          .timeout({ seconds: 30 })
-          .png({ compressionLevel: 8 })
-          .toBuffer(),
-      );
+      const bytes = await limiter.run(() => renderer.card(cardSvg(fields)));
       // Best effort: a card not cached is drawn again next time.
       await cache.put(name, bytes).catch((err: unknown) => log.warn({ err, name }, 'share card not cached'));
       return { bytes, etag };

@@ -1,30 +1,17 @@
 import type { Logger } from 'pino';
-import type sharpType from 'sharp';
-import { AppError } from '../errors.ts';
 import type { Limiter } from './limit.ts';
+import type { Renderer } from './render-process.ts';
 import { sniffRaster } from './sniff.ts';
 import { isBlobError, type BlobStore } from '../storage/blob-store.ts';
 
 /** Input bigger than this (width × height) is refused before decoding: a small file can be a huge image. */
 export const MAX_INPUT_PIXELS = 50_000_000;
 /**
- * Decoded size (width × height × channels × bytes per channel, from the file's header) above which an
- * image gets no preview. Pixels alone say little: an interlaced 16-bit RGBA PNG is decoded whole,
- * 8 bytes a pixel, so 50 million pixels take 400 MB. 160 MiB lets a 48-megapixel RGB photo through;
- * with one render at a time (see contentRoutes) it bounds what previews hold.
+ * Memory one preview may take to decode. The render process refuses from the header what would cost
+ * more (render-worker.mjs: decodeCost) and is killed when it takes more anyway (render-process.ts).
+ * 160 MiB lets a 48-megapixel RGB photo through.
  */
-export const MAX_DECODED_BYTES = 160 * 1024 * 1024;
-/** Bytes per channel of each libvips band format sharp reports as `depth`. */
-const DEPTH_BYTES: Readonly<Record<string, number>> = {
-  uchar: 1, char: 1, ushort: 2, short: 2, uint: 4, int: 4, float: 4, complex: 8, double: 8, dpcomplex: 16,
-};
-
-/** What decoding the image would take, from its header alone; Infinity when the header does not say. */
-export function decodedBytes(meta: { width?: number; height?: number; channels?: number; depth?: string }): number {
-  const per = meta.depth === undefined ? undefined : DEPTH_BYTES[meta.depth];
-  if (!meta.width || !meta.height || !meta.channels || per === undefined) return Infinity;
-  return meta.width * meta.height * meta.channels * per;
-}
+export const PREVIEW_MEMORY_BYTES = 160 * 1024 * 1024;
 /** Long side of a thumbnail, in pixels. */
 export const THUMB_PX = 320;
 /** Suffix of a thumbnail's cache name after its object's key: deleting the object deletes it too. */
@@ -36,52 +23,36 @@ export interface Previews {
 }
 
 export function createPreviews(deps: {
-  sharp: () => Promise<typeof sharpType>;
+  renderer: Renderer;
   limiter: Limiter;
   log: Logger;
   blobs: Pick<BlobStore, 'cache' | 'withLocalFile'>;
 }): Previews {
-  const { sharp, limiter, log } = deps;
+  const { renderer, limiter, log } = deps;
   // One thumbnail per file at a time: concurrent requests for the same image share the work.
   const inflight = new Map<string, Promise<Buffer | null>>();
 
-  const render = async (srcPath: string): Promise<Buffer | null> => {
+  const render = async (srcPath: string): Promise<Buffer | null | 'bomb'> => {
     if ((await sniffRaster(srcPath)) === null) return null;
-    try {
-      return await limiter.run(async () => {
-        const open = (await sharp())(srcPath, { limitInputPixels: MAX_INPUT_PIXELS, failOn: 'error' });
-        // The header only: refused before a single pixel is decoded.
-        const bytes = decodedBytes(await open.metadata());
-        if (bytes > MAX_DECODED_BYTES) {
-          log.debug({ srcPath, bytes }, 'no preview: image too large to decode');
-          return null;
-        }
-        return open
-          .timeout({ seconds: 30 })
-          .rotate() // EXIF orientation
-          .resize(THUMB_PX, THUMB_PX, { fit: 'inside', withoutEnlargement: true })
-          .webp({ quality: 80 })
-          .toBuffer();
-      });
-    } catch (err) {
-      // Busy (503) is the caller's to report; anything the decoder says means "not a usable image".
-      if (err instanceof AppError) throw err;
-      log.debug({ err, srcPath }, 'no preview: image not decodable');
-      return null;
-    }
+    const r = await limiter.run(() => renderer.thumbnail(srcPath, THUMB_PX));
+    if ('bytes' in r) return r.bytes;
+    return r.none === 'memory' ? 'bomb' : null;
   };
 
   const make = async (key: string): Promise<Buffer | null> => {
     const name = `${key}${THUMB_SUFFIX}`;
     const cached = await deps.blobs.cache.get(name);
-    if (cached) return cached;
-    const bytes = await deps.blobs.withLocalFile(key, render).catch((err: unknown) => {
+    // An empty entry marks an image whose decoding went over budget: it is not tried again.
+    if (cached) return cached.length ? cached : null;
+    const made = await deps.blobs.withLocalFile(key, render).catch((err: unknown) => {
       if (isBlobError(err, 'NOT_FOUND')) return null;
       throw err;
     });
+    if (made === null) return null;
     // Best effort: a failed cache write only costs the next request a re-render.
-    if (bytes) await deps.blobs.cache.put(name, bytes).catch((err: unknown) => log.warn({ err, name }, 'thumbnail not cached'));
-    return bytes;
+    const bytes = made === 'bomb' ? Buffer.alloc(0) : made;
+    await deps.blobs.cache.put(name, bytes).catch((err: unknown) => log.warn({ err, name }, 'thumbnail not cached'));
+    return bytes.length ? bytes : null;
   };
 
   return {
