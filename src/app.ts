@@ -156,6 +156,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
       config,
       log,
       sql: db.sql,
+      uploadLocks: db.uploadLocks,
       // Every new file is scanned and checked against the blocklist before a row names it.
       blobs: inspectedStore(blobs, inspector),
       access,

@@ -8,6 +8,7 @@ import { simpleParser } from 'mailparser';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
 import { OCTETS, tusCall, tusCreate, tusMeta, tusPatch } from './helpers/tus.ts';
 import { assertNothingKept, counts, get, postReport, sha256, uploadFiles, uploadOk } from './abuse-util.ts';
+import { waitFor } from './helpers/wait.ts';
 import { blockHash } from '../src/db/abuse.ts';
 import type { Sql } from '../src/db/client.ts';
 
@@ -17,24 +18,20 @@ let nextIp = 10;
 /** A fresh client address per test: each has its own report budget. */
 const freshIp = (): Record<string, string> => xff(`203.0.113.${nextIp++}`);
 
-async function waitFor(what: string, ok: () => boolean | Promise<boolean>, ms = 20_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await ok())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
 /**
  * Blocks a hash no test uploads, so the server records the SHA-256 of new files, and waits until it
- * has noticed: it looks at most once a second, at an upload (the one made here). Returns the hash.
+ * has noticed (it looks at most once a second, at an upload): until an upload's file has its SHA-256.
+ * Returns the hash.
  */
 async function blockUnrelated(srv: TestServer): Promise<string> {
   const other = sha256(randomBytes(32));
   assert.equal((await srv.cli(['block', 'add', other])).code, 0);
-  await new Promise((r) => setTimeout(r, 1100));
-  assert.equal((await uploadFiles(srv, [{ name: 'warm.bin', data: randomBytes(10) }])).status, 201);
-  await new Promise((r) => setTimeout(r, 200));
+  await waitFor('uploads hashed for the blocklist', async () => {
+    const r = await uploadFiles(srv, [{ name: 'warm.bin', data: randomBytes(10) }]);
+    assert.equal(r.status, 201);
+    const id = (r.json.files as Array<{ id: number }>)[0]!.id;
+    return (await srv.sql`select sha256 is not null as hashed from files where id = ${id}`)[0]?.hashed === true;
+  });
   return other;
 }
 
@@ -411,9 +408,12 @@ for (const backend of backends()) {
           await go;
         });
         await isLocked;
-        const sent = send(bad);
-        const early = await Promise.race([sent.then(() => 'answered'), new Promise((r) => setTimeout(() => r('waiting'), 800))]);
-        assert.equal(early, 'waiting', `${how}: the commit waits for the block`);
+        let answered = false;
+        const sent = send(bad).finally(() => (answered = true));
+        // The upload's commit waits on the operator's open transaction: a session of this server's database waiting on a lock.
+        await waitFor(`${how}: the upload's commit to wait for the block`, async () =>
+          (await srv.sql`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`)[0]!.n > 0);
+        assert.equal(answered, false, `${how}: the commit waits for the block`);
         commit();
         await block;
         const r = await sent;

@@ -6,6 +6,7 @@ import type { Logger } from 'pino';
 import { binaries, CLUSTER, ensureCluster, reapStale, SOCKET, startPostmaster, type Postmaster } from './embedded-postgres.ts';
 import { refuseLegacy } from './pglite-import.ts';
 import { isAlive, ownTag, writerAlive } from '../util/process-tag.ts';
+import { createUploadLocks, type UploadLocks } from './upload-locks.ts';
 
 export type Sql = postgres.Sql<Record<string, never>>;
 
@@ -24,6 +25,8 @@ export interface Db {
    * settles: the catalog caches such work fills would otherwise stay in a pooled backend process.
    */
   briefly<T>(fn: (sql: Sql) => Promise<T>): Promise<T>;
+  /** Locks on tus uploads, held by a database session of their own (upload-locks.ts); opened on first use. */
+  readonly uploadLocks: UploadLocks;
   close(): Promise<void>;
 }
 
@@ -58,6 +61,18 @@ const baseOptions = {
 } as const;
 
 /**
+ * The session that holds upload locks: never closed for idleness or age (that would drop its locks),
+ * and asking the server to probe its socket, so that the locks of a machine that vanished go within
+ * about 11 s (5 s idle, then 3 probes 2 s apart) rather than after the kernel's two hours.
+ */
+const LOCK_SESSION = {
+  idle_timeout: 0,
+  max_lifetime: 0,
+  connection: { tcp_keepalives_idle: 5, tcp_keepalives_interval: 2, tcp_keepalives_count: 3 },
+} as const;
+type Connect = (max: number, extra?: typeof LOCK_SESSION) => Sql;
+
+/**
  * Connects the raw-SQL layer: real PostgreSQL when DATABASE_URL is set, else the embedded
  * PostgreSQL in DATA_DIR/postgres (embedded-postgres.ts), on a Unix socket in that directory so
  * the CLI and other workers share it. The first process to need it hosts it (starts it and stops
@@ -77,12 +92,14 @@ export async function connectDb(opts: {
   server?: boolean;
 }): Promise<Db> {
   const url = opts.databaseUrl;
-  if (url) return wrap((max) => postgres(url, { ...baseOptions, max }) as unknown as Sql, opts.max, 'postgres', async () => {});
+  if (url) return wrap((max, extra) => postgres(url, { ...baseOptions, ...extra, max }) as unknown as Sql, opts.max, 'postgres', async () => {});
   return connectEmbedded(opts);
 }
 
-function wrap(connect: (max: number) => Sql, max: number, kind: Db['kind'], after: () => Promise<void>): Promise<Db> {
+function wrap(connect: Connect, max: number, kind: Db['kind'], after: () => Promise<void>): Promise<Db> {
   const sql = connect(max);
+  let lockSession: Sql | undefined;
+  let locks: UploadLocks | undefined;
   return sql`select 1`.catch(async (err: unknown) => {
     await sql.end({ timeout: 1 }).catch(() => {});
     throw err;
@@ -104,7 +121,11 @@ function wrap(connect: (max: number) => Sql, max: number, kind: Db['kind'], afte
       await sql.listen(BUNDLE_CHANNEL, (payload) => onChange(bundleId(payload)), () => onChange(null));
       return true;
     },
+    get uploadLocks() {
+      return (locks ??= createUploadLocks((lockSession = connect(1, LOCK_SESSION))));
+    },
     close: async () => {
+      await lockSession?.end({ timeout: 5 }).catch(() => {});
       await sql.end({ timeout: 5 }).catch(() => {});
       await after();
     },
@@ -121,8 +142,8 @@ async function connectEmbedded(opts: { dataDir: string; log: Logger; max: number
   const lockPath = path.join(opts.dataDir, 'db.lock');
   // Each open connection is a PostgreSQL process of ~5-15 MiB counted against the server's memory:
   // connections idle for a few seconds are closed (reopening one costs a fork, about a millisecond).
-  const connect = (max: number): Sql =>
-    postgres({ ...baseOptions, idle_timeout: EMBEDDED_IDLE_S, path: socketPath, max, user: 'postgres', database: 'postgres' }) as unknown as Sql;
+  const connect: Connect = (max, extra) =>
+    postgres({ ...baseOptions, idle_timeout: EMBEDDED_IDLE_S, ...extra, path: socketPath, max, user: 'postgres', database: 'postgres' }) as unknown as Sql;
 
   for (let attempt = 0; attempt < 600; attempt++) {
     if (takeLock(lockPath, opts.server ? 'server' : 'cli')) {

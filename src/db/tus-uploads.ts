@@ -1,4 +1,5 @@
 import type { Sql } from './client.ts';
+import { stillHeld, type UploadLock } from './upload-locks.ts';
 import { lockWithReserved } from './bundle-room.ts';
 import { AppError } from '../errors.ts';
 import type { NewBundleFields } from '../bundles/service.ts';
@@ -25,8 +26,6 @@ export interface TusRow {
 
 export type NewUpload = Omit<TusRow, 'upload_offset' | 'completed_at' | 'file_id' | 'is_expired'>;
 
-/** A PATCH or DELETE holds an upload this long unless it refreshes the lease (a crashed holder frees it). */
-export const LEASE_MS = 60_000;
 // With the quarantine of the bundle it appends to: every request to the upload answers 451 then.
 const COLS = 'u.*, u.expires_at <= now() as is_expired, (select b.quarantined_at from bundles b where b.id = u.bundle_id) as quarantined_at';
 
@@ -58,29 +57,14 @@ export async function findUpload(sql: Sql, id: string): Promise<TusRow | undefin
 }
 
 /**
- * Takes the upload's lease for `owner`; undefined when someone else holds it. The caller checks
- * existence first (findUpload) to tell 404 from 423.
+ * Records durably written bytes (and a length declared late). Only called after the bytes are on disk,
+ * and, with `lock`, only while the request still holds the upload: a writer whose database session was
+ * lost meanwhile (another node may be writing now) gets 503 and records nothing.
  */
-export async function lease(sql: Sql, id: string, owner: string): Promise<TusRow | undefined> {
-  const [row] = await sql<TusRow[]>`
-    update tus_uploads u set lease_owner = ${owner}, lease_until = now() + ${`${LEASE_MS} milliseconds`}::interval
-    where id = ${id} and (lease_owner is null or lease_until < now() or lease_owner = ${owner})
-    returning ${sql.unsafe(COLS)}`;
-  return refuseQuarantined(row);
-}
-
-export async function renewLease(sql: Sql, id: string, owner: string): Promise<void> {
-  await sql`update tus_uploads set lease_until = now() + ${`${LEASE_MS} milliseconds`}::interval
-            where id = ${id} and lease_owner = ${owner}`;
-}
-
-export async function releaseLease(sql: Sql, id: string, owner: string): Promise<void> {
-  await sql`update tus_uploads set lease_owner = null, lease_until = null where id = ${id} and lease_owner = ${owner}`;
-}
-
-/** Records durably written bytes (and a length declared late). Only called after the bytes are on disk. */
-export async function setProgress(sql: Sql, id: string, offset: number, length: number | null): Promise<void> {
-  await sql`update tus_uploads set upload_offset = ${offset}, upload_length = ${length} where id = ${id}`;
+export async function setProgress(sql: Sql, id: string, offset: number, length: number | null, lock?: UploadLock): Promise<void> {
+  const r = await sql`update tus_uploads set upload_offset = ${offset}, upload_length = ${length}
+                      where id = ${id} and ${lock ? stillHeld(sql, lock) : sql`true`}`;
+  if (r.count === 0 && lock) throw new AppError('UNAVAILABLE', 'The upload was released while this request wrote to it; resume from HEAD');
 }
 
 export async function markCompleted(sql: Sql, id: string, fileId: number, bundleId: number): Promise<void> {

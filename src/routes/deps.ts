@@ -9,6 +9,7 @@ import type { ApiKeyRow } from '../db/api-keys.ts';
 import type { Signer } from '../auth/signing.ts';
 import type { RateStore } from '../state/rate-store.ts';
 import type { Metrics } from '../metrics.ts';
+import type { UploadLocks } from '../db/upload-locks.ts';
 import type { DownloadNotifier } from '../notify/downloads.ts';
 import type { BundleCache } from '../state/bundle-cache.ts';
 import type { BundleWriter } from '../db/bundle-writer.ts';
@@ -75,6 +76,8 @@ export interface Deps {
   readonly config: Config;
   readonly log: Logger;
   readonly sql: Sql;
+  /** Keeps writers of one tus upload apart across processes and nodes. */
+  readonly uploadLocks: UploadLocks;
   /** File bytes at rest: every read, write and delete of them goes through it. */
   readonly blobs: BlobStore;
   readonly access: Access;

@@ -187,7 +187,7 @@ export interface BlobStore {
    * Starts an append at `offset`, which must be the durable offset the caller holds on record;
    * anything past it is cut off first. Rejects with BUSY while another append to `id` is open in
    * this store (two at once: exactly one gets to write). Cross-process exclusion is the caller's
-   * (tus leases its row).
+   * (tus holds the upload's lock: db/upload-locks.ts).
    */
   append(id: string, offset: number, opts: AppendOptions): Promise<BlobAppender>;
   /** Appends the first `length` bytes of each of `sources` (other resumables) to `id`, durably, in order. */

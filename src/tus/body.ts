@@ -4,6 +4,7 @@ import type { BodyTap } from './patch.ts';
 import { BlobError } from '../storage/blob-store.ts';
 import { completeUpload } from './complete.ts';
 import { setProgress, type TusRow } from '../db/tus-uploads.ts';
+import type { UploadLock } from '../db/upload-locks.ts';
 import { httpDate, type Checksum } from './protocol.ts';
 import { AppError } from '../errors.ts';
 
@@ -26,6 +27,8 @@ export async function appendBody(
   tap: BodyTap | null,
   row: TusRow,
   checksum: Checksum | null,
+  /** Null for an upload being created: no one else knows its id yet. */
+  lock: UploadLock | null,
 ): Promise<Array<readonly [string, string]>> {
   const start = row.upload_offset;
   const length = row.upload_length;
@@ -34,7 +37,7 @@ export async function appendBody(
     const limit = length ?? row.max_bytes;
     // A partial upload is never digested itself (its final upload digests the joined file).
     const appender = await deps.blobs.append(row.id, start, { limit, hashAhead: row.concat !== 'partial' }).catch((err: unknown) => {
-      // Leases keep appends apart across processes; within one, the store refuses a second at once.
+      // Upload locks keep appends apart; the store refuses a second one at once besides.
       if (err instanceof BlobError && err.code === 'BUSY') throw new AppError('UPLOAD_LOCKED', 'Another request is writing to this upload');
       throw err;
     });
@@ -46,10 +49,10 @@ export async function appendBody(
     const f = await appender.finish(mismatch ? { cutTo: start } : {});
     offset = f.offset;
     failure ??= f.error;
-    if (offset !== start || length !== null) await setProgress(deps.sql, row.id, offset, length);
+    if (offset !== start || length !== null) await setProgress(deps.sql, row.id, offset, length, lock ?? undefined);
     if (failure) throw failure;
     if (ctx.aborted) return [];
-  } else if (length !== null) await setProgress(deps.sql, row.id, offset, length);
+  } else if (length !== null) await setProgress(deps.sql, row.id, offset, length, lock ?? undefined);
 
   const headers: Array<readonly [string, string]> = [
     ['Upload-Offset', String(offset)],

@@ -1,6 +1,6 @@
 import type { Deps } from '../routes/deps.ts';
-import { randomHex } from '../util/random.ts';
-import { findUpload, lease, LEASE_MS, markSpent, releaseLease, renewLease, type TusRow } from '../db/tus-uploads.ts';
+import { findUpload, markSpent, type TusRow } from '../db/tus-uploads.ts';
+import type { UploadLock } from '../db/upload-locks.ts';
 import { AppError } from '../errors.ts';
 
 // The concatenation extension: partial uploads (pieces of one file, sent in parallel) that a final
@@ -41,33 +41,31 @@ export interface HeldPartials {
   readonly rows: readonly TusRow[];
   /** Their bytes in all. */
   readonly length: number;
-  /** Frees the leases; a second call does nothing. Never rejects. */
+  /** Frees the locks; a second call does nothing. Never rejects. */
   release(): Promise<void>;
 }
 
 /**
- * Leases every partial a final upload names, so none is written to, joined or terminated meanwhile,
+ * Locks every partial a final upload names, so none is written to, joined or terminated meanwhile,
  * and checks each is a finished partial upload. Only finished ones are joined (the server does not
  * offer concatenation-unfinished).
  */
 export async function holdPartials(deps: Deps, ids: readonly string[]): Promise<HeldPartials> {
-  const owner = `${process.pid}-${randomHex(8)}`;
   const rows: TusRow[] = [];
-  const timer = setInterval(() => {
-    for (const r of rows) renewLease(deps.sql, r.id, owner).catch((err: unknown) => deps.log.warn({ err }, 'tus lease not renewed'));
-  }, LEASE_MS / 3);
-  timer.unref();
+  const locks: UploadLock[] = [];
   const release = async (): Promise<void> => {
-    clearInterval(timer);
-    await Promise.all(rows.map((r) => releaseLease(deps.sql, r.id, owner).catch(() => {})));
+    await Promise.all(locks.splice(0).map((l) => l.release()));
   };
   try {
     for (const id of ids) {
-      const row = await lease(deps.sql, id, owner);
-      if (!row) {
+      const lock = await deps.uploadLocks.take(id);
+      if (!lock) {
         if (await findUpload(deps.sql, id)) throw new AppError('UPLOAD_LOCKED', 'Another request is using a partial upload');
         throw bad('Upload-Concat names an upload that does not exist or has expired');
       }
+      locks.push(lock);
+      const row = await findUpload(deps.sql, id);
+      if (!row) throw bad('Upload-Concat names an upload that does not exist or has expired');
       rows.push(row);
       if (row.is_expired) throw bad('Upload-Concat names an upload that does not exist or has expired');
       if (row.concat !== 'partial') throw bad('Upload-Concat names an upload that is not a partial upload');

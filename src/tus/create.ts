@@ -117,10 +117,10 @@ export async function createUpload(ctx: Ctx, deps: Deps): Promise<void> {
     if (!row) throw new AppError('INTERNAL', 'tus upload row vanished');
     const location = `${deps.origin(ctx)}/api/v1/tus/${id}`;
     const complete = withBody || base.upload_length === 0 || partials !== null;
-    const headers = complete ? await appendBody(ctx, deps, tap, row, checksum) : [];
+    const headers = complete ? await appendBody(ctx, deps, tap, row, checksum, null) : [];
     // Joined into a file: the partials are spent.
     if (partials && row.upload_offset === row.upload_length) await spendPartials(deps, partials.rows);
-    // Released before the answer goes out, so the client's next request never meets these leases.
+    // Released before the answer goes out, so the client's next request never meets these locks.
     await partials?.release();
     if (ctx.aborted) return await discard(deps, id);
     const all: Array<readonly [string, string]> = [...NO_STORE, ['Location', location], ...headers];

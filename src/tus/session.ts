@@ -10,7 +10,8 @@ import { isKeyActive } from '../db/api-keys.ts';
 import { sendStoredFile } from '../routes/download.ts';
 import { removeOneFile } from '../routes/bundle.ts';
 import { AppError } from '../errors.ts';
-import { deleteUpload, findUpload, lease, LEASE_MS, releaseLease, renewLease, type TusRow } from '../db/tus-uploads.ts';
+import { deleteUpload, findUpload, type TusRow } from '../db/tus-uploads.ts';
+import type { UploadLock } from '../db/upload-locks.ts';
 import { checkResumable, httpDate, intHeader, NO_STORE, OFFSET_TYPE, parseChecksum, replyError, UPLOAD_ID_RE } from './protocol.ts';
 
 // The requests made to one upload's URL: HEAD, PATCH, DELETE and GET (its bytes, once finished).
@@ -83,26 +84,22 @@ export async function head(ctx: Ctx, deps: Deps): Promise<void> {
 }
 
 /**
- * Runs `work` holding the upload's lease (refreshed while it runs); the lease is released before
- * the answer goes out, so a client's next PATCH right after a 204 never meets its own lock.
+ * Runs `work` holding the upload's lock (db/upload-locks.ts); it is released before the answer goes
+ * out, so a client's next PATCH right after a 204 never meets its own lock.
  */
-async function withLease<T>(deps: Deps, id: string, work: (row: TusRow) => Promise<T>): Promise<T> {
+async function withLock<T>(deps: Deps, id: string, work: (row: TusRow, lock: UploadLock) => Promise<T>): Promise<T> {
   if (!UPLOAD_ID_RE.test(id)) throw notFound();
-  const owner = `${process.pid}-${randomHex(8)}`;
-  const row = await lease(deps.sql, id, owner);
-  if (!row) {
+  const lock = await deps.uploadLocks.take(id);
+  if (!lock) {
     if (await findUpload(deps.sql, id)) throw new AppError('UPLOAD_LOCKED', 'Another request is writing to this upload');
     throw notFound();
   }
-  const timer = setInterval(() => {
-    renewLease(deps.sql, id, owner).catch((err: unknown) => deps.log.warn({ err }, 'tus lease not renewed'));
-  }, LEASE_MS / 3);
-  timer.unref();
   try {
-    return await work(row);
+    const row = await findUpload(deps.sql, id);
+    if (!row) throw notFound();
+    return await work(row, lock);
   } finally {
-    clearInterval(timer);
-    await releaseLease(deps.sql, id, owner).catch((err: unknown) => deps.log.warn({ err }, 'tus lease not released'));
+    await lock.release();
   }
 }
 
@@ -124,7 +121,7 @@ export async function patch(ctx: Ctx, deps: Deps): Promise<void> {
     const checksum = parseChecksum(h['upload-checksum']);
     const declared = intHeader(h, 'upload-length');
     const contentLength = intHeader(h, 'content-length');
-    const headers = await withLease(deps, id, async (row) => {
+    const headers = await withLock(deps, id, async (row, lock) => {
       if (row.is_expired) throw notFound();
       if (row.concat !== null && row.concat !== 'partial') {
         throw new AppError('FINAL_UPLOAD', 'A final upload takes no PATCH: its bytes are its partial uploads\'');
@@ -157,7 +154,7 @@ export async function patch(ctx: Ctx, deps: Deps): Promise<void> {
       if (contentLength !== undefined && offset + contentLength > (length ?? maxBytes)) {
         throw new AppError('UPLOAD_TOO_LARGE', 'Body goes past Upload-Length or the size limit');
       }
-      return appendBody(ctx, deps, tap, { ...row, upload_length: length, max_bytes: maxBytes }, checksum);
+      return appendBody(ctx, deps, tap, { ...row, upload_length: length, max_bytes: maxBytes }, checksum, lock);
     });
     send(ctx, 204, '', [...NO_STORE, ...headers]);
   } catch (err) {
@@ -176,7 +173,7 @@ export async function terminate(ctx: Ctx, deps: Deps): Promise<void> {
   const id = ctx.params[0] ?? '';
   try {
     checkResumable(ctx.headers);
-    await withLease(deps, id, async (row) => {
+    await withLock(deps, id, async (row) => {
       if (row.is_expired) throw notFound();
       if (row.completed_at === null) {
         await deleteUpload(deps.sql, row.id);

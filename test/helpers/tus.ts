@@ -30,3 +30,14 @@ export async function tusCreate(srv: TestServer, length: number, headers: Record
 
 export const tusPatch = (srv: TestServer, loc: string, offset: number, piece: Buffer, extra: Record<string, string> = {}): Promise<TusRes> =>
   tusCall(srv, 'PATCH', loc, { ...OCTETS, 'upload-offset': String(offset), ...extra }, piece);
+
+/** Whether a request holds upload `id`'s lock (src/db/upload-locks.ts): an advisory lock in `sql`'s database. */
+export async function uploadLocked(sql: TestServer['sql'], id: string): Promise<boolean> {
+  const [r] = await sql<{ held: boolean }[]>`
+    select exists (
+      select 1 from pg_locks l, (select hashtextextended(${id}, 0) as k) t
+      where l.locktype = 'advisory' and l.granted and l.objsubid = 1
+        and l.database = (select oid from pg_database where datname = current_database())
+        and l.classid = ((t.k >> 32) & 4294967295)::oid and l.objid = (t.k & 4294967295)::oid) as held`;
+  return r!.held;
+}
