@@ -87,7 +87,7 @@ export async function startServer(backend: Backend, extraEnv: Record<string, str
   const sql = (): postgres.Sql =>
     env.DATABASE_URL
       ? postgres(env.DATABASE_URL, { max: 2, onnotice: () => {} })
-      : postgres({ path: path.join(dataDir, 'postgres', '.s.PGSQL.5432'), user: 'postgres', database: 'postgres', max: 1, onnotice: () => {} });
+      : postgres({ path: path.join(dataDir, 'postgres', '.s.PGSQL.5432'), user: 'postgres', database: 'postgres', max: 2, onnotice: () => {} });
   let sqlClient: postgres.Sql | null = null;
   const server: TestServer = {
     get url() {
