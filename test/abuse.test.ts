@@ -13,6 +13,9 @@ import { blockHash } from '../src/db/abuse.ts';
 import type { Sql } from '../src/db/client.ts';
 
 const HTML = `<script>alert("x")</script><img src=x onerror=alert(1)>`;
+/** RIGHT-TO-LEFT OVERRIDE: "fdp.exe" after it shows as "exe.pdf". */
+const RLO = '\u202e';
+const BIDI = /[\u202a-\u202e\u2066-\u2069]/;
 const xff = (ip: string): Record<string, string> => ({ 'x-forwarded-for': ip });
 let nextIp = 10;
 /** A fresh client address per test: each has its own report budget. */
@@ -156,7 +159,7 @@ for (const backend of backends()) {
       const up = await uploadOk(srv);
       // Earlier tests' reports may have gone out already: their mail opened the batching window.
       await srv.sql`update reports set mailed_at = now() - interval '1 hour' where mailed_at is not null`;
-      await postReport(srv, { short_code: up.short_code, reason: 'illegal', details: `${HTML}\nline two`, contact: `${HTML}@x` }, freshIp());
+      await postReport(srv, { short_code: up.short_code, reason: 'illegal', details: `${HTML}\nline two ${RLO}fdp.exe`, contact: `${HTML}${RLO}@x` }, freshIp());
       const dir = path.join(srv.dataDir, 'outbox');
       const mails = async (): Promise<Array<Awaited<ReturnType<typeof simpleParser>>>> =>
         Promise.all((fs.existsSync(dir) ? fs.readdirSync(dir).filter((f) => f.endsWith('.eml')) : []).map((f) => simpleParser(fs.readFileSync(path.join(dir, f)))));
@@ -170,14 +173,20 @@ for (const backend of backends()) {
       assert.ok(mail.html && !mail.html.includes('<script>') && !mail.html.includes('<img'), 'HTML escaped');
       assert.ok(mail.html && mail.html.includes('&lt;script&gt;'));
       assert.match(mail.text ?? '', new RegExp(`/${up.short_code}`));
+      assert.ok(!BIDI.test(`${mail.text}${mail.html}`), 'no bidi control in the mail');
+      assert.match(mail.text ?? '', /line two fdp\.exe/);
       const [unmailed] = await srv.sql<{ n: number }[]>`select count(*)::int as n from reports where mailed_at is null`;
       assert.equal(unmailed!.n, 0);
     });
 
     test('CLI: reports list, --open, close ID (audited with --by); unknown id exits 1 changing nothing', async () => {
       const up = await uploadOk(srv);
-      const r = await postReport(srv, { short_code: up.short_code, reason: 'copyright', details: 'tab\there\nnewline', contact: HTML }, freshIp());
+      const r = await postReport(srv, { short_code: up.short_code, reason: 'copyright', details: `tab\there\nnewline\u0007 ${RLO}gpj.exe`, contact: `${HTML}${RLO}` }, freshIp());
       const id = String(r.json.report_id);
+      const [stored] = await srv.sql`select details, contact from reports where id = ${Number(id)}`;
+      assert.deepEqual([stored!.details, stored!.contact], ['tab\there\nnewline gpj.exe', HTML], 'stored without bidi or other controls; tabs and line breaks kept');
+      // A report stored before that rule still lists without its bidi controls.
+      await srv.sql`update reports set details = ${`old ${RLO}txt.exe`} where id = ${Number(id)}`;
       const list = await srv.cli(['reports', 'list', '--open']);
       assert.equal(list.code, 0, list.stderr);
       const line = list.stdout.split('\n').find((l) => l.startsWith(`${id}\t`));
@@ -185,6 +194,7 @@ for (const backend of backends()) {
       const cols = line.split('\t');
       assert.equal(cols.length, 8, 'control characters of the reporter never break a row');
       assert.deepEqual(cols.slice(2, 5), ['open', up.short_code, 'copyright']);
+      assert.ok(!BIDI.test(line) && line.includes('old txt.exe'), line);
       const closed = await srv.cli(['reports', 'close', id, '--by', 'alice']);
       assert.equal(closed.code, 0, closed.stderr);
       assert.equal(closed.stdout.trim(), `closed report ${id}`);

@@ -1,6 +1,6 @@
 import { createHmac } from 'node:crypto';
 import { AppError } from '../errors.ts';
-import { CONTROL_CHARS } from '../util/names.ts';
+import { cleanText, CONTROL_CHARS } from '../util/names.ts';
 
 export const REASONS = ['malware', 'phishing', 'copyright', 'illegal', 'other'] as const;
 export type Reason = (typeof REASONS)[number];
@@ -25,11 +25,13 @@ export function reportInput(fields: Record<string, unknown>): Omit<ReportInput, 
     if (typeof v !== 'string') throw new AppError('INVALID_FIELD', `${what} must be a string`);
     return v;
   };
-  const details = text(fields.details, 'details')?.replace(/\r\n/g, '\n') ?? null;
+  const given = text(fields.details, 'details');
+  const details = given === null ? null : cleanText(given) || null;
   // Characters, not bytes: the limit a person can count in the form.
-  if (details !== null && ([...details].length > MAX_DETAILS || details.includes('\0'))) throw new AppError('DETAILS_TOO_LONG');
-  const contact = text(fields.contact, 'contact')?.trim() || null;
-  if (contact !== null && (contact.length > MAX_CONTACT || CONTROL.test(contact))) throw new AppError('INVALID_CONTACT');
+  if (details !== null && [...details].length > MAX_DETAILS) throw new AppError('DETAILS_TOO_LONG');
+  const rawContact = text(fields.contact, 'contact')?.trim() ?? '';
+  if (rawContact.length > MAX_CONTACT || CONTROL.test(rawContact)) throw new AppError('INVALID_CONTACT');
+  const contact = cleanText(rawContact).trim() || null;
   return { reason: reason as Reason, details, contact };
 }
 

@@ -1,7 +1,7 @@
 import type { Sql } from '../db/client.ts';
 import { deleteBundle } from '../db/bundles.ts';
 import { SHORT_CODE_RE } from '../auth/tokens.ts';
-import { CONTROL_CHARS } from '../util/names.ts';
+import { CONTROL_CHARS, oneLine } from '../util/names.ts';
 import { sqlUtc } from '../util/time.ts';
 import { SHA256_RE } from '../abuse/blocklist.ts';
 import { audit, bundleByCode, listAudit, listBlocked, listReports } from '../db/abuse.ts';
@@ -24,9 +24,8 @@ export interface OperatorRun {
   withStore: <T>(fn: (store: BlobStore) => Promise<T>) => Promise<T>;
 }
 
-const CONTROL_ALL = new RegExp(`[${CONTROL_CHARS}]+`, 'g');
 /** Someone else's text on one tab-separated line. */
-const flat = (s: string | null): string => (s ?? '').replace(CONTROL_ALL, ' ');
+const flat = (s: string | null): string => oneLine(s ?? '');
 
 /** Takes `--by NAME` (or `--by=NAME`) out of `args`. */
 export function takeBy(args: string[]): { args: string[]; by: string | undefined } {

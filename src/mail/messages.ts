@@ -1,4 +1,5 @@
 import { escapeHtml } from '../web/html.ts';
+import { oneLine } from '../util/names.ts';
 import type { Plan } from '../auth/plans.ts';
 import { sqlUtc } from '../util/time.ts';
 import type { Mail } from './transport.ts';
@@ -64,7 +65,7 @@ const MAX_NAME = 120;
 
 /** The uploader's text as one quoted line: control characters and line breaks become spaces. */
 export function quotedName(name: string): string {
-  const flat = name.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]+/g, ' ');
+  const flat = oneLine(name);
   const short = [...flat].length > MAX_NAME ? `${[...flat].slice(0, MAX_NAME).join('')}…` : flat;
   return `"${short}"`;
 }

@@ -8,6 +8,22 @@ const BIDI_CHARS = '\\u202a-\\u202e\\u2066-\\u2069';
 /** What a file name never keeps: controls, the Unicode line and paragraph separators, bidi controls. */
 const NAME_UNSAFE = new RegExp(`[${CONTROL_CHARS}\\u2028\\u2029${BIDI_CHARS}]`, 'g');
 const BIDI_CONTROLS = new RegExp(`[${BIDI_CHARS}]`, 'g');
+/** What free text from a client never keeps: bidi controls, and controls other than line breaks and tabs. */
+const TEXT_UNSAFE = new RegExp(`[\\u0000-\\u0008\\u000b\\u000c\\u000e-\\u001f\\u007f-\\u009f${BIDI_CHARS}]`, 'g');
+const LINE_BREAKS = new RegExp(`[${CONTROL_CHARS}\\u2028\\u2029]+`, 'g');
+
+/** Free text from a client (a report's details or contact) as stored: bidi controls and other controls gone. */
+export function cleanText(s: string): string {
+  return s.replace(/\r\n?/g, '\n').replace(TEXT_UNSAFE, '');
+}
+
+/**
+ * Client text on one line for an operator (a terminal, a mail): every run of controls and line
+ * separators becomes a space, and bidi controls go, so the text reads as stored, in order.
+ */
+export function oneLine(s: string): string {
+  return s.replace(BIDI_CONTROLS, '').replace(LINE_BREAKS, ' ');
+}
 
 /** Longest kept file name, in code points; a longer one is cut in its stem (see shorten). */
 const MAX_NAME = 255;
