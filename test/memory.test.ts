@@ -8,7 +8,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { backends, startServer, type TestServer } from './helpers/server.ts';
+import { storageBackends, startServer, type TestServer } from './helpers/server.ts';
 import { MiB } from './upload-util.ts';
 
 const SIZE = 900 * MiB;
@@ -62,7 +62,7 @@ function makeFile(file: string, bytes: number): void {
 
 const node = `Node ${process.version}`;
 
-for (const backend of backends()) {
+for (const backend of storageBackends()) {
   describe(`memory through large transfers (${backend}, ${node})`, () => {
     let srv: TestServer;
     let dir: string;

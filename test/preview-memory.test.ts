@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import pino from 'pino';
 import { request } from 'undici';
 import sharp from 'sharp';
-import { backends, startServer, type TestServer } from './helpers/server.ts';
+import { storageBackends, startServer, type TestServer } from './helpers/server.ts';
 import { uploaded } from './helpers/http.ts';
 import { waitFor } from './helpers/wait.ts';
 import { anonBytes, createRenderer } from '../src/thumbs/render-process.ts';
@@ -98,8 +98,7 @@ test('an idle render process leaves; close() waits for it', async () => {
   assert.equal('none' in j && j.none, 'undecodable');
 });
 
-// Rendering does not depend on the database: the first backend only (the S3 pass runs it on S3).
-for (const backend of backends().slice(0, 1)) {
+for (const backend of storageBackends()) {
   describe(`preview memory (${backend})`, () => {
     let srv: TestServer;
     before(async () => {

@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { request } from 'undici';
-import { backends, startServer, type TestServer } from './helpers/server.ts';
+import { storageBackends, startServer, type TestServer } from './helpers/server.ts';
 import { mintKey } from './access-util.ts';
 import { MiB, created, ensureRunning, assertServes, assertNoServerErrors, snapshot, assertNothingKept, rawConnect, rawHead, partHead, closing, newBoundary, write, assertJsonError, survives, sendUntilAnswered, repeated, type Reply } from './upload-util.ts';
 import { file, call } from './helpers/http.ts';
@@ -67,7 +67,7 @@ function* upTo(pieces: Iterable<Buffer>, bytes: number): Generator<Buffer> {
   }
 }
 
-for (const backend of backends()) {
+for (const backend of storageBackends()) {
   describe(`uploads over a billion bytes with a Content-Length (${backend})`, () => {
     let srv: TestServer;
     before(async () => {
@@ -138,15 +138,19 @@ for (const backend of backends()) {
       }
     });
 
-    it('anonymous, one file of 1 GiB + 1 MiB: 400 mid-stream', { timeout: 300_000 }, async () => {
-      await refusedMidStream('/api/v1/upload', [['over.bin', ANON_CAP + MiB]]);
-      await assertServes(srv);
-    });
+    // On S3 the refusal's work is the append case's (a multipart upload aborted, nothing kept), at a
+    // gigabyte each through the object store: that one case stands for the three there.
+    if (backend !== 's3') {
+      it('anonymous, one file of 1 GiB + 1 MiB: 400 mid-stream', { timeout: 300_000 }, async () => {
+        await refusedMidStream('/api/v1/upload', [['over.bin', ANON_CAP + MiB]]);
+        await assertServes(srv);
+      });
 
-    it('anonymous, three files of 360 MiB in one request: 400 mid-stream', { timeout: 300_000 }, async () => {
-      await refusedMidStream('/api/v1/upload', [['a.bin', 360 * MiB], ['b.bin', 360 * MiB], ['c.bin', 360 * MiB]]);
-      await assertServes(srv);
-    });
+      it('anonymous, three files of 360 MiB in one request: 400 mid-stream', { timeout: 300_000 }, async () => {
+        await refusedMidStream('/api/v1/upload', [['a.bin', 360 * MiB], ['b.bin', 360 * MiB], ['c.bin', 360 * MiB]]);
+        await assertServes(srv);
+      });
+    }
 
     it('anonymous, an append of 1 GiB past the cap: 400 mid-stream, the bundle as it was', { timeout: 300_000 }, async () => {
       const bundle = await created(srv, [file('base.bin', randomBytes(MiB))]);

@@ -25,6 +25,15 @@ export function backends(): Backend[] {
   return ['embedded', 'postgres'];
 }
 
+/**
+ * For files that test streaming and memory, which no database choice changes: the pass's first
+ * backend only (the embedded default in the main pass, S3 in the S3 pass). Gigabytes sent once per
+ * storage, not once per database.
+ */
+export function storageBackends(): Backend[] {
+  return backends().slice(0, 1);
+}
+
 export interface TestServer {
   readonly url: string;
   readonly port: number;
