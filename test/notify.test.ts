@@ -12,6 +12,7 @@ import { createOutbox, type Outbox } from '../src/mail/outbox.ts';
 import { createMailTransport } from '../src/mail/transport.ts';
 import { createDownloadNotifier, NOTIFY_WINDOW_MS } from '../src/notify/downloads.ts';
 import { waitFor } from './helpers/wait.ts';
+import { addressKey, mailboxOf, unsubscribe } from '../src/notify/recipients.ts';
 
 const MIN = 60_000;
 
@@ -88,11 +89,11 @@ for (const backend of backends()) {
       assert.deepEqual((await queued()).map((m) => m.to).sort(), ['a@example.com', 'b@example.com']);
     });
 
-    test('one address gets at most 20 mails a UTC day across all bundles, whatever its spelling; the next day it gets mail again', async () => {
+    test('one mailbox gets at most 20 mails a UTC day across all bundles, whatever its spelling or +tag; the next day it gets mail again', async () => {
       const n = notifier();
       const ids: number[] = [];
       for (let i = 0; i < 25; i++) {
-        const email = i % 2 ? 'Victim@Example.com' : ' victim@example.com';
+        const email = i % 3 === 0 ? `victim+${i}@example.com` : i % 3 === 1 ? 'Victim@Example.com' : ' victim@example.com';
         ids.push(await bundle(`Cap${String(i).padStart(2, '0')}`, email));
         await n.downloaded(ids[i]!, email, `f${i}`);
       }
@@ -120,6 +121,20 @@ for (const backend of backends()) {
       const url = `https://s.example/unsubscribe?a=${key}&s=sig`;
       assert.ok(m!.text.includes(url) && m!.html.includes(url.replace('&', '&amp;')));
       assert.deepEqual(m!.headers, { 'List-Unsubscribe': `<${url}>`, 'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click' });
+    });
+
+    test('an unsubscribed mailbox gets no mail at any +tag; a link sent for a tagged address before tags were folded still holds', async () => {
+      const n = notifier();
+      await unsubscribe(sql, addressKey('gone+news@example.com'));
+      const legacy = createHash('sha256').update('old+tag@example.com').digest('hex');
+      await unsubscribe(sql, legacy);
+      for (const [code, email] of [['Uns01', 'gone@example.com'], ['Uns02', 'GONE+x@example.com'], ['Uns03', 'old+tag@example.com']] as const) {
+        await n.downloaded(await bundle(code, email), email, 'f');
+      }
+      assert.equal(await n.flush(), 0);
+      assert.deepEqual(await queued(), []);
+      assert.equal(mailboxOf(' A.B+c+d@Example.COM '), 'a.b@example.com');
+      assert.equal(mailboxOf('+x@example.com'), '+x@example.com', 'no local part left: kept as typed');
     });
 
     test('concurrent flushes (several workers) queue one mail per bundle', async () => {

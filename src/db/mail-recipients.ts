@@ -9,8 +9,8 @@ export async function insertUnsubscribe(sql: Sql, key: Buffer): Promise<void> {
  * Takes one mail from the address's budget of day `day` inside the caller's transaction: false when
  * it unsubscribed or `perDay` mails were already counted that day (nothing is counted then).
  */
-export async function takeMailBudget(tx: Sql, key: Buffer, day: string, perDay: number): Promise<boolean> {
-  const [off] = await tx<{ x: number }[]>`select 1 as x from mail_unsubscribes where address_key = ${key}`;
+export async function takeMailBudget(tx: Sql, key: Buffer, day: string, perDay: number, alsoOff: Buffer = key): Promise<boolean> {
+  const [off] = await tx<{ x: number }[]>`select 1 as x from mail_unsubscribes where address_key in (${key}, ${alsoOff})`;
   if (off) return false;
   const [counted] = await tx<{ sent: number }[]>`
     insert into mail_address_days (address_key, day, sent) values (${key}, ${day}, 1)

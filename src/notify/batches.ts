@@ -28,8 +28,8 @@ export async function flushBatches<R, E extends { at: Date }>(deps: NotifierDeps
     const sent = await kind.lockAndSend(deps.sql, id, t, windowStart, async (tx, row, events) => {
       const to = kind.address(row);
       if (events.length === 0 || !to) return false;
+      if (!(await mayMail(tx, to, day))) return false;
       const key = addressKey(to);
-      if (!(await mayMail(tx, key, day))) return false;
       events.sort((a, z) => a.at.getTime() - z.at.getTime());
       await deps.outbox.enqueue(kind.mail(row, to, events, deps.unsubscribeUrl(key)), tx);
       return true;
