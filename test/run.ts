@@ -12,6 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { CEPH_DIR_PREFIX, cephSkip, startCeph, type Ceph } from './helpers/ceph.ts';
 import { alive, reap, reapDirs, RUN_VAR } from './helpers/reaper.ts';
+import { TEMPLATE_PREFIX } from './helpers/pg-template.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 /**
@@ -92,7 +93,7 @@ process.env.SLUICE_SKIP_DIR = skipDir;
 // (killed before it could stop its servers and clusters) is stopped first.
 process.env[RUN_VAR] = String(process.pid);
 const leftovers = reap((run) => run !== process.pid && !alive(run));
-const leftDirs = reapDirs(CEPH_DIR_PREFIX);
+const leftDirs = reapDirs(CEPH_DIR_PREFIX) + reapDirs(TEMPLATE_PREFIX);
 if (leftovers || leftDirs) process.stderr.write(`stopped ${leftovers} process(es) and removed ${leftDirs} cluster dir(s) left by an earlier test run\n`);
 const children = new Set<ChildProcess>();
 let interrupted = false;
@@ -117,6 +118,7 @@ for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
         // its daemons were killed above; the directory goes with it
       }
       fs.rmSync(skipDir, { recursive: true, force: true });
+      fs.rmSync(path.join(os.tmpdir(), `${TEMPLATE_PREFIX}${process.pid}`), { recursive: true, force: true });
       process.exit(sig === 'SIGINT' ? 130 : 143);
     };
     finish();
@@ -136,6 +138,7 @@ const codes = await Promise.all(passes);
 // Interrupted: the signal handler ends the run once everything is stopped.
 if (interrupted) await new Promise(() => {});
 await ceph?.stop();
+fs.rmSync(path.join(os.tmpdir(), `${TEMPLATE_PREFIX}${process.pid}`), { recursive: true, force: true });
 
 printTimes();
 const skipped = [...new Set(fs.readdirSync(skipDir).filter((f) => f.endsWith('.txt')).flatMap((f) => fs.readFileSync(path.join(skipDir, f), 'utf8').split('\n').filter(Boolean)))];

@@ -1,3 +1,4 @@
+import { seedCluster } from './pg-template.ts';
 import { after, before } from 'node:test';
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
@@ -83,6 +84,7 @@ export async function startServer(backend: Backend, extraEnv: Record<string, str
     env.DATABASE_URL = pg.url;
     env.REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
   }
+  if (!env.DATABASE_URL && env.DATA_DIR === dataDir) await seedCluster(dataDir);
   // Each server its own prefix in the one bucket of the run: no test sees another's objects.
   if (backend === 's3') Object.assign(env, (await sharedBucket()).env(path.basename(dataDir)), extraEnv);
   let proc!: ChildProcess;
