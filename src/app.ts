@@ -41,7 +41,7 @@ import { createIpMatcher } from './http/client-ip.ts';
 import { configureSlowReaders } from './http/body-pump.ts';
 import { configureBodyFlow } from './http/body-spill.ts';
 import path from 'node:path';
-import { OWNER_ONLY_UMASK, usableDataDir } from './util/data-dir.ts';
+import { OWNER_ONLY_UMASK, ownedDirs, usableDataDir } from './util/data-dir.ts';
 import { enableFastPaths } from './ingest/fast-paths.ts';
 import { createScanner, streamMaxLength } from './abuse/clamd.ts';
 import { createInspector } from './abuse/inspector.ts';
@@ -75,6 +75,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
   const sweeper = link === undefined || link.index === 0;
   process.umask(OWNER_ONLY_UMASK);
   usableDataDir(config.dataDir);
+  ownedDirs(path.join(config.dataDir, 'outbox'), 0); // mails written as files (the stores check theirs)
   const binding = loadUws();
   log.info({ binding: binding.name, version: binding.version, limits: binding.limits }, 'uWebSockets.js binding loaded');
   for (const limit of binding.limits) log.warn(`uWS ${binding.version}: ${limit}`);

@@ -10,6 +10,7 @@ import path from 'node:path';
 import { backends, runCli, startServer, type TestServer } from './helpers/server.ts';
 import { created } from './upload-util.ts';
 import { file } from './helpers/http.ts';
+import { prerequisite } from './helpers/prereq.ts';
 
 /** Every path under `root` whose mode lets group or others in, with that mode. */
 function open(root: string): string[] {
@@ -66,3 +67,59 @@ for (const backend of backends()) {
     });
   });
 }
+
+describe('directories under DATA_DIR are the server\'s own, and stored files are opened only as themselves', () => {
+  // Only root can hand a directory to another user here.
+  const asRoot = process.getuid?.() === 0 ? false : 'needs root to chown a directory to another user';
+  let srv: TestServer;
+  before(async () => {
+    srv = await startServer('embedded');
+  });
+  after(async () => {
+    await srv?.close();
+  });
+
+  test('a stored file swapped for a symbolic link is not served (404), whatever it points to', async () => {
+    const b = await created(srv, [file('a.txt', 'hello'), file('pic.png', Buffer.alloc(10, 1))]);
+    const secret = path.join(srv.dataDir, 'secret');
+    for (const f of b.files) {
+      const [stored] = (await srv.sql<{ k: string }[]>`select storage_key as k from files where id = ${f.id}`);
+      const p = path.join(srv.dataDir, 'files', stored!.k.slice(0, 2), stored!.k.slice(2, 4), stored!.k);
+      fs.rmSync(p);
+      fs.symlinkSync(secret, p);
+    }
+    for (const url of [b.files[0]!.download_url, `/d/${b.files[0]!.id}`, `/d/${b.files[1]!.id}?preview=1`]) {
+      const r = await fetch(`${srv.url}${url}`);
+      const body = Buffer.from(await r.arrayBuffer());
+      assert.equal(r.status, 404, `${url}: ${r.status}`);
+      assert.ok(!body.includes(fs.readFileSync(secret)), `${url} leaked the secret`);
+    }
+    const zip = Buffer.from(await (await fetch(`${srv.url}/zip/${b.short_code}`)).arrayBuffer());
+    assert.ok(!zip.includes(fs.readFileSync(secret)), 'the zip leaked the secret');
+  });
+
+  test('at start, a directory others may write is made owner-only; a linked or foreign one stops start-up naming it', { skip: prerequisite({ what: 'foreign directories under DATA_DIR', missing: asRoot, install: 'run the tests as root' }) }, async () => {
+    await srv.stop();
+    const shard = path.join(srv.dataDir, 'files', 'ab', 'cd');
+    fs.mkdirSync(shard, { recursive: true });
+    fs.chmodSync(path.join(srv.dataDir, 'files'), 0o777);
+    fs.chmodSync(shard, 0o777);
+    await srv.restart();
+    assert.equal(fs.statSync(path.join(srv.dataDir, 'files')).mode & 0o777, 0o700);
+    assert.equal(fs.statSync(shard).mode & 0o777, 0o700);
+    await srv.stop();
+
+    const env = { ...srv.env };
+    fs.chownSync(shard, 65534, 65534);
+    let r = await runCli(['serve'], env);
+    assert.equal(r.code, 1, r.stderr);
+    assert.match(r.stderr, new RegExp(`${shard.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')} belongs to uid 65534`));
+    fs.rmSync(shard, { recursive: true });
+    fs.symlinkSync(os.tmpdir(), shard);
+    r = await runCli(['serve'], env);
+    assert.equal(r.code, 1, r.stderr);
+    assert.match(r.stderr, /is a symbolic link/);
+    fs.rmSync(shard);
+    await srv.restart();
+  });
+});

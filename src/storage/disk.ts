@@ -4,6 +4,7 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import { randomHex } from '../util/random.ts';
 import { ownTag } from '../util/process-tag.ts';
+import { ownedDirs } from '../util/data-dir.ts';
 import { createPartWriter } from './part-writer.ts';
 import type { Hasher } from './hasher.ts';
 import { probeDirect, type DirectIo } from './direct-io.ts';
@@ -63,6 +64,8 @@ export function diskLayout(dataDir: string): DiskLayout {
 /** `direct: false` never tries O_DIRECT (tests of the page-cache path). */
 export async function createDiskStore(dataDir: string, hasher: Hasher, opts: { direct?: boolean } = {}): Promise<DiskStore> {
   const layout = diskLayout(dataDir);
+  // Stored files live two levels below files/ (files/ab/cd/<key>), cached previews beside them.
+  for (const [dir, depth] of [[layout.filesDir, 2], [layout.tmpDir, 0], [layout.resumableDir, 0], [layout.cacheDir, 2]] as const) ownedDirs(dir, depth);
   for (const dir of [layout.filesDir, layout.tmpDir, layout.resumableDir]) await fsp.mkdir(dir, { recursive: true, mode: 0o700 });
   await fsyncDir(dataDir); // files/, tmp/ and tus/ themselves, on a first start
   const io: DirectIo = { supported: opts.direct ?? true };
@@ -105,14 +108,17 @@ export async function createDiskStore(dataDir: string, hasher: Hasher, opts: { d
     );
   }
 
+  // A stored file is opened only as itself: never through a symbolic link, never as anything but a regular file.
   const openFd = (key: string): Promise<number> =>
     new Promise((resolve, reject) =>
-      fs.open(layout.filePath(key), 'r', (err, fd) =>
-        err ? reject(err.code === 'ENOENT' ? new BlobError('NOT_FOUND', `no object ${key}`) : err) : resolve(fd),
+      fs.open(layout.filePath(key), fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW, (err, fd) =>
+        err ? reject(err.code === 'ENOENT' || err.code === 'ELOOP' ? new BlobError('NOT_FOUND', `no object ${key} (${err.code})`) : err) : resolve(fd),
       ),
     );
   const sizeOf = (fd: number): Promise<number> =>
-    new Promise((resolve, reject) => fs.fstat(fd, (err, st) => (err ? reject(err) : resolve(st.size))));
+    new Promise((resolve, reject) =>
+      fs.fstat(fd, (err, st) => (err ? reject(err) : st.isFile() ? resolve(st.size) : reject(new BlobError('NOT_FOUND', 'not a regular file')))),
+    );
 
   return {
     layout,
@@ -192,9 +198,8 @@ export async function createDiskStore(dataDir: string, hasher: Hasher, opts: { d
     delete: remove,
     async withLocalFile(key, fn) {
       const file = layout.filePath(key);
-      await fsp.access(file).catch(() => {
-        throw new BlobError('NOT_FOUND', `no object ${key}`);
-      });
+      const st = await fsp.lstat(file).catch(() => null);
+      if (!st?.isFile()) throw new BlobError('NOT_FOUND', `no object ${key}`);
       return fn(file);
     },
     ...diskSweep(layout),

@@ -52,3 +52,35 @@ export function restrictTree(root: string): void {
   };
   walk(root);
 }
+
+/**
+ * The directories Sluice writes in under DATA_DIR must be its own, or another local user could swap a
+ * stored file for a link to something else (DATA_DIR's own mode does not cover a subdirectory made
+ * writable). Walks `dir` and its subdirectories `depth` levels down: a symbolic link, or a directory
+ * of another user, stops start-up naming it; a directory of ours that others may write is made
+ * owner-only. Returns how many were repaired.
+ */
+export function ownedDirs(dir: string, depth: number): number {
+  const uid = process.getuid?.();
+  let repaired = 0;
+  const walk = (p: string, left: number): void => {
+    let st: fs.Stats;
+    try {
+      st = fs.lstatSync(p);
+    } catch {
+      return; // not made yet: it will be made owner-only
+    }
+    if (st.isSymbolicLink()) throw new Error(`${p} is a symbolic link: Sluice keeps files only in directories of its own; remove the link`);
+    if (!st.isDirectory()) throw new Error(`${p} is not a directory: move it away`);
+    if (uid !== undefined && st.uid !== uid) {
+      throw new Error(`${p} belongs to uid ${st.uid}, not to the user Sluice runs as (uid ${uid}): another user could replace files in it; chown -R it, or point DATA_DIR elsewhere`);
+    }
+    if ((st.mode & 0o077) !== 0) {
+      fs.chmodSync(p, 0o700);
+      repaired++;
+    }
+    if (left > 0) for (const e of fs.readdirSync(p, { withFileTypes: true })) if (!e.isFile()) walk(path.join(p, e.name), left - 1);
+  };
+  walk(dir, depth);
+  return repaired;
+}
