@@ -23,6 +23,8 @@ export interface Metrics {
   uploadAborted(): void;
   /** A response was closed because its client took no bytes for the stall timeout. */
   stalledClosed(): void;
+  /** A request got 503 because its result did not come in time (server.ts ANSWER_WAIT_MS). */
+  unanswered(): void;
   capRejected(): void;
   /** File bytes of a multipart upload written from the socket's chunk without busboy (see ingest/multipart.ts). */
   straightToFile(bytes: number): void;
@@ -167,6 +169,11 @@ export function createMetrics(opts: { gather?: () => Promise<unknown[]> } = {}):
       this.inc(bodyFlowStats().overruns);
     },
   });
+  const unanswered = new Counter({
+    name: 'sluice_requests_unanswered_total',
+    help: 'Requests answered 503 because their result did not come within 6 s (a stalled database or store)',
+    registers,
+  });
   const previewRefusals = new Counter({
     name: 'sluice_preview_refused_total',
     help: 'Images that got no preview, by reason (too_large: from the header; memory: the render process went over its budget and was killed)',
@@ -199,6 +206,7 @@ export function createMetrics(opts: { gather?: () => Promise<unknown[]> } = {}):
     },
     uploadAborted: () => aborts.inc(),
     stalledClosed: () => stalled.inc(),
+    unanswered: () => unanswered.inc(),
     capRejected: () => capRejections.inc(),
     straightToFile: (bytes) => straight.inc(bytes),
     dbError: () => dbErrors.inc(),

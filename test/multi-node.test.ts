@@ -164,6 +164,51 @@ describe('three nodes behind HAProxy', { skip }, () => {
     }
   });
 
+  test('a frozen object store (radosgw SIGSTOPped): store calls end at their deadline as UNAVAILABLE; a download gets 503 with Retry-After', { timeout: 90_000 }, async () => {
+    const data = randomBytes(100_000);
+    const up = await upload(nodes[0]!, [{ name: 'frozen.bin', data }]);
+    assert.equal(up.status, 201, up.text);
+    const fileId = up.json.files[0].id as number;
+    const sql = postgres(pg.url, { max: 1, onnotice: () => {} });
+    const key = (await sql<{ k: string }[]>`select storage_key as k from files where id = ${fileId}`)[0]!.k;
+    await sql.end();
+    const location = loadConfig(env).s3!;
+    // The same store with a 2 s deadline instead of 30 s, so that each call's bound shows quickly.
+    const store = await createS3Store({ location, tmpDir: dir, deadlineMs: 2000, check: false });
+    const unavailable = (e: unknown): boolean => (e as { code?: string }).code === 'UNAVAILABLE';
+    ceph.pauseRgw(true);
+    try {
+      for (const [what, call] of [
+        ['read', () => store.read(key)],
+        ['open', () => store.open(key)],
+        ['write', async () => {
+          const w = store.createWriter();
+          w.write(Buffer.from(data));
+          await w.finish();
+          await w.publish();
+        }],
+      ] as const) {
+        const t0 = Date.now();
+        await assert.rejects(call(), unavailable, what);
+        const took = Date.now() - t0;
+        assert.ok(took < 2000 + 3000, `${what} ended after ${took} ms with a 2 s deadline`);
+      }
+      // Through a node, with the server's own deadline (30 s): an answer, not a hang.
+      const t0 = Date.now();
+      const r = await fetch(`${nodes[1]!.url}/d/${fileId}`, { signal: AbortSignal.timeout(60_000) });
+      const took = Date.now() - t0;
+      assert.equal(r.status, 503, await r.text());
+      assert.equal(r.headers.get('retry-after'), '5');
+      assert.ok(took < 40_000, `answered after ${took} ms`);
+    } finally {
+      ceph.pauseRgw(false);
+      await store.close();
+    }
+    const back = await fetch(`${nodes[1]!.url}/d/${fileId}`);
+    assert.equal(back.status, 200);
+    assert.deepEqual(Buffer.from(await back.arrayBuffer()), data);
+  });
+
   test('kill -9 of every node during 8 concurrent uploads, then a sweep: no incomplete upload, no orphan object', { timeout: 240_000 }, async () => {
     const socks: net.Socket[] = [];
     for (let i = 0; i < 8; i++) {

@@ -116,6 +116,9 @@ export function sendJson(ctx: Ctx, status: number, obj: unknown, closeConnection
   send(ctx, status, JSON.stringify(obj), JSON_HEADERS, closeConnection);
 }
 
+/** Seconds a 503 asks its client to wait before trying again. */
+export const RETRY_AFTER_503_S = 5;
+
 export function sendError(
   ctx: Ctx,
   err: AppError,
@@ -126,5 +129,8 @@ export function sendError(
   const own = [...err.headers, ...headers];
   const cached = own.some(([k]) => k.toLowerCase() === 'cache-control');
   const extra: Array<readonly [string, string]> = [...JSON_HEADERS.filter(([k]) => !cached || k !== 'Cache-Control'), ...own];
+  // Every 503 is a passing state (a stalled store, a full queue, a shutdown): the client is told when to come back.
+  const retry = (h: readonly [string, string]): boolean => h[0].toLowerCase() === 'retry-after';
+  if (err.status === 503 && !own.some(retry) && !ctx.replyHeaders.some(retry)) extra.push(['Retry-After', String(RETRY_AFTER_503_S)]);
   send(ctx, err.status, JSON.stringify({ success: false, error: err.message, code: err.code }), extra, closeConnection);
 }

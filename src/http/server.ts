@@ -91,6 +91,14 @@ export function mountedRoutes(routes: readonly Route[]): Route[] {
 export const isApi = (route: Route): boolean => route.pattern.startsWith('/api/');
 
 /**
+ * uWS closes a connection that stays silent for 10 s, also while its response is still being worked
+ * on, and the client then gets no answer at all. A request that has been received whole and has no
+ * answer this long after (a stalled database or store) gets 503 with Retry-After, in time; its work
+ * goes on and ends on its own deadline (HEAD on a tus upload tells what it recorded).
+ */
+export const ANSWER_WAIT_MS = 6_000;
+
+/**
  * Mounts the route table on a uWS app. Handlers run synchronously until their first await, so
  * body readers registered at the top of a handler see every byte (an admitted request's body is
  * held for them while admission runs). Errors become the interface's
@@ -124,6 +132,28 @@ export function createHttpServer(deps: {
     else sendError(ctx, appErr);
   };
   metrics?.trackInflight(() => inflight);
+
+  // Checked once a second, from when a request is first seen waiting: answered 6-7 s after its body ended.
+  const waitingSince = new Map<Ctx, number>();
+  const answerWaiting = (): void => {
+    const now = performance.now();
+    for (const ctx of live) {
+      if (ctx.done || ctx.status !== 0 || ctx.bodyPending) {
+        waitingSince.delete(ctx);
+        continue;
+      }
+      const since = waitingSince.get(ctx);
+      if (since === undefined) waitingSince.set(ctx, now);
+      else if (now - since >= ANSWER_WAIT_MS - 1000) {
+        waitingSince.delete(ctx);
+        log.warn({ reqId: ctx.id, method: ctx.method }, 'request answered 503: no result in time (a stalled database or store?)');
+        metrics?.unanswered();
+        sendError(ctx, new AppError('UNAVAILABLE', 'The server is waiting on its database or file storage; please retry in a moment'), true);
+      }
+    }
+  };
+  const answerTimer = setInterval(answerWaiting, 1000);
+  answerTimer.unref();
 
   /**
    * 503 with Connection: close. An /api/ request still counts and carries the rate-limit headers, as
@@ -192,6 +222,7 @@ export function createHttpServer(deps: {
         settled = true;
         inflight--;
         live.delete(ctx);
+        waitingSince.delete(ctx);
         if (route.transfer) metrics?.transfer(route.transfer, -1);
         if (missed && ctx.status === 404 && (route.isMiss?.(ctx) ?? true)) missed(ctx);
         if (record) {

@@ -17,8 +17,15 @@ export class StorageSetupError extends Error {
   }
 }
 
-/** A request whose connection stays silent this long fails (also for GETs over a socket of their own). */
-export const REQUEST_TIMEOUT_MS = 120_000;
+/**
+ * What one store call may take, retries included, before it fails as UNAVAILABLE (503 with
+ * Retry-After): a stalled store must not hold a request, or its client, without an answer. A GET over
+ * a socket of its own fails when that socket stays silent this long.
+ */
+export const REQUEST_TIMEOUT_MS = 30_000;
+/** Calls whose work in the store grows with the object (a server-side copy of up to 5 GiB, completing thousands of parts). */
+const LONG_CALLS = new Set(['UploadPartCopyCommand', 'CompleteMultipartUploadCommand']);
+const LONG_CALL_MS = 300_000;
 
 /**
  * One client per store. Checksums only when an operation requires one: radosgw answers a streamed
@@ -26,7 +33,7 @@ export const REQUEST_TIMEOUT_MS = 120_000;
  * their number bounded, since every part and every ranged read is its own request, and a download
  * holds one for as long as its client reads.
  */
-export function createS3Client(loc: S3Location): S3Client {
+export function createS3Client(loc: S3Location, deadlineMs = REQUEST_TIMEOUT_MS): S3Client {
   // The SDK warns at every client it builds on Node < 22 that its releases after January 2027 will
   // need Node 22. package.json pins an exact SDK version, which supports the Node versions Sluice
   // does: the warning is about an upgrade nobody made, printed at every start of every node.
@@ -45,9 +52,12 @@ export function createS3Client(loc: S3Location): S3Client {
       httpAgent: new Agent(agentOpts),
       httpsAgent: new HttpsAgent(agentOpts),
       connectionTimeout: 5000,
-      requestTimeout: REQUEST_TIMEOUT_MS,
+      // Until the answer's headers, each attempt; without the flag the SDK only logs a warning.
+      requestTimeout: deadlineMs,
+      throwOnRequestTimeout: true,
     },
   });
+  withDeadline(client, deadlineMs);
   // Outermost, so it sees what is left once the SDK's own retries are spent.
   client.middlewareStack.add(
     (next) => async (args) => {
@@ -60,6 +70,28 @@ export function createS3Client(loc: S3Location): S3Client {
     { step: 'initialize', name: 'sluiceUnavailable' },
   );
   return client;
+}
+
+/**
+ * Every call through `client` ends within its deadline, its retries included: an AbortSignal that
+ * fires then (besides the caller's own) cuts it, and the store is reported UNAVAILABLE. The SDK's
+ * per-attempt timeout alone would let three attempts and their back-off run on.
+ */
+function withDeadline(client: S3Client, deadlineMs: number): void {
+  const send = client.send.bind(client) as (command: unknown, options?: { abortSignal?: AbortSignal }) => Promise<unknown>;
+  (client as { send: unknown }).send = async (command: { constructor: { name: string } }, options: { abortSignal?: AbortSignal } = {}) => {
+    const ms = LONG_CALLS.has(command.constructor.name) ? LONG_CALL_MS : deadlineMs;
+    const deadline = AbortSignal.timeout(ms);
+    const abortSignal = options.abortSignal ? AbortSignal.any([options.abortSignal, deadline]) : deadline;
+    try {
+      return await send(command, { ...options, abortSignal });
+    } catch (err) {
+      if (deadline.aborted && !options.abortSignal?.aborted) {
+        throw new BlobError('UNAVAILABLE', `object store did not answer ${command.constructor.name} within ${ms / 1000} s`, { cause: err });
+      }
+      throw err;
+    }
+  };
 }
 
 /**

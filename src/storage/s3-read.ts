@@ -5,7 +5,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { GetObjectCommand, HeadObjectCommand } from '@aws-sdk/client-s3';
 import { BlobError, isBlobError, type BlobKey, type BlobReader } from './blob-store.ts';
-import { mapNotFound, REQUEST_TIMEOUT_MS, s3Status } from './s3-client.ts';
+import { mapNotFound, s3Status } from './s3-client.ts';
 import { getBody, signGet, type BodyFeed } from './s3-get.ts';
 import type { S3Ctx } from './s3-writer.ts';
 
@@ -72,7 +72,7 @@ export async function openReader(ctx: S3Ctx, key: BlobKey, knownSize?: number): 
   let closed = false;
   const getRange = async (pos: number, end: number): Promise<BodyFeed> => {
     if (end - pos >= SOCKET_GET_MIN_BYTES) {
-      const body = await getBody(await signGet(ctx.client, ctx.bucket, objectKey), pos, end, what, REQUEST_TIMEOUT_MS, ac.signal);
+      const body = await getBody(await signGet(ctx.client, ctx.bucket, objectKey), pos, end, what, ctx.deadlineMs, ac.signal);
       if (closed) body.destroy();
       return body;
     }

@@ -25,6 +25,8 @@ export interface S3Ctx {
   readonly pool: PartPool;
   /** Told the bytes of every object body read, which the HTTP client allocated and the reader copied out. */
   readonly bodyGarbage: (bytes: number) => void;
+  /** What one store call may take (REQUEST_TIMEOUT_MS unless a test shortens it): reads fail once silent this long. */
+  readonly deadlineMs: number;
 }
 
 /** Starts a multipart upload on `objectKey`, remembered in ownUploads until it is completed or aborted. */

@@ -5,7 +5,7 @@ import { randomHex } from '../util/random.ts';
 import { createGarbageMeter, createOldCollector } from '../util/gc.ts';
 import { BLOB_KEY_RE, type BlobCache, type BlobKey, type BlobStore, type BlobWriter, type WriteOptions } from './blob-store.ts';
 import { deleteObjects } from './s3-append.ts';
-import { checkBucket, createS3Client, isNotFound } from './s3-client.ts';
+import { checkBucket, createS3Client, isNotFound, REQUEST_TIMEOUT_MS } from './s3-client.ts';
 import { createPartPool } from './s3-part-pool.ts';
 import { openReader, readRange, withLocalFile } from './s3-read.ts';
 import { createS3Resumables } from './s3-resumable.ts';
@@ -32,8 +32,11 @@ export async function createS3Store(o: {
   client?: S3Client;
   /** Start-up checks of the bucket (checkBucket); off for a second store on a bucket already checked. */
   check?: boolean;
+  /** What one call may take (REQUEST_TIMEOUT_MS). */
+  deadlineMs?: number;
 }): Promise<S3Store> {
-  const client = o.client ?? createS3Client(o.location);
+  const deadlineMs = o.deadlineMs ?? REQUEST_TIMEOUT_MS;
+  const client = o.client ?? createS3Client(o.location, deadlineMs);
   if (o.check !== false) {
     try {
       await checkBucket(client, o.location);
@@ -51,6 +54,7 @@ export async function createS3Store(o: {
     ownUploads: new Map(),
     pool: createPartPool(o.location.partBufferBytes, createOldCollector(10_000)),
     bodyGarbage: createGarbageMeter(1024 * 1024),
+    deadlineMs,
   };
   const newKey = () => randomHex(16);
   const resumables = createS3Resumables(ctx, newKey);

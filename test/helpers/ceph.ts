@@ -36,6 +36,8 @@ export interface Ceph {
   purgeDeleted(): Promise<void>;
   /** Stops radosgw only (an outage); startRgw() brings it back on the same port. */
   stopRgw(): Promise<void>;
+  /** Freezes radosgw (SIGSTOP: connections accepted by the kernel, never answered), or thaws it. */
+  pauseRgw(paused: boolean): void;
   startRgw(): Promise<void>;
   stop(): Promise<void>;
   /** stop(), synchronously: for a process's 'exit' handler. */
@@ -141,6 +143,7 @@ export async function startCeph(opts: { backend?: 'memstore' | 'bluestore' | 'bl
       AWS_REGION: region,
       AWS_ENDPOINT_URL_S3: endpoint,
     }),
+    pauseRgw: (paused) => process.kill(rgwPid(), paused ? 'SIGSTOP' : 'SIGCONT'),
     stopRgw: async () => {
       const pid = rgwPid();
       process.kill(pid, 'SIGKILL');

@@ -35,5 +35,15 @@ function template(): Promise<string> {
 
 /** Puts a copy of the run's cluster into `dataDir` (a new, empty DATA_DIR). */
 export async function seedCluster(dataDir: string): Promise<void> {
-  fs.cpSync(path.join(await template(), CLUSTER), path.join(dataDir, CLUSTER), { recursive: true });
+  const from = path.join(await template(), CLUSTER);
+  const to = path.join(dataDir, CLUSTER);
+  fs.cpSync(from, to, { recursive: true });
+  // cpSync makes directories with the umask's mode; PostgreSQL refuses a data directory others can enter.
+  const modes = (rel: string): void => {
+    const st = fs.statSync(path.join(from, rel));
+    if (!st.isDirectory()) return;
+    fs.chmodSync(path.join(to, rel), st.mode & 0o7777);
+    for (const name of fs.readdirSync(path.join(from, rel))) modes(path.join(rel, name));
+  };
+  modes('');
 }
