@@ -58,8 +58,17 @@ export function createMemoryRateStore(now: () => number = Date.now): RateStore {
   };
 }
 
+/**
+ * Run only before ARGV's deadline (milliseconds on Redis's clock): a command that waited in a frozen
+ * or paused Redis past the time its request gave up on it (and went through uncounted) must not count
+ * when Redis resumes. Such a command answers {-1, 0}.
+ */
+const LATE = `
+local t = redis.call('TIME')
+if tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) > tonumber(ARGV[2]) then return {-1, 0} end`;
+
 // One atomic round trip: count, start the window on the first hit, report the time left.
-const HIT_SCRIPT = `
+const HIT_SCRIPT = `${LATE}
 local n = redis.call('INCR', KEYS[1])
 if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
 local ttl = redis.call('PTTL', KEYS[1])
@@ -67,7 +76,7 @@ if ttl < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]); ttl = tonumber(ARGV[1])
 return {n, ttl}`;
 
 // Never DECR a missing key: it would come back as -1 with no expiry, a window that never ends.
-const UNDO_SCRIPT = `
+const UNDO_SCRIPT = `${LATE}
 local n = tonumber(redis.call('GET', KEYS[1]) or '0')
 if n > 0 then return redis.call('DECR', KEYS[1]) end
 return 0`;
@@ -155,10 +164,27 @@ export async function createRedisRateStore(url: string, log: Logger, prefix: str
   redis.defineCommand('sluiceUndo', { numberOfKeys: 1, lua: UNDO_SCRIPT });
   redis.defineCommand('sluicePeek', { numberOfKeys: 1, lua: PEEK_SCRIPT });
   const run = redis as unknown as {
-    sluiceHit(key: string, windowMs: number): Promise<[number, number]>;
-    sluiceUndo(key: string): Promise<number>;
+    sluiceHit(key: string, windowMs: number, deadline: number): Promise<[number, number]>;
+    sluiceUndo(key: string, unused: number, deadline: number): Promise<unknown>;
     sluicePeek(key: string): Promise<[number, number]>;
   };
+  // Redis's clock minus ours, read at each (re)connection: deadlines are stamped on Redis's clock,
+  // so clocks of several machines need not agree.
+  let offsetMs = 0;
+  const readOffset = (): void => {
+    const before = Date.now();
+    redis.time().then(([sec, usec]) => {
+      const after = Date.now();
+      offsetMs = Number(sec) * 1000 + Math.floor(Number(usec) / 1000) - (before + after) / 2;
+    }, () => {});
+  };
+  redis.on('ready', readOffset);
+  /**
+   * The latest moment (Redis's clock) a command sent now may still run: the longest its request
+   * waits (answerWithin: four times REDIS_ANSWER_MS when this process itself stalls, as the command
+   * may not even be written before then).
+   */
+  const deadline = (): number => Math.ceil(Date.now() + offsetMs + 4 * REDIS_ANSWER_MS);
   /** Every failed command is reported (metrics) before the caller decides to fail open. */
   const counted = async <T>(p: Promise<T>): Promise<T> => {
     try {
@@ -172,12 +198,13 @@ export async function createRedisRateStore(url: string, log: Logger, prefix: str
     kind: 'redis',
     async hit(key, windowMs) {
       if (firstConnect) await firstConnect;
-      const [count, resetMs] = await counted(run.sluiceHit(prefix + key, windowMs));
+      const [count, resetMs] = await counted(run.sluiceHit(prefix + key, windowMs, deadline()));
+      if (count < 0) throw new Error('Redis ran the count after its deadline');
       return { count, resetMs };
     },
     async undo(key) {
       if (firstConnect) await firstConnect;
-      await counted(run.sluiceUndo(prefix + key));
+      await counted(run.sluiceUndo(prefix + key, 0, deadline()));
     },
     async peek(key) {
       if (firstConnect) await firstConnect;
