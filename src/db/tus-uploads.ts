@@ -1,5 +1,5 @@
 import type { Sql } from './client.ts';
-import { stillHeld, type UploadLock } from './upload-locks.ts';
+import { stillHeld, type UploadLock, type UploadLocks } from './upload-locks.ts';
 import { lockWithReserved } from './bundle-room.ts';
 import { AppError } from '../errors.ts';
 import type { NewBundleFields } from '../bundles/service.ts';
@@ -57,11 +57,27 @@ export async function findUpload(sql: Sql, id: string): Promise<TusRow | undefin
 }
 
 /**
+ * Takes upload `id`'s lock, then reads its row: 'locked' while another request holds it, undefined
+ * when there is no such upload (nothing is held then).
+ */
+export async function holdUpload(sql: Sql, locks: UploadLocks, id: string): Promise<{ lock: UploadLock; row: TusRow } | 'locked' | undefined> {
+  const lock = await locks.take(id);
+  if (!lock) return (await findUpload(sql, id)) ? 'locked' : undefined;
+  const row = await findUpload(sql, id).catch(async (err: unknown) => {
+    await lock.release();
+    throw err;
+  });
+  if (row) return { lock, row };
+  await lock.release();
+  return undefined;
+}
+
+/**
  * Records durably written bytes (and a length declared late). Only called after the bytes are on disk,
  * and, with `lock`, only while the request still holds the upload: a writer whose database session was
  * lost meanwhile (another node may be writing now) gets 503 and records nothing.
  */
-export async function setProgress(sql: Sql, id: string, offset: number, length: number | null, lock?: UploadLock): Promise<void> {
+export async function setProgress(sql: Sql, id: string, offset: number, length: number | null, lock?: UploadLock | null): Promise<void> {
   const r = await sql`update tus_uploads set upload_offset = ${offset}, upload_length = ${length}
                       where id = ${id} and ${lock ? stillHeld(sql, lock) : sql`true`}`;
   if (r.count === 0 && lock) throw new AppError('UNAVAILABLE', 'The upload was released while this request wrote to it; resume from HEAD');

@@ -117,7 +117,7 @@ export function sendJson(ctx: Ctx, status: number, obj: unknown, closeConnection
 }
 
 /** Seconds a 503 asks its client to wait before trying again. */
-export const RETRY_AFTER_503_S = 5;
+const RETRY_AFTER_503_S = 5;
 
 export function sendError(
   ctx: Ctx,

@@ -10,9 +10,9 @@ import type { Hasher } from './hasher.ts';
  * that cannot serve fails here with one line naming the setting to fix (see checkBucket).
  */
 export async function openBlobStore(config: Pick<Config, 's3' | 'dataDir'>, hasher: Hasher): Promise<BlobStore> {
-  // Spilled request bodies and an S3 store's temporary parts are written here (disk.ts checks its own tree).
-  ownedDirs(path.join(config.dataDir, 'tmp'), 0);
   if (config.s3) {
+    // Spilled request bodies and the store's temporary parts are written here (a disk store checks its own tree).
+    ownedDirs(path.join(config.dataDir, 'tmp'), 0);
     // The S3 SDK is loaded only here (a chunk of its own in the start bundle): a disk installation never holds it.
     const { createS3Store } = await import('./s3.ts');
     return createS3Store({ location: config.s3, tmpDir: path.join(config.dataDir, 'tmp') });

@@ -27,7 +27,7 @@ function costFactor(meta) {
 }
 
 /** Memory decoding the image would take, from its header alone; Infinity when the header does not say. */
-export function decodeCost(meta) {
+function decodeCost(meta) {
   const per = meta.depth === undefined ? undefined : DEPTH_BYTES[meta.depth];
   if (!meta.width || !meta.height || !meta.channels || per === undefined) return Infinity;
   return meta.width * meta.height * meta.channels * per * costFactor(meta);

@@ -49,10 +49,10 @@ export async function appendBody(
     const f = await appender.finish(mismatch ? { cutTo: start } : {});
     offset = f.offset;
     failure ??= f.error;
-    if (offset !== start || length !== null) await setProgress(deps.sql, row.id, offset, length, lock ?? undefined);
+    if (offset !== start || length !== null) await setProgress(deps.sql, row.id, offset, length, lock);
     if (failure) throw failure;
     if (ctx.aborted) return [];
-  } else if (length !== null) await setProgress(deps.sql, row.id, offset, length, lock ?? undefined);
+  } else if (length !== null) await setProgress(deps.sql, row.id, offset, length, lock);
 
   const headers: Array<readonly [string, string]> = [
     ['Upload-Offset', String(offset)],

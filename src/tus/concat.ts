@@ -1,5 +1,5 @@
 import type { Deps } from '../routes/deps.ts';
-import { findUpload, markSpent, type TusRow } from '../db/tus-uploads.ts';
+import { holdUpload, markSpent, type TusRow } from '../db/tus-uploads.ts';
 import type { UploadLock } from '../db/upload-locks.ts';
 import { AppError } from '../errors.ts';
 
@@ -58,14 +58,11 @@ export async function holdPartials(deps: Deps, ids: readonly string[]): Promise<
   };
   try {
     for (const id of ids) {
-      const lock = await deps.uploadLocks.take(id);
-      if (!lock) {
-        if (await findUpload(deps.sql, id)) throw new AppError('UPLOAD_LOCKED', 'Another request is using a partial upload');
-        throw bad('Upload-Concat names an upload that does not exist or has expired');
-      }
-      locks.push(lock);
-      const row = await findUpload(deps.sql, id);
-      if (!row) throw bad('Upload-Concat names an upload that does not exist or has expired');
+      const held = await holdUpload(deps.sql, deps.uploadLocks, id);
+      if (held === 'locked') throw new AppError('UPLOAD_LOCKED', 'Another request is using a partial upload');
+      if (!held) throw bad('Upload-Concat names an upload that does not exist or has expired');
+      locks.push(held.lock);
+      const row = held.row;
       rows.push(row);
       if (row.is_expired) throw bad('Upload-Concat names an upload that does not exist or has expired');
       if (row.concat !== 'partial') throw bad('Upload-Concat names an upload that is not a partial upload');

@@ -10,7 +10,7 @@ import { isKeyActive } from '../db/api-keys.ts';
 import { sendStoredFile } from '../routes/download.ts';
 import { removeOneFile } from '../routes/bundle.ts';
 import { AppError } from '../errors.ts';
-import { deleteUpload, findUpload, type TusRow } from '../db/tus-uploads.ts';
+import { deleteUpload, findUpload, holdUpload, type TusRow } from '../db/tus-uploads.ts';
 import type { UploadLock } from '../db/upload-locks.ts';
 import { checkResumable, httpDate, intHeader, NO_STORE, OFFSET_TYPE, parseChecksum, replyError, UPLOAD_ID_RE } from './protocol.ts';
 
@@ -89,17 +89,13 @@ export async function head(ctx: Ctx, deps: Deps): Promise<void> {
  */
 async function withLock<T>(deps: Deps, id: string, work: (row: TusRow, lock: UploadLock) => Promise<T>): Promise<T> {
   if (!UPLOAD_ID_RE.test(id)) throw notFound();
-  const lock = await deps.uploadLocks.take(id);
-  if (!lock) {
-    if (await findUpload(deps.sql, id)) throw new AppError('UPLOAD_LOCKED', 'Another request is writing to this upload');
-    throw notFound();
-  }
+  const held = await holdUpload(deps.sql, deps.uploadLocks, id);
+  if (held === 'locked') throw new AppError('UPLOAD_LOCKED', 'Another request is writing to this upload');
+  if (!held) throw notFound();
   try {
-    const row = await findUpload(deps.sql, id);
-    if (!row) throw notFound();
-    return await work(row, lock);
+    return await work(held.row, held.lock);
   } finally {
-    await lock.release();
+    await held.lock.release();
   }
 }
 
