@@ -106,7 +106,7 @@ for (const backend of backends()) {
         assert.deepEqual(all.map((r) => r.status), ['fulfilled', 'fulfilled', 'rejected', 'rejected', 'fulfilled']);
         assert.equal((all[2] as PromiseRejectedResult).reason.code, 'BLOCKED_CONTENT');
         assert.equal((all[3] as PromiseRejectedResult).reason.code, '23514');
-        const names = (await sql<{ name: string }[]>`select name from files where name like 'h-%' order by id`).map((r) => r.name);
+        const names = (await sql<{ name: string }[]>`select name from files where name like 'h-%' order by seq`).map((r) => r.name);
         assert.deepEqual(names, ['h-lead.txt', 'h-a.txt', 'h-plain.txt', 'h-b.txt']);
       } finally {
         await sql`delete from blocked_hashes where sha256 = ${Buffer.from(blocked, 'hex')}`;

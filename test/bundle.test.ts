@@ -193,9 +193,8 @@ for (const backend of backends()) {
       const locked = await newBundle(srv, [6], { access_password: 'pw' });
       const expired = await newBundle(srv, [7]);
       assert.equal((await srv.cli(['bundles', 'expire', expired.short_code])).code, 0);
-      const max = (await srv.sql<{ max: number }[]>`select max(id)::int as max from files`)[0]!.max;
       const tries: Array<[number, string]> = [
-        [max + 1000, mine.upload_token], // no such file
+        [12_345, mine.upload_token], // no such file (ids are random in 1 … 2^53−1)
         [999_999_999_999, mine.upload_token],
         [locked.files[0]!.id, mine.upload_token], // another bundle's, locked
         [expired.files[0]!.id, mine.upload_token], // another bundle's, expired
@@ -241,6 +240,26 @@ for (const backend of backends()) {
 
       assertError(await upload(srv, [{ name: 'late.txt', data: Buffer.from('late') }], { path: `/api/v1/upload/${up.upload_token}` }), 403);
       assertError(await call(srv, 'DELETE', `/api/v1/file/${up.files[0]!.id}?upload_token=${up.upload_token}`, { json: true }), 403);
+    });
+
+    test('file ids are random in 1 … 2^53−1, exact in JSON; listings and zips keep upload order', async () => {
+      const up = await newBundle(srv, [1, 2, 3, 4, 5, 6]);
+      const ids = up.files.map((f) => f.id);
+      for (const id of ids) assert.ok(Number.isSafeInteger(id) && id >= 1, String(id));
+      // Sequential ids would differ by one; six random draws are all far apart.
+      const sorted = [...ids].sort((a, b) => a - b);
+      for (let i = 1; i < sorted.length; i++) assert.ok(sorted[i]! - sorted[i - 1]! > 1000, `ids ${sorted.join(', ')}`);
+      const info = await call(srv, 'GET', `/api/v1/bundle/${up.short_code}`, { json: true });
+      assert.deepEqual(info.json.files.map((f: { id: number; name: string }) => [f.id, f.name]), up.files.map((f) => [f.id, f.name]));
+      // A file of an earlier release keeps its small id.
+      const [b] = await srv.sql<{ id: number }[]>`select id from bundles where short_code = ${up.short_code}`;
+      const [old] = await srv.sql<{ id: string }[]>`
+        insert into files (id, seq, bundle_id, storage_key, name, size, mime_type, crc32)
+        select 77, nextval('files_id_seq'), ${b!.id}, md5('old'), 'old.txt', 0, 'text/plain', 0 returning id::text`;
+      await srv.sql`update bundles set file_count = file_count + 1 where id = ${b!.id}`;
+      assert.equal(old!.id, '77');
+      const r = await call(srv, 'GET', '/api/v1/download/77');
+      assert.equal(r.status, 200);
     });
 
     test('appending with an unknown token → 403', async () => {

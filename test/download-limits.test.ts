@@ -66,8 +66,8 @@ for (const backend of backends()) {
       const first = await call(srv, 'GET', `/api/v1/download/${id}`);
       assert.equal(first.status, 200);
       assert.equal(first.text, 'burn after reading');
-      // Counted once the last byte is out, just after the client has it.
-      await waitFor('the download counted', async () => (await info(b.short_code)).files[0].downloads_remaining === 1);
+      // Read-your-writes: counted before the last bytes went out, so the next answer already shows it.
+      assert.equal((await info(b.short_code)).files[0].downloads_remaining, 1, 'bundle info right after the download');
       const mine = await call(srv, 'GET', '/api/v1/my/bundles', { headers: bearer(key) });
       const entry = mine.json.bundles.find((x: Json) => x.short_code === b.short_code);
       assert.equal(entry.max_downloads, 2);
@@ -110,6 +110,28 @@ for (const backend of backends()) {
       assert.deepEqual(Buffer.concat([got[1]!, got[2]!.subarray(10_000), got[0]!.subarray(1)]), data);
       // The count is credited once the response has been sent, a moment after the client has it.
       await waitFor('counted: the file is gone', async () => (await fetchAs(url, 'resumer', { range: 'bytes=0-0' })).status === 404);
+    });
+
+    test('nearly a whole copy counts, whichever ranges it came in; limited images have no preview', async () => {
+      const data = randomBytes(200_000);
+      const b = await limited('2', [{ name: 'n.bin', data }], { key });
+      const url = `${srv.url}/api/v1/download/${b.files[0].id}`;
+      // All but the last byte, once: a copy in all but name.
+      const r = await fetchAs(url, 'almost', { range: `bytes=0-${data.length - 2}` });
+      assert.equal(r.status, 206);
+      assert.equal((await info(b.short_code)).files[0].downloads_remaining, 1, 'all but one byte counts');
+      // The same half twice: as many bytes as the file holds count too.
+      for (let k = 0; k < 2; k++) assert.equal((await fetchAs(url, 'halves', { range: 'bytes=0-99999' })).status, 206);
+      assert.equal((await call(srv, 'GET', `/api/v1/bundle/${b.short_code}`)).status, 404, 'both downloads counted: gone');
+      // An image under a limit: no preview anywhere (a preview is a copy nobody counts).
+      const png = Buffer.from('89504e470d0a1a0a0000000d49484452', 'hex');
+      const img = await limited('1', [{ name: 'p.png', data: png }], { key });
+      const imgId = img.files[0].id as number;
+      assert.equal((await call(srv, 'GET', `/d/${imgId}?preview=1`)).status, 404);
+      const mine = await call(srv, 'GET', '/api/v1/my/bundles', { headers: bearer(key) });
+      assert.ok(!('thumbnail_url' in mine.json.bundles.find((x: Json) => x.short_code === img.short_code).files[0]));
+      assert.doesNotMatch((await call(srv, 'GET', `/${img.short_code}`)).text, /preview=1/);
+      assert.equal((await info(img.short_code)).files[0].downloads_remaining, 1);
     });
 
     test('curl -C - after a break: one download', async () => {

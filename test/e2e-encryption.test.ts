@@ -124,7 +124,7 @@ describe(`end-to-end encryption with age (${backends()[0]})`, { skip }, () => {
     assert.equal(bundle!.is_encrypted, true);
     assert.equal(bundle!.description, null);
     const files = await srv.sql<{ id: number; name: string; mime_type: string }[]>`
-      select id, name, mime_type from files where bundle_id = ${bundle!.id} order by id`;
+      select id, name, mime_type from files where bundle_id = ${bundle!.id} order by seq`;
     assert.deepEqual(files.map((f) => f.name), ['1.age', 'manifest.age']);
 
     // The share page decrypts names and description, and saves the file decrypted.

@@ -450,7 +450,7 @@ describe('graceful shutdown', { skip: pgSkip ?? false }, () => {
 
       const sql = postgres(dbUrl, { max: 1, onnotice: () => {} });
       try {
-        const rows = await sql<{ name: string; size: number }[]>`select name, size::int from files order by id`;
+        const rows = await sql<{ name: string; size: number }[]>`select name, size::int from files order by seq`;
         assert.deepEqual(rows.map((r) => [r.name, r.size]), [['slow.bin', slowData.length]]);
       } finally {
         await sql.end();

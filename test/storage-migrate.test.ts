@@ -44,7 +44,7 @@ describe('sluice storage migrate into radosgw', { skip, timeout: 120_000 }, () =
   const send = async (files: Array<{ name: string; data: Buffer }>): Promise<Sent[]> => {
     const up: Json = await uploaded(disk, files);
     const rows = await disk.sql<{ id: number; storage_key: string }[]>`
-      select f.id, f.storage_key from files f join bundles b on b.id = f.bundle_id where b.short_code = ${up.short_code} order by f.id`;
+      select f.id, f.storage_key from files f join bundles b on b.id = f.bundle_id where b.short_code = ${up.short_code} order by f.seq`;
     const out = rows.map((r, i) => ({ code: up.short_code, key: r.storage_key, url: up.files[i].download_url, data: files[i]!.data }));
     sent.push(...out);
     return out;

@@ -45,5 +45,37 @@ for (const backend of backends()) {
         assertNoServerErrors(srv);
       });
     }
+
+    test('deferred-length appends racing for the room: exactly the ones that fit complete; nothing is wedged', async () => {
+      const first = await tusCall(srv, 'POST', '/api/v1/tus/', { ...OCTETS, 'upload-length': '1000', 'upload-metadata': tusMeta({ filename: 'a' }) }, randomBytes(1000));
+      assert.equal(first.status, 201, first.body);
+      const token = first.headers['sluice-upload-token']!;
+      const code = first.headers['sluice-short-code']!;
+      const room = CAP - 1000;
+      const piece = 6 * MiB; // two do not fit together
+      const locs: string[] = [];
+      for (let i = 0; i < 3; i++) {
+        const r = await tusCall(srv, 'POST', '/api/v1/tus/', { 'upload-defer-length': '1', 'upload-metadata': tusMeta({ filename: `d${i}`, upload_token: token }) });
+        assert.equal(r.status, 201, r.body);
+        locs.push(uploadPath(r.headers.location!));
+      }
+      // Each sends its whole file in one PATCH that declares its length.
+      const replies = await Promise.all(locs.map((loc) => tusPatch(srv, loc, 0, randomBytes(piece), { 'upload-length': String(piece) })));
+      const statuses = replies.map((r) => r.status).sort();
+      assert.deepEqual(statuses, [204, 413, 413], replies.map((r) => r.body).join());
+      const status = await call(srv, 'GET', `/api/v1/bundle/${code}/status`, { json: true });
+      assert.equal(status.json.total_size_bytes, 1000 + piece);
+      assert.equal(status.json.space_remaining, room - piece, 'the losers hold no room');
+      // A loser resumes with what still fits, and a later small append fits beside it.
+      const loser = locs[replies.findIndex((r) => r.status === 413)]!;
+      const head = await tusCall(srv, 'HEAD', loser);
+      assert.equal(head.headers['upload-offset'], '0', 'nothing of a refused PATCH was kept');
+      const rest = room - piece - 3;
+      assert.equal((await tusPatch(srv, loser, 0, randomBytes(rest), { 'upload-length': String(rest) })).status, 204);
+      const small = await upload(srv, [file('s.txt', 'abc')], { path: `/api/v1/upload/${token}` });
+      assert.equal(small.status, 200, JSON.stringify(small.json));
+      assert.equal((await call(srv, 'GET', `/api/v1/bundle/${code}/status`, { json: true })).json.space_remaining, 0);
+      assertNoServerErrors(srv);
+    });
   });
 }

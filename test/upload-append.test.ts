@@ -33,7 +33,7 @@ for (const backend of backends()) {
       for (const [i, f] of r.json.files.entries()) {
         assert.equal(f.name, added[i]!.name);
         assert.equal(f.size, added[i]!.data!.length);
-        assert.ok(Number.isInteger(f.id) && f.id > first.files[0]!.id);
+        assert.ok(Number.isSafeInteger(f.id) && f.id > 0 && f.id !== first.files[0]!.id);
         assert.equal(f.download_url, `/api/v1/download/${f.id}`);
         assert.equal(sha((await download(srv, f)).data), sha(added[i]!.data!));
       }
@@ -190,7 +190,7 @@ for (const backend of backends()) {
       assert.equal(status.json.total_size_bytes, base + ok.length * MiB);
       assert.ok((status.json.total_size_bytes as number) <= CAP);
       const rows = await srv.sql<{ id: number; size: number }[]>`
-        select f.id::int as id, f.size::int as size from files f join bundles b on b.id = f.bundle_id where b.short_code = ${b.short_code} order by f.id`;
+        select f.id::float8 as id, f.size::int as size from files f join bundles b on b.id = f.bundle_id where b.short_code = ${b.short_code} order by f.id`;
       assert.deepEqual(rows.map((r) => r.id), [b.files[0]!.id, ...ok.map((r) => r.json.files[0]!.id)].sort((x, y) => x - y));
       assert.equal(rows.reduce((n, r) => n + r.size, 0), base + ok.length * MiB);
       const info = await call(srv, 'GET', `/api/v1/bundle/${b.short_code}`, { json: true });

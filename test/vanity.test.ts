@@ -22,6 +22,10 @@ for (const backend of backends()) {
     });
     after(() => srv?.close());
 
+    /** Ends a freed name's 30-day hold, as if the days had passed. */
+    const endHold = async (name: string): Promise<void> => {
+      await srv.sql`update vanity_holds set held_until = now() - interval '1 second' where name = ${name.toLowerCase()}`;
+    };
     const bundleCount = async (): Promise<number> => Number((await srv.sql`select count(*)::int as n from bundles`)[0]!.n);
     const put = (code: string, body: unknown, key = premium): Promise<Res> =>
       call(srv, 'PUT', `/api/v1/my/bundles/${code}/vanity`, {
@@ -126,28 +130,41 @@ for (const backend of backends()) {
       assertError(await put(a.short_code, { name: 'x' }), 400, 'no vanity');
       r = await put(a.short_code, { vanity: 'renamed' });
       assert.equal(r.status, 200);
-      assert.equal((await call(srv, 'GET', '/later-name')).status, 404, 'the old name is free');
-      assert.equal((await put(b.short_code, { vanity: 'later-name' }, other)).status, 200);
+      assert.equal((await call(srv, 'GET', '/later-name')).status, 404, 'the old name serves nothing');
+      // A freed name stays its key's for 30 days: another key gets 409, its own key takes it back.
+      r = await put(b.short_code, { vanity: 'later-name' }, other);
+      assertError(r, 409, 'held');
+      assert.match(r.json.error, /30 days/);
+      assert.equal((await put(a.short_code, { vanity: 'later-name' })).status, 200, 'its own key takes it back');
       assertError(await call(srv, 'DELETE', `/api/v1/my/bundles/${a.short_code}/vanity`, { headers: bearer(other) }), 404, 'not the owner');
       r = await call(srv, 'DELETE', `/api/v1/my/bundles/${a.short_code}/vanity`, { headers: bearer(premium) });
       assert.equal(r.status, 200, r.text);
-      assert.equal((await call(srv, 'GET', '/renamed')).status, 404);
-      assert.equal((await put(b.short_code, { vanity: 'renamed' }, other)).status, 200, 'free again');
+      assert.equal((await call(srv, 'GET', '/later-name')).status, 404);
+      assertError(await put(b.short_code, { vanity: 'later-name' }, other), 409, 'held after DELETE too');
+      await endHold('later-name');
+      assert.equal((await put(b.short_code, { vanity: 'later-name' }, other)).status, 200, 'free once the hold is over');
     });
 
-    test('a deleted or expired bundle frees its name', async () => {
+    test('a deleted or expired bundle frees its name: at once for its key, after 30 days for others', async () => {
       const a = (await named('short-lived')).json;
       assert.equal((await call(srv, 'DELETE', `/api/v1/my/bundles/${a.short_code}`, { headers: bearer(premium) })).status, 200);
       assert.equal((await call(srv, 'GET', '/short-lived')).status, 404);
+      assertError(await named('short-lived', other), 409, 'held for its key');
+      await endHold('short-lived');
       const b = await named('short-lived', other);
       assert.equal(b.status, 201, b.text);
       // Expired but not yet swept: the row still holds the name until someone claims it.
       await srv.sql`update bundles set expires_at = now() - interval '1 minute' where short_code = ${b.json.short_code}`;
       assert.equal((await call(srv, 'GET', '/short-lived')).status, 404);
       assert.equal((await call(srv, 'GET', '/zip/short-lived')).status, 404);
-      const c = await named('Short-Lived');
-      assert.equal(c.status, 201, c.text);
+      assertError(await named('Short-Lived'), 409, 'held for the key of the expired bundle');
+      const again = await named('Short-Lived', other);
+      assert.equal(again.status, 201, again.text);
       assert.equal((await call(srv, 'GET', '/short-lived')).status, 200);
+      // The 30 days count from when the name stopped serving: the expiry, not the sweep.
+      await srv.sql`update bundles set expires_at = now() - interval '31 days' where short_code = ${again.json.short_code}`;
+      const c = await named('short-LIVED');
+      assert.equal(c.status, 201, c.text);
     });
 
     test('tus: vanity in the metadata, checked at creation, named on completion', async () => {

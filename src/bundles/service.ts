@@ -12,7 +12,9 @@ import { cleanDescription, descriptionProblem, isEmail } from '../util/names.ts'
 import { DAY_MS } from '../util/time.ts';
 import { checkVanity } from '../sharing/vanity.ts';
 import { parseMaxDownloads } from '../sharing/limits.ts';
-import { claimVanity, vanityFree } from '../db/vanity.ts';
+import { checkVanityFree, claimVanity } from '../db/vanity.ts';
+import { ANY_STATE, mayChange, refuseChange } from './guard.ts';
+import { changeState } from '../db/bundle-room.ts';
 
 /**
  * The domain side of storing files into bundles, shared by multipart uploads (routes/upload.ts) and
@@ -116,7 +118,7 @@ export async function validateFields(
   };
   const cx: FieldContext = { caller, reservedNames: deps.reservedNames };
   for (const check of Object.values(FIELD_CHECKS)) check(raw, out, cx);
-  if (out.vanity && !(await vanityFree(deps.sql, out.vanity))) throw new AppError('VANITY_TAKEN');
+  if (out.vanity) await checkVanityFree(deps.sql, out.vanity, limits.apiKeyId);
   const password = optional(raw.access_password);
   out.accessPasswordHash = password === null ? null : await deps.passwords.hash(password);
   return out;
@@ -128,13 +130,18 @@ export function checkFileCount(n: number): void {
   if (n > MAX_FILES_PER_BUNDLE) throw new AppError('TOO_MANY_FILES');
 }
 
-/** The bundle an upload token opens, unexpired; INVALID_UPLOAD_TOKEN or BUNDLE_EXPIRED otherwise. */
-export async function resolveUploadToken(deps: Pick<BundleDeps, 'sql'>, token: string): Promise<BundleRow> {
+/**
+ * The bundle an upload token opens, if the bundle guard lets its holder add to it, with the room
+ * left in it; INVALID_UPLOAD_TOKEN or the guard's refusal otherwise.
+ */
+export async function resolveUploadToken(deps: Pick<BundleDeps, 'sql'>, token: string): Promise<BundleRow & { room: number }> {
   if (!UPLOAD_TOKEN_RE.test(token)) throw new AppError('INVALID_UPLOAD_TOKEN');
   const bundle = await findBundleByTokenHash(deps.sql, hashSecret(token));
   if (!bundle || !secretMatches(token, bundle.upload_token_hash)) throw new AppError('INVALID_UPLOAD_TOKEN');
-  if (bundle.is_expired) throw new AppError('BUNDLE_EXPIRED');
-  return bundle;
+  const state = await changeState(deps.sql, bundle.id);
+  if (!state) throw new AppError('INVALID_UPLOAD_TOKEN');
+  refuseChange(state, 'add', 'holder');
+  return { ...bundle, room: state.room };
 }
 
 export interface CreatedBundle {
@@ -174,9 +181,9 @@ export async function createFromParts(
   if (vanity !== null) {
     try {
       // (false: the bundle went away meanwhile, which nobody could have done before learning its code)
-      if (!(await claimVanity(deps.sql, bundle.id, vanity))) throw new AppError('VANITY_TAKEN');
+      if (!(await claimVanity(deps.sql, bundle.id, vanity, mayChange('rename', 'owner')))) throw new AppError('VANITY_TAKEN');
     } catch (err) {
-      await deleteBundle(deps.sql, bundle.id);
+      await deleteBundle(deps.sql, bundle.id, ANY_STATE);
       throw err;
     }
   }
@@ -184,9 +191,9 @@ export async function createFromParts(
 }
 
 /**
- * Commits (already published) files into an existing bundle under its row lock, within its cap and
- * `maxFiles` (an upload request's max_files); `completingTus` names the tus upload they finish (see
- * appendFiles). Returns the rows and the bundle.
+ * Commits (already published) files into an existing bundle under its row lock, if the bundle guard
+ * lets its holder add to it, within its cap and `maxFiles` (an upload request's max_files);
+ * `completingTus` names the tus upload they finish (see appendFiles). Returns the rows and the bundle.
  */
 export async function appendParts(
   deps: Pick<BundleDeps, 'sql' | 'bundles'>,
@@ -195,7 +202,7 @@ export async function appendParts(
   completingTus: string | null = null,
   maxFiles = MAX_FILES_PER_BUNDLE,
 ): Promise<{ rows: FileRow[]; bundle: BundleRow }> {
-  const rows = await appendFiles(deps.sql, bundleId, files, completingTus, maxFiles);
+  const rows = await appendFiles(deps.sql, bundleId, files, mayChange('add', 'holder'), completingTus, maxFiles);
   deps.bundles.invalidate(bundleId);
   const bundle = await findBundleById(deps.sql, bundleId);
   if (!bundle) throw new AppError('INVALID_UPLOAD_TOKEN');
@@ -203,4 +210,4 @@ export async function appendParts(
 }
 
 /** Undoes createFromParts when its uploader went away before learning the token. */
-export const removeBundle = (deps: Pick<BundleDeps, 'sql'>, bundleId: number): Promise<string[]> => deleteBundle(deps.sql, bundleId);
+export const removeBundle = (deps: Pick<BundleDeps, 'sql'>, bundleId: number): Promise<string[]> => deleteBundle(deps.sql, bundleId, ANY_STATE);

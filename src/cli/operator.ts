@@ -12,6 +12,7 @@ import type { BlobStore } from '../storage/blob-store.ts';
 import { createHashBackfill } from '../abuse/backfill.ts';
 import { countUnhashed } from '../db/file-hashes.ts';
 import { humanSize, plural } from '../web/html.ts';
+import { ANY_STATE } from '../bundles/guard.ts';
 
 /** What an operator command is given: its arguments (no --by), who runs it, and where output goes. */
 export interface OperatorRun {
@@ -62,7 +63,7 @@ export async function bundlesCommand(r: OperatorRun): Promise<void> {
     await expireAudited(r.sql, b, r.operator);
     r.out(b.quarantined_at ? `expired ${target} (quarantined: kept until released)` : `expired ${target}`);
   } else if (action === 'delete') {
-    const keys = await deleteBundle(r.sql, b.id);
+    const keys = await deleteBundle(r.sql, b.id, ANY_STATE);
     await audit(r.sql, 'bundles delete', target, r.operator, `${keys.length} file(s)`);
     await r.withStore((store) => Promise.all(keys.map((k) => store.delete(k))));
     r.out(`deleted ${target}`);

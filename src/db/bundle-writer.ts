@@ -1,5 +1,5 @@
 import type { Sql } from './client.ts';
-import { hashesOf, insertBundles, type BundleInsert, type InsertedBundle, type NewBundle, type NewFile } from './bundles.ts';
+import { hashesOf, insertBundles, withFreshFileIds, type BundleInsert, type InsertedBundle, type NewBundle, type NewFile } from './bundles.ts';
 import { blockedAmong } from './abuse.ts';
 import { AppError } from '../errors.ts';
 
@@ -76,7 +76,8 @@ export function createBundleWriter(deps: {
    * Writes the group; with hashes recorded, in a transaction that first asks which are blocked (see
    * blockedAmong): a bundle holding one is refused and not written, the others are.
    */
-  const insertGroup = async (group: Waiting[]): Promise<(InsertedBundle | null | 'blocked')[]> => {
+  const insertGroup = (group: Waiting[]): Promise<(InsertedBundle | null | 'blocked')[]> => withFreshFileIds(() => insertOnce(group));
+  const insertOnce = async (group: Waiting[]): Promise<(InsertedBundle | null | 'blocked')[]> => {
     const each = group.map((w) => hashesOf(w.item.files));
     const hashes = each.flat();
     if (hashes.length === 0) return insertBundles(sql, group.map((w) => w.item), deps.newCode);

@@ -2,7 +2,7 @@ import { listFilesInPages } from './file-pages.ts';
 import type { Sql } from './client.ts';
 import { AppError } from '../errors.ts';
 import { newShortCode } from '../auth/tokens.ts';
-import { ACTIVE_BUNDLE, BUNDLE_COLS, EXPIRED_BUNDLE, lockWithReserved, tusReserved } from './bundle-room.ts';
+import { ACTIVE_BUNDLE, BUNDLE_COLS, lockForChange, tusReserved, type ChangeCheck } from './bundle-room.ts';
 import { refuseQuarantined } from '../abuse/quarantine.ts';
 import { blockedAmong } from './abuse.ts';
 
@@ -66,6 +66,22 @@ export interface NewBundle {
   expiresAt: Date | null;
   /** Complete downloads allowed of each file; null or absent: no limit. */
   maxDownloads?: number | null;
+}
+
+/**
+ * Runs `insert` again when a new file's random id was drawn twice (sql/0019_random_file_ids.sql:
+ * about once in 10^9 inserts among 10^7 files); the statement or transaction failed whole.
+ */
+export async function withFreshFileIds<T>(insert: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await insert();
+    } catch (err) {
+      const e = err as { code?: string; constraint_name?: string };
+      if (attempt < 3 && e.code === '23505' && e.constraint_name === 'files_pkey') continue;
+      throw err;
+    }
+  }
 }
 
 /** Zero-byte files pass the size cap; this bounds what one bundle's listing and zip must hold. */
@@ -142,7 +158,7 @@ export async function insertBundles(
       order by y.m
       returning *
     )
-    select b.*, false as is_expired, ${sql.unsafe(FILE_COLS_AS)} from b join f on f.bundle_id = b.id order by f.id`;
+    select b.*, false as is_expired, ${sql.unsafe(FILE_COLS_AS)} from b join f on f.bundle_id = b.id order by f.seq`;
   const byCode = new Map<string, InsertedBundle>();
   for (const r of rows) {
     const code = r.short_code as string;
@@ -163,7 +179,7 @@ export const hashesOf = (files: NewFile[]): string[] => files.flatMap((f) => (f.
 
 async function insertFiles(tx: Sql, bundleId: number, files: NewFile[]): Promise<FileRow[]> {
   const rows: FileRow[] = [];
-  // One statement per file keeps ids in upload order; bundles rarely hold more than a handful per request.
+  // One statement per file keeps `seq` in upload order; bundles rarely hold more than a handful per request.
   for (const f of files) {
     const [row] = await tx<FileRow[]>`
       insert into files (bundle_id, storage_key, name, size, mime_type, crc32, sha256)
@@ -179,25 +195,24 @@ async function insertFiles(tx: Sql, bundleId: number, files: NewFile[]): Promise
  * (less what tus uploads reserved). `completingTus` is the tus upload these files finish: its own
  * reservation is the room it uses, and it is marked completed in the same transaction, so no
  * concurrent append ever sees its bytes counted twice (as a file and as a reservation).
- * Throws SIZE_EXCEEDED or BUNDLE_EXPIRED (nothing is written then).
+ * Throws what `check` (bundles/guard.ts) refuses, or SIZE_EXCEEDED (nothing is written then).
  */
 export async function appendFiles(
   sql: Sql,
   bundleId: number,
   files: NewFile[],
+  check: ChangeCheck,
   completingTus: string | null = null,
   /** A smaller bound on the bundle's files (an upload request's max_files). */
   maxFiles = MAX_FILES_PER_BUNDLE,
 ): Promise<FileRow[]> {
   const added = files.reduce((n, f) => n + f.size, 0);
   const hashes = hashesOf(files);
-  return sql.begin(async (tx) => {
+  return withFreshFileIds(() => sql.begin(async (tx) => {
     // Before the bundle's row lock: a block takes its lock first and then bundle rows.
     if (hashes.length > 0 && (await blockedAmong(tx as unknown as Sql, hashes)).size > 0) throw new AppError('BLOCKED_CONTENT');
-    const b = await lockWithReserved(tx as unknown as Sql, bundleId, completingTus);
+    const b = await lockForChange(tx as unknown as Sql, bundleId, check, completingTus);
     if (!b) throw new AppError('INVALID_UPLOAD_TOKEN');
-    refuseQuarantined(b);
-    if (b.is_expired) throw new AppError('BUNDLE_EXPIRED');
     if (b.total_size_bytes + b.reserved + added > b.max_size_bytes) throw new AppError('SIZE_EXCEEDED');
     if (b.file_count + files.length > maxFiles) {
       throw maxFiles === MAX_FILES_PER_BUNDLE ? new AppError('TOO_MANY_FILES') : new AppError('TOO_MANY_FILES', `This upload request takes at most ${maxFiles} files`);
@@ -209,7 +224,7 @@ export async function appendFiles(
       await tx`update tus_uploads set completed_at = now(), file_id = ${rows[0]!.id} where id = ${completingTus}`;
     }
     return rows;
-  });
+  }) as Promise<FileRow[]>);
 }
 
 /** An active (unexpired) bundle by code. */
@@ -253,13 +268,16 @@ export async function findBundleByTokenHash(sql: Sql, hash: Buffer): Promise<Bun
 }
 
 export const listFiles = (sql: Sql, bundleId: number): Promise<FileRow[]> =>
-  sql<FileRow[]>`select * from files where bundle_id = ${bundleId} order by id`;
+  sql<FileRow[]>`select * from files where bundle_id = ${bundleId} order by seq`;
 
-/** Deletes the bundle (files cascade); returns the storage keys to unlink after commit. */
-export async function deleteBundle(sql: Sql, bundleId: number): Promise<string[]> {
+/**
+ * Deletes the bundle (files cascade) if `check` allows; returns the storage keys to unlink after
+ * commit (none when the bundle was already gone).
+ */
+export async function deleteBundle(sql: Sql, bundleId: number, check: ChangeCheck): Promise<string[]> {
   return sql.begin(async (tx) => {
     // Lock the bundle first: an append committing meanwhile would add rows whose keys we never saw.
-    await tx`select id from bundles where id = ${bundleId} for update`;
+    if (!(await lockForChange(tx as unknown as Sql, bundleId, check))) return [];
     const keys = await tx<{ storage_key: string }[]>`delete from files where bundle_id = ${bundleId} returning storage_key`;
     await tx`delete from bundles where id = ${bundleId}`;
     return keys.map((k) => k.storage_key);

@@ -3,6 +3,12 @@ import type { Sql } from './client.ts';
 // Download sessions of limited bundles (sql/0014_download_limits.sql); sharing/limits.ts tells the
 // rule they keep. Every step runs under the bundle's row lock.
 
+/**
+ * What a client may lack and still count as served a whole copy: a file's 64th, at most 64 KiB
+ * (`f` is the file's row).
+ */
+const NEARLY_WHOLE_SQL = 'least(65536, f.size / 64)';
+
 /** A session untouched this long gives its download back. */
 const SESSION_LEASE = '6 hours';
 
@@ -91,7 +97,8 @@ export async function creditDownload(
             sent = d.sent + ${to - from}, touched_at = now()
         from files f
         where d.id = ${id} and f.id = d.file_id
-        returning d.covered @> int8range(0, f.size) or d.sent >= 2 * f.size as whole`; // (RETURNING sees the row as updated)
+        returning d.sent >= f.size
+               or (select coalesce(sum(upper(r) - lower(r)), 0) from unnest(d.covered) r) >= f.size - ${tx.unsafe(NEARLY_WHOLE_SQL)} as whole`; // (RETURNING sees the row as updated)
       if (!row?.whole) continue;
       await tx`delete from download_sessions where id = ${id}`;
       counted = true;

@@ -1,7 +1,7 @@
 // Single files of bundles: the download lookup with its access fields, and deleting one file.
 import type { Sql } from './client.ts';
 import type { FileRow } from './bundles.ts';
-import { ACTIVE_BUNDLE, EXPIRED_BUNDLE } from './bundle-room.ts';
+import { ACTIVE_BUNDLE, EXPIRED_BUNDLE, lockForChange, type ChangeCheck } from './bundle-room.ts';
 import { refuseQuarantined } from '../abuse/quarantine.ts';
 
 /** A file of an active bundle, with the bundle fields its access checks need. */
@@ -33,11 +33,15 @@ export async function findFileWithToken(
   return row;
 }
 
-/** Removes one file and adjusts its bundle's totals; returns the storage key, or undefined. */
-export async function deleteFile(sql: Sql, fileId: number): Promise<string | undefined> {
+/**
+ * Removes one file of bundle `bundleId` if `check` allows, and adjusts the bundle's totals; returns
+ * the storage key, or undefined when there is no such file in it.
+ */
+export async function deleteFile(sql: Sql, fileId: number, bundleId: number, check: ChangeCheck): Promise<string | undefined> {
   return sql.begin(async (tx) => {
+    if (!(await lockForChange(tx as unknown as Sql, bundleId, check))) return undefined;
     const [f] = await tx<{ storage_key: string; size: number; bundle_id: number }[]>`
-      delete from files where id = ${fileId} returning storage_key, size, bundle_id`;
+      delete from files where id = ${fileId} and bundle_id = ${bundleId} returning storage_key, size, bundle_id`;
     if (!f) return undefined;
     await tx`update bundles set total_size_bytes = total_size_bytes - ${f.size}, file_count = file_count - 1
              where id = ${f.bundle_id}`;

@@ -17,7 +17,7 @@ export async function listKeyBundles(sql: Sql, keyId: number): Promise<Array<Bun
     where b.api_key_id = ${keyId} and ${sql.unsafe(ACTIVE_BUNDLE)}
     order by b.created_at desc, b.id desc limit 100`;
   const ids = bundles.map((b) => b.id);
-  const files = ids.length ? await sql<FileRow[]>`select * from files where bundle_id = any(${ids}) order by id` : [];
+  const files = ids.length ? await sql<FileRow[]>`select * from files where bundle_id = any(${ids}) order by seq` : [];
   const byBundle = new Map<number, FileRow[]>();
   for (const f of files) {
     const list = byBundle.get(f.bundle_id);

@@ -19,6 +19,11 @@ export function deleteExpiredBundles(sql: Sql): Promise<{ bundles: number; keys:
   });
 }
 
+/** Forgets vanity names whose 30-day hold is over (sql/0018_vanity_holds.sql). */
+export async function pruneVanityHolds(sql: Sql): Promise<number> {
+  return (await sql`delete from vanity_holds where held_until <= now() returning 1`).length;
+}
+
 /** Which of these storage keys a committed file row names. */
 export async function knownStorageKeys(sql: Sql, keys: readonly string[]): Promise<Set<string>> {
   const rows = await sql<{ storage_key: string }[]>`select storage_key from files where storage_key = any(${keys as string[]})`;

@@ -1,6 +1,6 @@
 import type { Sql } from './client.ts';
 import { stillHeld, type UploadLock, type UploadLocks } from './upload-locks.ts';
-import { lockWithReserved } from './bundle-room.ts';
+import { lockForChange, type ChangeCheck } from './bundle-room.ts';
 import { AppError } from '../errors.ts';
 import type { NewBundleFields } from '../bundles/service.ts';
 import { refuseQuarantined } from '../abuse/quarantine.ts';
@@ -41,10 +41,10 @@ export async function insertUpload(sql: Sql, u: NewUpload): Promise<void> {
  * and what unfinished uploads to it have declared (or received, when their length is deferred).
  * Counted after the bundle's row lock is granted, so concurrent creations cannot both reserve the same room.
  */
-export async function reserveInBundle(sql: Sql, bundleId: number, length: number | null, u: NewUpload): Promise<void> {
+export async function reserveInBundle(sql: Sql, bundleId: number, length: number | null, u: NewUpload, check: ChangeCheck): Promise<void> {
   await sql.begin(async (tx) => {
-    const b = await lockWithReserved(tx as unknown as Sql, bundleId);
-    if (!b || b.is_expired) throw new AppError('BUNDLE_EXPIRED');
+    const b = await lockForChange(tx as unknown as Sql, bundleId, check);
+    if (!b) throw new AppError('BUNDLE_EXPIRED');
     const room = b.max_size_bytes - b.total_size_bytes - b.reserved;
     if ((length ?? 0) > room) throw new AppError('UPLOAD_TOO_LARGE', 'Bundle size limit exceeded');
     await insertUpload(tx as unknown as Sql, { ...u, max_bytes: Math.max(0, room) });
@@ -70,6 +70,27 @@ export async function holdUpload(sql: Sql, locks: UploadLocks, id: string): Prom
   if (row) return { lock, row };
   await lock.release();
   return undefined;
+}
+
+/**
+ * Reserves room for a PATCH to deferred-length upload `id` in bundle `bundleId` before its body is
+ * read: room for the upload to reach `upTo` bytes, beside what the bundle holds and other uploads
+ * reserve, under the bundle's row lock, so two deferred appends can never both stream past the room
+ * and then both fail to complete. UPLOAD_TOO_LARGE (nothing reserved) when it does not fit, or what
+ * `check` refuses. releaseAhead gives the reservation back once the PATCH ends.
+ */
+export async function reserveAhead(sql: Sql, id: string, bundleId: number, upTo: number, check: ChangeCheck): Promise<void> {
+  await sql.begin(async (tx) => {
+    const b = await lockForChange(tx as unknown as Sql, bundleId, check, id);
+    if (!b) throw new AppError('BUNDLE_EXPIRED');
+    if (upTo > b.max_size_bytes - b.total_size_bytes - b.reserved) throw new AppError('UPLOAD_TOO_LARGE', 'Bundle size limit exceeded');
+    await tx`update tus_uploads set reserved_bytes = ${upTo} where id = ${id}`;
+  });
+}
+
+/** Ends a reservation made by reserveAhead: the upload holds what it received from then on. */
+export async function releaseAhead(sql: Sql, id: string): Promise<void> {
+  await sql`update tus_uploads set reserved_bytes = 0 where id = ${id} and reserved_bytes > 0`;
 }
 
 /**

@@ -47,4 +47,6 @@ export const streamFile = (
   headers: Array<[string, string]>,
   start: number,
   length: number,
-): Promise<boolean> => streamBody(ctx, status, headers, length, fileSource(store, key, start, size));
+  /** Wraps the file's source (a limited bundle's credit, see sharing/limits.ts). */
+  wrap: (source: BodySource) => BodySource = (s) => s,
+): Promise<boolean> => streamBody(ctx, status, headers, length, wrap(fileSource(store, key, start, size)));

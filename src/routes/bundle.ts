@@ -11,6 +11,7 @@ import { parseFileId } from './download.ts';
 import type { Deps } from './deps.ts';
 import { fileWithRemaining, limitJson } from '../sharing/limits.ts';
 import { refuseQuarantined } from '../abuse/quarantine.ts';
+import { mayChange } from '../bundles/guard.ts';
 
 export function bundleRoutes(deps: Deps): Route[] {
   return [
@@ -80,7 +81,7 @@ async function removeBundle(ctx: Ctx, deps: Deps): Promise<void> {
   if (!UPLOAD_TOKEN_RE.test(token) || !secretMatches(token, bundle.upload_token_hash)) {
     throw new AppError('INVALID_UPLOAD_TOKEN');
   }
-  const keys = await deleteBundle(deps.sql, bundle.id);
+  const keys = await deleteBundle(deps.sql, bundle.id, mayChange('delete', 'holder'));
   deps.bundles.invalidate(bundle.id);
   await removeStored(deps, keys);
   sendJson(ctx, 200, { success: true });
@@ -98,8 +99,8 @@ async function removeFile(ctx: Ctx, deps: Deps): Promise<void> {
   const token = (bearer !== undefined && UPLOAD_TOKEN_RE.test(bearer) ? bearer : null) ?? ctx.query.get('upload_token') ?? bearer ?? '';
   if (token === '') throw new AppError('UPLOAD_TOKEN_REQUIRED');
   const row = await findFileWithToken(deps.sql, id);
-  // No such file and another bundle's file (locked or expired ones included) get one answer: file
-  // ids are sequential, so any difference would list which exist. It is the spec's 403 "access
+  // No such file and another bundle's file (locked or expired ones included) get one answer: any
+  // difference would tell which ids exist (older ids are sequential). It is the spec's 403 "access
   // denied", since the spec gives this endpoint no 404; the token is compared either way.
   const denied = (): AppError => new AppError('INVALID_UPLOAD_TOKEN', 'Access denied: invalid upload token');
   const matches = secretMatches(token, row?.upload_token_hash ?? NO_BUNDLE);
@@ -112,11 +113,12 @@ async function removeFile(ctx: Ctx, deps: Deps): Promise<void> {
 }
 
 /**
- * Deletes one file of bundle `bundleId` once its caller is authorized: the row and the bundle's
- * totals, then its bytes. False when it was already gone.
+ * Deletes one file of bundle `bundleId` for a holder of the bundle's secret (its upload token, or
+ * the file's tus upload URL), if the bundle guard allows: the row and the bundle's totals, then its
+ * bytes. False when it was already gone.
  */
 export async function removeOneFile(deps: Deps, fileId: number, bundleId: number): Promise<boolean> {
-  const key = await deleteFile(deps.sql, fileId);
+  const key = await deleteFile(deps.sql, fileId, bundleId, mayChange('remove-file', 'holder'));
   deps.bundles.invalidate(bundleId);
   if (key === undefined) return false;
   await removeStored(deps, [key]);

@@ -6,6 +6,7 @@ import { findActiveBundle } from '../db/bundles.ts';
 import { findDownloadableFile } from '../db/files.ts';
 import { SHORT_CODE_RE } from '../auth/tokens.ts';
 import { createLimiter } from '../thumbs/limit.ts';
+import { hasPreview } from '../thumbs/previewable.ts';
 import { createPreviews, MAX_INPUT_PIXELS, PREVIEW_MEMORY_BYTES, type Previews } from '../thumbs/preview.ts';
 import { CARD_H, CARD_W, cardFields, createOgCards, type OgCards } from '../thumbs/og-card.ts';
 import { createRenderer } from '../thumbs/render-process.ts';
@@ -64,10 +65,8 @@ async function fileOrPreview(ctx: Ctx, deps: Deps, previews: Previews): Promise<
     return;
   }
   if (!readable && !deps.signer.verifyPreview(file.id, exp, sig)) throw new AppError('FILE_NOT_FOUND');
-  // Untrusted SVG is never rasterized; the content itself is sniffed again before decoding. An
-  // encrypted bundle holds ciphertext whatever its type says: nothing to preview.
-  const mime = file.mime_type.toLowerCase();
-  if (!mime.startsWith('image/') || mime.startsWith('image/svg') || file.is_encrypted) throw new AppError('FILE_NOT_FOUND');
+  // (the content itself is sniffed again before decoding)
+  if (!hasPreview(file.mime_type, { encrypted: file.is_encrypted, maxDownloads: file.max_downloads })) throw new AppError('FILE_NOT_FOUND');
   const etag = `"${THUMB_ETAG}-${fileTag(file)}"`;
   const headers: Array<[string, string]> = [
     ['ETag', etag],

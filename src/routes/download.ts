@@ -82,7 +82,7 @@ export async function sendStoredFile(ctx: Ctx, deps: Deps, file: DownloadRow): P
   const limited = file.max_downloads === null ? null : await limitedResponse(deps, ctx, file.bundle_id, [{ fileId: file.id, from: start, to: start + length }]);
   let complete: boolean;
   try {
-    complete = await streamFile(ctx, deps.blobs, file.storage_key, file.size, status, headers, start, length);
+    complete = await streamFile(ctx, deps.blobs, file.storage_key, file.size, status, headers, start, length, limited?.wrap(length));
   } catch (err) {
     // Deleted between the row lookup and the open: it is simply gone.
     if (isBlobError(err, 'NOT_FOUND')) throw new AppError('FILE_NOT_FOUND');

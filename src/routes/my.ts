@@ -10,6 +10,8 @@ import { sqlUtc } from '../util/time.ts';
 import type { Deps } from './deps.ts';
 import { vanityUrl } from '../sharing/vanity.ts';
 import { limitJson } from '../sharing/limits.ts';
+import { mayChange } from '../bundles/guard.ts';
+import { hasPreview } from '../thumbs/previewable.ts';
 
 export function myRoutes(deps: Deps): Route[] {
   return [
@@ -50,8 +52,7 @@ async function myBundles(ctx: Ctx, deps: Deps): Promise<void> {
           download_url: `/api/v1/download/${f.id}`,
         };
         if (b.max_downloads !== null) out.downloads_remaining = Math.max(0, b.max_downloads - f.downloads_done);
-        // Previews are raster images only: SVG is never rasterized (untrusted markup), ciphertext has none.
-        if (f.mime_type.startsWith('image/') && f.mime_type !== 'image/svg+xml' && !b.is_encrypted) {
+        if (hasPreview(f.mime_type, { encrypted: b.is_encrypted, maxDownloads: b.max_downloads })) {
           const base = `/d/${f.id}?preview=1`;
           out.thumbnail_url = b.access_password_hash === null ? base : `${base}&${deps.signer.previewQuery(f.id)}`;
         }
@@ -87,7 +88,7 @@ async function deleteMine(ctx: Ctx, deps: Deps): Promise<void> {
   if (!SHORT_CODE_RE.test(code)) throw new AppError('INVALID_SHORT_CODE');
   const id = await findOwnedBundleId(deps.sql, code, key.id);
   if (id === undefined) throw new AppError('NOT_OWNER');
-  const keys = await deleteBundle(deps.sql, id);
+  const keys = await deleteBundle(deps.sql, id, mayChange('delete', 'owner'));
   deps.bundles.invalidate(id);
   await Promise.all(keys.map((k) => deps.blobs.delete(k).catch((err: unknown) => deps.log.warn({ err }, 'file not removed'))));
   sendJson(ctx, 200, { success: true, deleted_short_code: code });

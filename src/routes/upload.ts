@@ -4,7 +4,6 @@ import type { Route } from '../http/server.ts';
 import { ingestMultipart, type IngestedFile, type IngestResult } from '../ingest/multipart.ts';
 import { AppError, toAppError } from '../errors.ts';
 import type { NewFile } from '../db/bundles.ts';
-import { bundleRoom } from '../db/bundle-room.ts';
 import { appendParts, checkFileCount, createFromParts, removeBundle, resolveUploadToken, validateFields } from '../bundles/service.ts';
 import { isoUtc } from '../util/time.ts';
 import { refuseOtherSite } from '../http/cross-site.ts';
@@ -108,7 +107,7 @@ async function appendToBundle(ctx: Ctx, deps: Deps, inflightByBundle: Map<number
   };
   let result: IngestResult;
   try {
-    const { room } = await bundleRoom(deps.sql, id);
+    const room = bundle.room;
     result = await ingest.start((n) => {
       if (state.streaming + (state.committed - committedBefore) + n > room) return false;
       mine += n;

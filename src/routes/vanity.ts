@@ -7,6 +7,7 @@ import { SHORT_CODE_RE } from '../auth/tokens.ts';
 import { checkVanity, vanityPlan, vanityUrl } from '../sharing/vanity.ts';
 import { claimVanity, findOwnedLiveBundle, releaseVanity } from '../db/vanity.ts';
 import type { Deps } from './deps.ts';
+import { mayChange } from '../bundles/guard.ts';
 
 /**
  * PUT|DELETE /api/v1/my/bundles/<code>/vanity: names (or un-names) one of the key's live bundles.
@@ -45,7 +46,7 @@ async function putVanity(ctx: Ctx, deps: Deps): Promise<void> {
   if (typeof name !== 'string') throw new AppError('INVALID_VANITY');
   checkVanity(name, caller, deps.reservedNames);
   const b = await ownBundle(ctx, deps, caller.apiKey!.id);
-  if (!(await claimVanity(deps.sql, b.id, name))) throw new AppError('NOT_OWNER');
+  if (!(await claimVanity(deps.sql, b.id, name, mayChange('rename', 'owner')))) throw new AppError('NOT_OWNER');
   deps.bundles.invalidate(b.id);
   sendJson(ctx, 200, { success: true, short_code: b.short_code, share_url: `/${b.short_code}`, vanity_url: vanityUrl(name) });
 }
@@ -53,7 +54,7 @@ async function putVanity(ctx: Ctx, deps: Deps): Promise<void> {
 async function deleteVanity(ctx: Ctx, deps: Deps): Promise<void> {
   const key = deps.access.requireKey(await deps.access.callerOf(ctx));
   const b = await ownBundle(ctx, deps, key.id);
-  await releaseVanity(deps.sql, b.id);
+  await releaseVanity(deps.sql, b.id, mayChange('rename', 'owner'));
   deps.bundles.invalidate(b.id);
   sendJson(ctx, 200, { success: true, short_code: b.short_code, vanity_url: null });
 }

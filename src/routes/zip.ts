@@ -89,7 +89,7 @@ async function sendZip(ctx: Ctx, deps: Deps, plans: ZipPlans, listedAgain = fals
   const limited = reached.length === 0 ? null : await limitedResponse(deps, ctx, bundle.id, reached);
   let complete: boolean;
   try {
-    complete = await sendZipRange(ctx, deps.blobs, layout, keys, status, headers, start, length);
+    complete = await sendZipRange(ctx, deps.blobs, layout, keys, status, headers, start, length, limited?.wrap(length));
   } catch (err) {
     // (nothing was sent: the retry takes the sessions again)
     await limited?.credit([]);

@@ -4,6 +4,7 @@ import { AppError } from '../errors.ts';
 import type { Ctx } from '../http/context.ts';
 import type { Deps } from '../routes/deps.ts';
 import type { ZipLayout } from '../zip/layout.ts';
+import type { BodySource } from '../http/body-pump.ts';
 
 export type { FilePiece };
 
@@ -20,8 +21,10 @@ export type { FilePiece };
  *   new session takes one of the file's downloads, and only while one is left: live sessions plus complete downloads never pass the limit, so clients racing for the
  *   last download get it exactly once, even from one address with one user agent. HEAD takes nothing.
  * - Every response, whole or cut, adds what it sent to its session. The download counts when the
- *   session has been sent every byte of the file (or twice the file's size: a client that never
- *   asks for some byte cannot keep it forever); the session then ends.
+ *   session has been sent nearly every byte of the file (all but its 64th, at most 64 KiB), or as
+ *   many bytes as the file holds, whichever ranges they were; the session then ends. A response is
+ *   credited just before its last read, so the count is committed before its last bytes go out.
+ * - A limited file has no preview (thumbs/previewable.ts): a preview is a copy no limit counts.
  * - A session untouched for a while (SESSION_LEASE in db/download-sessions.ts) gives its download back.
  * - When a file's downloads are all counted, the file is deleted (404 on every path, like an
  *   expired one); when that was the bundle's last file, the bundle expires.
@@ -57,15 +60,21 @@ export const limitJson = (max: number | null): { max_downloads?: number } => (ma
 
 /** What a response of a limited bundle does once its bytes went out. */
 export interface LimitedResponse {
-  /** Credits what the response sent of each file (whole or cut); never throws. */
+  /**
+   * Wraps the response's body source of `length` bytes so that everything it was admitted for is
+   * credited as sent just before its last read: the count is committed before the last bytes go
+   * out, so the client's next request already sees it (read-your-writes).
+   */
+  wrap(length: number): (source: BodySource) => BodySource;
+  /** Credits what the response sent of each file (whole or cut), unless wrap() did; never throws. */
   credit(sent: readonly FilePiece[]): Promise<void>;
 }
 
 /**
  * The hook the byte-sending paths call for a GET of a limited bundle, before the first byte: the
  * client's session of every file the response will carry (FILE_NOT_FOUND when one has no download
- * left). Its `credit` is called once the response ended; a failure to credit is logged (the bytes
- * are out already).
+ * left). Its `credit` is called once the response ended (and removes the bytes of a file that
+ * reached its limit); a failure to credit is logged (the bytes are out already).
  */
 export async function limitedResponse(deps: Deps, ctx: Ctx, bundleId: number, asked: readonly FilePiece[]): Promise<LimitedResponse> {
   const client = clientOf(deps.access.ipOf(ctx), ctx.headers['user-agent']);
@@ -78,19 +87,34 @@ export async function limitedResponse(deps: Deps, ctx: Ctx, bundleId: number, as
     sessions = await admitDownload(deps.sql, bundleId, asked, client);
   }
   if (sessions === null) throw new AppError('FILE_NOT_FOUND');
+  let credited = false;
+  let gone: string[] = [];
+  const commit = async (sent: readonly FilePiece[]): Promise<void> => {
+    credited = true;
+    try {
+      const done = await creditDownload(deps.sql, bundleId, sessions, asked, sent);
+      // Cached bundle info drops; a file at its limit has no row any more.
+      if (done.counted) deps.bundles.invalidate(bundleId);
+      gone = done.gone;
+    } catch (err) {
+      deps.log.error({ err, reqId: ctx.id }, 'download not credited');
+    }
+  };
   return {
-    credit: async (sent) => {
-      try {
-        const { counted, gone } = await creditDownload(deps.sql, bundleId, sessions, asked, sent);
-        // Cached bundle info drops; the bytes of a file at its limit go (its row is gone already).
-        if (counted) deps.bundles.invalidate(bundleId);
-        for (const key of gone) {
-          void deps.blobs.delete(key).catch((err: unknown) => deps.log.warn({ err }, 'file at its download limit not removed'));
-        }
-      } catch (err) {
-        deps.log.error({ err, reqId: ctx.id }, 'download not credited');
+    async credit(sent) {
+      if (!credited) await commit(sent);
+      // The bytes of a file at its limit go once this response no longer reads them.
+      for (const key of gone.splice(0)) {
+        void deps.blobs.delete(key).catch((err: unknown) => deps.log.warn({ err }, 'file at its download limit not removed'));
       }
     },
+    wrap: (length) => (source) => ({
+      async read(target, pos) {
+        if (!credited && pos + target.length >= length) await commit(asked);
+        return source.read(target, pos);
+      },
+      close: () => source.close(),
+    }),
   };
 }
 

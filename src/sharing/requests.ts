@@ -4,6 +4,8 @@ import { findOpenRequest, requestOfBundle, type OpenRequest } from '../db/reques
 import { hashSecret, secretMatches } from '../auth/tokens.ts';
 import { AppError } from '../errors.ts';
 import { appendParts, type BundleDeps } from '../bundles/service.ts';
+import { refuseChange } from '../bundles/guard.ts';
+import { changeState } from '../db/bundle-room.ts';
 import type { ArrivalNotifier } from '../notify/arrivals.ts';
 
 /**
@@ -15,10 +17,16 @@ import type { ArrivalNotifier } from '../notify/arrivals.ts';
 /** 256 random bits, URL-safe: the request link is the only credential its uploaders have. */
 export const REQUEST_TOKEN_RE = /^[A-Za-z0-9_-]{43}$/;
 
-/** The open request a token names, compared in constant time; REQUEST_NOT_FOUND otherwise. */
+/**
+ * The open request a token names, compared in constant time, if the bundle guard lets its senders
+ * add to its bundle; REQUEST_NOT_FOUND or the guard's refusal (a quarantined bundle: 451) otherwise.
+ */
 export async function resolveRequestToken(deps: { sql: Sql }, token: string): Promise<OpenRequest> {
   const r = REQUEST_TOKEN_RE.test(token) ? await findOpenRequest(deps.sql, hashSecret(token)) : undefined;
   if (!r || !secretMatches(token, r.token_hash)) throw new AppError('REQUEST_NOT_FOUND');
+  const state = await changeState(deps.sql, r.bundle_id);
+  if (!state) throw new AppError('REQUEST_NOT_FOUND');
+  refuseChange(state, 'add', 'holder');
   return r;
 }
 

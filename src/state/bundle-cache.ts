@@ -12,7 +12,7 @@ export type BundleInfo = BundleRow & { files: FileSummary[]; tus_reserved: numbe
  * and the process that made a change also drops its copy itself before it answers. A read that
  * raced a change is never stored (the generation check), an expired bundle is never served (its
  * `expires_at` is checked on every hit), and the TTL bounds the damage of a missed announcement.
- * Content paths (downloads, zips, previews) never use it: they always ask the database.
+ * Bundles with a download limit are read through, never kept. Content paths (downloads, zips, previews) never use it: they always ask the database.
  */
 export interface BundleCache {
   /** The active bundle with this code, from the cache or `load`; undefined when there is none. */
@@ -87,8 +87,10 @@ export function createBundleCache(opts: BundleCacheOptions): BundleCache {
       const promise = opts.load(code).then(
         (bundle) => {
           if (loading.get(code)?.promise === promise) loading.delete(code);
-          // Stored only if nothing changed while it was read: else it may predate the change.
-          if (bundle && startedAt === gen) store(code, bundle);
+          // Stored only if nothing changed while it was read: else it may predate the change. A
+          // limited bundle is never stored: its counts change with each download on any node, and
+          // an answer must never be older than the client's own last download.
+          if (bundle && startedAt === gen && bundle.max_downloads === null) store(code, bundle);
           return bundle;
         },
         (err: unknown) => {

@@ -1,5 +1,5 @@
 import type { Sql } from '../db/client.ts';
-import { deleteExpiredBundles, knownStorageKeys, pruneCopyRecords } from '../db/sweep.ts';
+import { deleteExpiredBundles, knownStorageKeys, pruneCopyRecords, pruneVanityHolds } from '../db/sweep.ts';
 import type { BlobStore } from '../storage/blob-store.ts';
 import type { HashBackfill } from '../abuse/backfill.ts';
 import { sweepTus } from '../tus/sweep.ts';
@@ -73,6 +73,7 @@ export async function sweep(sql: Sql, store: BlobStore, opts: SweepOptions = {})
   result.orphanFiles = await sweepOrphans(sql, store, opts.orphanGraceMs ?? 15 * 60_000);
   result.cacheFiles = await store.cache.prune(24 * 3_600_000);
   result.copyRecords = await pruneCopyRecords(sql);
+  await pruneVanityHolds(sql);
   // Last, on what the pass kept; under the sweep lock, so nodes take turns rather than read a file twice.
   result.hashedFiles = (await opts.hashes?.sweep()) ?? 0;
   return result;

@@ -7,6 +7,7 @@ import { cleanFileName, cleanMimeType } from '../util/names.ts';
 import { checkRequestFiles, resolveRequestToken } from '../sharing/requests.ts';
 import { AppError } from '../errors.ts';
 import { refuseOtherSite } from '../http/cross-site.ts';
+import { mayChange } from '../bundles/guard.ts';
 import { tapBody } from './patch.ts';
 import { appendBody, hasBody } from './body.ts';
 import { deleteUpload, findUpload, insertUpload, reserveInBundle, setProgress, type NewUpload } from '../db/tus-uploads.ts';
@@ -96,11 +97,11 @@ export async function createUpload(ctx: Ctx, deps: Deps): Promise<void> {
       // An upload request's link: an append to its bundle, within the request's room and files.
       const req = await resolveRequestToken(deps, meta.request_token);
       checkRequestFiles(req, 1);
-      await reserveInBundle(deps.sql, req.bundle_id, base.upload_length, { ...base, bundle_id: req.bundle_id });
+      await reserveInBundle(deps.sql, req.bundle_id, base.upload_length, { ...base, bundle_id: req.bundle_id }, mayChange('add', 'holder'));
       deps.bundles.invalidate(req.bundle_id);
     } else if (meta.upload_token !== undefined) {
       const bundle = await resolveUploadToken(deps, meta.upload_token);
-      await reserveInBundle(deps.sql, bundle.id, base.upload_length, { ...base, bundle_id: bundle.id });
+      await reserveInBundle(deps.sql, bundle.id, base.upload_length, { ...base, bundle_id: bundle.id }, mayChange('add', 'holder'));
       deps.bundles.invalidate(bundle.id); // its room shrank (other processes hear it from the change feed)
     } else {
       if (base.upload_length !== null && base.upload_length > uploader.maxBundleBytes) {

@@ -5,12 +5,13 @@ import type { Caller, Deps } from '../routes/deps.ts';
 import { tapBody, type BodyTap } from './patch.ts';
 import { appendBody, hasBody } from './body.ts';
 import { findDownloadableFile } from '../db/files.ts';
-import { bundleRoom } from '../db/bundle-room.ts';
+import { changeState } from '../db/bundle-room.ts';
+import { mayChange, refuseChange } from '../bundles/guard.ts';
 import { isKeyActive } from '../db/api-keys.ts';
 import { sendStoredFile } from '../routes/download.ts';
 import { removeOneFile } from '../routes/bundle.ts';
 import { AppError } from '../errors.ts';
-import { deleteUpload, findUpload, holdUpload, type TusRow } from '../db/tus-uploads.ts';
+import { deleteUpload, findUpload, holdUpload, releaseAhead, reserveAhead, type TusRow } from '../db/tus-uploads.ts';
 import type { UploadLock } from '../db/upload-locks.ts';
 import { checkResumable, httpDate, intHeader, NO_STORE, OFFSET_TYPE, parseChecksum, replyError, UPLOAD_ID_RE } from './protocol.ts';
 
@@ -134,10 +135,12 @@ export async function patch(ctx: Ctx, deps: Deps): Promise<void> {
       }
       let maxBytes = row.max_bytes;
       if (row.bundle_id !== null) {
-        // An append: refused once its bundle expired, like a multipart append. A deferred length
-        // reserved only what arrived, so the room left now bounds it, not the room at creation.
-        const target = await bundleRoom(deps.sql, row.bundle_id, row.id);
-        if (target.expired) throw new AppError('BUNDLE_EXPIRED');
+        // An append: its bytes are refused as soon as the bundle guard refuses adding to the bundle
+        // (expired, quarantined, its request closed, its key revoked), not only at completion. A
+        // deferred length reserved only what arrived, so the room left now bounds it.
+        const target = await changeState(deps.sql, row.bundle_id, row.id);
+        if (!target) throw notFound();
+        refuseChange(target, 'add', 'holder');
         if (row.upload_length === null) maxBytes = Math.min(maxBytes, target.room);
       }
       let length = row.upload_length;
@@ -150,7 +153,17 @@ export async function patch(ctx: Ctx, deps: Deps): Promise<void> {
       if (contentLength !== undefined && offset + contentLength > (length ?? maxBytes)) {
         throw new AppError('UPLOAD_TOO_LARGE', 'Body goes past Upload-Length or the size limit');
       }
-      return appendBody(ctx, deps, tap, { ...row, upload_length: length, max_bytes: maxBytes }, checksum, lock);
+      const next = { ...row, upload_length: length, max_bytes: maxBytes };
+      // A deferred append holds only what it received: the room this PATCH may fill is reserved
+      // first, so two of them can never both write past the room and then both fail to complete.
+      if (row.bundle_id === null || row.upload_length !== null || !tap) return appendBody(ctx, deps, tap, next, checksum, lock);
+      const upTo = length ?? (contentLength !== undefined ? offset + contentLength : maxBytes);
+      await reserveAhead(deps.sql, row.id, row.bundle_id, upTo, mayChange('add', 'holder'));
+      try {
+        return await appendBody(ctx, deps, tap, next, checksum, lock);
+      } finally {
+        await releaseAhead(deps.sql, row.id).catch(logFailure(deps, ctx));
+      }
     });
     send(ctx, 204, '', [...NO_STORE, ...headers]);
   } catch (err) {
@@ -177,12 +190,13 @@ export async function terminate(ctx: Ctx, deps: Deps): Promise<void> {
         await deps.blobs.removeResumable(id);
         return;
       }
+      // Removing the file is a change to its bundle: the guard decides (a closed request's sender
+      // removes nothing from the owner's bundle), before the upload's row goes.
+      const state = row.bundle_id === null ? undefined : await changeState(deps.sql, row.bundle_id);
+      if (state) refuseChange(state, 'remove-file', 'holder');
       const file = row.file_id === null ? undefined : await findDownloadableFile(deps.sql, row.file_id);
-      if (file === undefined && row.bundle_id !== null && (await bundleRoom(deps.sql, row.bundle_id)).expired) {
-        throw new AppError('BUNDLE_EXPIRED');
-      }
-      await deleteUpload(deps.sql, row.id);
       if (file) await removeOneFile(deps, file.id, file.bundle_id);
+      await deleteUpload(deps.sql, row.id);
     });
     send(ctx, 204, '', NO_STORE);
   } catch (err) {

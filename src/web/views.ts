@@ -2,6 +2,7 @@ import { html, humanSize, layout, plural, type Safe } from './html.ts';
 import { isoUtc, sqlUtc } from '../util/time.ts';
 import { DEFAULT_UPLOAD_OPTIONS, type UploadOptions } from './upload-options.ts';
 import { reportLink } from './report-views.ts';
+import { hasPreview } from '../thumbs/previewable.ts';
 
 /** What the templates need; `asset` maps a static name to its versioned URL. */
 export interface View {
@@ -61,8 +62,7 @@ function badge(f: FileView): string {
 /** One row of a file list; `query` carries an access token (`?t=…`) for locked bundles. */
 export function fileRow(f: FileView, o: { query?: string; manage?: boolean; encrypted?: boolean; maxDownloads?: number | null } = {}): Safe {
   const q = o.query ?? '';
-  // Ciphertext has no preview: the server cannot see what an encrypted file is.
-  const thumb = f.mime_type.startsWith('image/') && !o.encrypted
+  const thumb = hasPreview(f.mime_type, { encrypted: o.encrypted === true, maxDownloads: o.maxDownloads ?? null })
     ? html`<img src="/d/${f.id}?preview=1${q ? `&${q.slice(1)}` : ''}" alt="" loading="lazy" decoding="async">`
     : html`<span class="badge">${badge(f)}</span>`;
   const action = o.manage
@@ -246,7 +246,7 @@ export function managePage(
       ? html`<p class="muted">The files already in this bundle are listed once it is unlocked.</p>
 ${unlockForm(b.short_code)}
 <ul class="files" id="files"></ul>`
-      : html`<ul class="files" id="files">${files.map((f) => fileRow(f, { manage: true, query, encrypted: b.is_encrypted === true }))}</ul>
+      : html`<ul class="files" id="files">${files.map((f) => fileRow(f, { manage: true, query, encrypted: b.is_encrypted === true, maxDownloads: b.max_downloads ?? null }))}</ul>
 ${files.length === 0 ? html`<p class="muted" id="empty">No files left in this bundle.</p>` : null}`;
   const body = html`<section class="card" id="manage" data-token="${token}" data-code="${b.short_code}">
 <p class="eyebrow">Manage bundle</p>

@@ -19,9 +19,11 @@ export function sendZipRange(
   headers: Array<[string, string]>,
   start: number,
   length: number,
+  /** Wraps the archive's source (a limited bundle's credit, see sharing/limits.ts). */
+  wrap: (source: BodySource) => BodySource = (s) => s,
 ): Promise<boolean> {
   if (start < 0 || length < 0 || start + length > layout.size) throw new RangeError('range outside the archive');
-  return streamBody(ctx, status, headers, length, zipSource(store, layout, keys, start));
+  return streamBody(ctx, status, headers, length, wrap(zipSource(store, layout, keys, start)));
 }
 
 /**
