@@ -62,10 +62,11 @@ function runFiles(list: string[], env: Record<string, string>, prefix: string, c
       `--test-reporter=${report}`, '--test-reporter-destination=stdout',
       `--test-reporter=${path.join(ROOT, 'test/helpers/file-times.mjs')}`, `--test-reporter-destination=${timesFile}.${prefix ? 's3' : 'main'}`,
     ];
-    const child = spawn(process.execPath, ['--import', 'tsx', '--test', `--test-concurrency=${concurrency}`, ...reporters, ...list], {
+    const cpu = ['--import', path.join(ROOT, 'test/helpers/cpu-times.mjs')];
+    const child = spawn(process.execPath, ['--import', 'tsx', ...cpu, '--test', `--test-concurrency=${concurrency}`, ...reporters, ...list], {
       cwd: ROOT,
       stdio: prefix ? ['ignore', 'pipe', 'pipe'] : 'inherit',
-      env: { ...process.env, SLUICE_SKIP_DIR: skipDir, ...env },
+      env: { ...process.env, SLUICE_SKIP_DIR: skipDir, SLUICE_CPU_TIMES: `${timesFile}.cpu.${prefix ? 's3' : 'main'}`, ...env },
     });
     // The second pass's lines are marked, so the two interleaved reports stay readable.
     if (prefix) {
@@ -163,12 +164,21 @@ function printTimes(): void {
       const name = path.relative(ROOT, t.file);
       per.set(name, (per.get(name) ?? 0) + t.ms);
     }
+    // CPU seconds of each file's process and of what it started (helpers/cpu-times.mjs).
+    const cpu = new Map<string, number>();
+    const cpuFile = `${timesFile}.cpu.${pass}`;
+    for (const line of fs.existsSync(cpuFile) ? fs.readFileSync(cpuFile, 'utf8').split('\n').filter(Boolean) : []) {
+      const c = JSON.parse(line) as { file: string; own: number; children: number };
+      cpu.set(path.relative(ROOT, c.file), c.own + c.children);
+    }
     const rows = [...per].sort((a, b) => b[1] - a[1]);
     const total = rows.reduce((n, [, ms]) => n + ms, 0);
-    process.stderr.write(`\n${pass} pass: ${rows.length} files, ${(total / 1000).toFixed(0)} s of tests; the slowest:\n`);
-    for (const [name, ms] of rows.slice(0, 12)) process.stderr.write(`  ${(ms / 1000).toFixed(1).padStart(7)} s  ${name}\n`);
+    const cpuTotal = [...cpu.values()].reduce((n, s) => n + s, 0);
+    process.stderr.write(`\n${pass} pass: ${rows.length} files, ${(total / 1000).toFixed(0)} s of tests, ${cpuTotal.toFixed(0)} CPU seconds; the slowest (s, CPU s):\n`);
+    const cpuOf = (name: string): string => (cpu.has(name) ? cpu.get(name)!.toFixed(1) : '-');
+    for (const [name, ms] of rows.slice(0, 12)) process.stderr.write(`  ${(ms / 1000).toFixed(1).padStart(7)} ${cpuOf(name).padStart(6)}  ${name}\n`);
     const all = path.join(os.tmpdir(), `sluice-test-times-${pass}.tsv`);
-    fs.writeFileSync(all, rows.map(([name, ms]) => `${(ms / 1000).toFixed(1)}\t${name}\n`).join(''));
+    fs.writeFileSync(all, rows.map(([name, ms]) => `${(ms / 1000).toFixed(1)}\t${cpuOf(name)}\t${name}\n`).join(''));
     process.stderr.write(`  (every file: ${all})\n`);
   }
 }
