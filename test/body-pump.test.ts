@@ -3,9 +3,9 @@
  * chunk at once, and a source whose reads finish when the test says so.
  * What matters is when a buffer goes back: never while a read may still write into it.
  */
-import { test } from 'node:test';
+import { mock, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { pumpBytesInUse, RELEASE_AFTER_MS, streamBody, type BodySource } from '../src/http/body-pump.ts';
+import { RELEASE_AFTER_MS, responseMemory, streamBody, TOTAL_BUDGET_BYTES, type BodySource } from '../src/http/body-pump.ts';
 import type { Ctx } from '../src/http/context.ts';
 import { freshAllocations } from '../src/storage/spare-buffers.ts';
 
@@ -34,6 +34,8 @@ function fakeCtx(): FakeCtx {
     },
     onWritable: () => res,
     close: () => res,
+    pause: () => res,
+    resume: () => res,
   };
   const ctx = {
     res,
@@ -138,13 +140,13 @@ test('small bodies never take pooled buffers; every byte of a large one is sent'
   assert.equal(big.sent(), 5 * MiB + 3);
 });
 
-test('a response whose client takes nothing gives its buffers back after RELEASE_AFTER_MS, and resumes where the client is', async () => {
+/** A response that takes nothing until `drain()`, then everything; `writable` is uWS's callback. */
+function stalledCtx(): FakeCtx & { drain(): boolean; taken(): number } {
   let writable: ((offset: number) => boolean) | null = null;
   let taking = false;
   let sent = 0;
   const f = fakeCtx();
   const res = f.ctx.res as unknown as Record<string, unknown>;
-  // Takes nothing until `taking`, then everything.
   res.tryEnd = (chunk: Uint8Array, total: number): [boolean, boolean] => {
     if (!taking) return [false, false];
     sent += chunk.byteLength;
@@ -155,18 +157,56 @@ test('a response whose client takes nothing gives its buffers back after RELEASE
     writable = fn;
     return res;
   };
-  const base = pumpBytesInUse();
+  return {
+    ...f,
+    taken: () => sent,
+    drain() {
+      taking = true;
+      return writable!(sent);
+    },
+  };
+}
+
+/** Turns of the event loop until `cond` holds (each read and send settles within a few). */
+async function until(cond: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 10_000 && !cond(); i++) await tick();
+  assert.ok(cond(), what);
+}
+
+test('a response whose client takes nothing gives its buffers back after RELEASE_AFTER_MS, and resumes where the client is', async (t) => {
+  t.mock.timers.enable({ apis: ['setTimeout'] });
+  const base = responseMemory().inUse;
+  const f = stalledCtx();
   const src = instantSource();
   const streaming = streamBody(f.ctx, 200, [], 4 * MiB, src);
-  await new Promise((r) => setTimeout(r, 50));
-  assert.equal(pumpBytesInUse() - base, 2 * MiB, 'two buffers while the client is merely behind');
-  await new Promise((r) => setTimeout(r, RELEASE_AFTER_MS + 100));
-  assert.equal(pumpBytesInUse() - base, 0, 'none once it has waited past RELEASE_AFTER_MS');
+  await until(() => src.targets.length === 2, 'the first chunk and the one ahead are read');
+  await tick();
+  assert.equal(responseMemory().inUse - base, 2 * MiB, 'two buffers while the client is merely behind');
+  t.mock.timers.tick(RELEASE_AFTER_MS);
+  await until(() => responseMemory().inUse === base, 'none once it has waited RELEASE_AFTER_MS');
   // The client drains: nothing was sent, so the whole body is read again from its start.
-  taking = true;
-  assert.equal(writable!(0), true);
+  assert.equal(f.drain(), true);
   assert.equal(await streaming, true);
-  assert.equal(sent, 4 * MiB);
+  assert.equal(f.taken(), 4 * MiB);
   assert.equal(src.targets.length, 2 + 4, 'the first two reads, then the four of the whole body');
-  assert.equal(pumpBytesInUse(), base);
+  assert.equal(responseMemory().inUse, base);
+});
+
+test('clients that take nothing hold at most the budget, and give it up at once to a client that reads', async (t) => {
+  // No release timer fires: only another response's need can take memory from the stalled ones.
+  t.mock.timers.enable({ apis: ['setTimeout'] });
+  const crowd = Array.from({ length: TOTAL_BUDGET_BYTES / MiB + 16 }, () => ({ f: stalledCtx(), src: instantSource() }));
+  const streams = crowd.map(({ f, src }) => streamBody(f.ctx, 200, [], 8 * MiB, src));
+  await until(() => responseMemory().waiting === 0 && crowd.every(({ src }) => src.targets.length > 0), 'every response has read its first chunk');
+  assert.ok(responseMemory().inUse <= TOTAL_BUDGET_BYTES, `${responseMemory().inUse} bytes held, past the budget`);
+
+  const reader = fakeCtx();
+  assert.equal(await streamBody(reader.ctx, 200, [], 6 * MiB, instantSource()), true, 'a reading client is served');
+  assert.equal(reader.sent(), 6 * MiB);
+  assert.ok(responseMemory().inUse <= TOTAL_BUDGET_BYTES);
+
+  for (const { f } of crowd) f.abort();
+  assert.deepEqual(await Promise.all(streams), crowd.map(() => false));
+  await until(() => responseMemory().inUse === 0, 'all memory given back once the clients are gone');
+  assert.equal(responseMemory().waiting, 0);
 });

@@ -79,3 +79,31 @@ for (const backend of backends()) {
     });
   });
 }
+
+describe('slow readers: the stall timeout decides, not the transport', () => {
+  test('a client that takes nothing for longer than uWS\'s own 10 s HTTP timeout is still served whole', async () => {
+    const srv = await startServer(backends()[0]!, { DOWNLOAD_STALL_TIMEOUT_SECONDS: '30' });
+    try {
+      const data = randomBytes(32 * MiB);
+      const { download_url: path } = (await created(srv, [file('big.bin', data)])).files[0]!;
+      const before = await stalledCount(srv);
+      const sock = net.connect(srv.port, '127.0.0.1');
+      sock.pause();
+      sock.on('error', () => {});
+      const chunks: Buffer[] = [];
+      sock.on('data', (c: Buffer) => chunks.push(c));
+      const closed = new Promise<void>((resolve) => sock.on('close', () => resolve()));
+      sock.write(`GET ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n`);
+      // uWS closes a response whose client took nothing 8-12 s after the failed write.
+      await new Promise((r) => setTimeout(r, 13_000));
+      sock.resume();
+      await closed;
+      const raw = Buffer.concat(chunks);
+      const body = raw.subarray(raw.indexOf('\r\n\r\n') + 4);
+      assert.equal(sha(body), sha(data), 'the whole body arrived');
+      assert.equal(await stalledCount(srv), before);
+    } finally {
+      await srv.close();
+    }
+  });
+});

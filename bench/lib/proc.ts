@@ -124,7 +124,7 @@ export interface ProcSampler {
  * The process and its descendants: nginx does its work in forked workers, whose CPU and memory the
  * master's own /proc entries do not show (the tables read "0.00 s/GB, 7 MiB" for nginx before).
  */
-function processTree(pid: number): number[] {
+function treeOf(pid: number): number[] {
   const out = [pid];
   for (let i = 0; i < out.length; i++) {
     let tasks: string[] = [];
@@ -174,7 +174,8 @@ function readCpuSeconds(pid: number): number {
  * catches spikes between samples. CPU is per process since the last reset, so a child that exits
  * mid-run takes its share with it (the servers here keep theirs for their lifetime).
  */
-export function sampleProc(pid: number, intervalMs = 100): ProcSampler {
+export function sampleProc(pid: number, intervalMs = 100, descendants = true): ProcSampler {
+  const processTree = descendants ? treeOf : (p: number): number[] => [p];
   let peak = 0;
   const cpuNow = (): Map<number, number> => new Map(processTree(pid).map((p) => [p, readCpuSeconds(p)]));
   let cpuOrigin = cpuNow();

@@ -1,19 +1,16 @@
 import type { Ctx } from './context.ts';
 import { writeHead } from './reply.ts';
-import { pageAligned, spareBuffers } from '../storage/spare-buffers.ts';
+import { createResponseMemory, type MemoryTurn } from './response-memory.ts';
 
 /** Reads of this size move much more per second through uWS than 64 KiB reads (see bench/RESULTS.md). */
 const CHUNK_BYTES = 1 << 20;
 /**
- * Bodies larger than this read through reused 1 MiB buffers: a pair allocated per response would stay
- * resident until the next GC after the response ends, so back-to-back downloads would hold twice the
- * buffers. Spares for eight concurrent responses are kept. They are page-aligned (see pageAligned):
- * reads from the page cache into them are much faster than into malloc's. Smaller bodies get one
- * buffer of their own size. Figures: bench/RESULTS.md, "Design notes moved from the code".
+ * Bodies larger than this read through reused, page-aligned 1 MiB buffers (reads from the page cache
+ * into them are much faster than into malloc's); spares for eight responses reading ahead are kept.
+ * Smaller bodies get one buffer of their own size. Figures: bench/RESULTS.md, "Design notes moved
+ * from the code".
  */
 const POOLED_OVER_BYTES = 64 * 1024;
-const spares = spareBuffers('download', CHUNK_BYTES, 16, pageAligned);
-
 /**
  * How long a response may wait on a client that takes no bytes before it is closed, and what is told
  * of it. Set once at start (configureSlowReaders); the defaults serve tests that never set them.
@@ -33,20 +30,17 @@ export function configureSlowReaders(settings: SlowReaderSettings): void {
 
 /**
  * A response that waits this long on one chunk gives its buffers back and reads the unsent bytes
- * again once the client drains: a reader that stalls holds no pump buffer while it waits.
+ * again once the client drains: a reader that stalls holds no buffer while it waits. It gives them
+ * back at once when another response waits for memory.
  */
 export const RELEASE_AFTER_MS = 1_000;
-/**
- * Pump buffer bytes all responses may hold together. Past it, a response reads through 64 KiB
- * buffers of its own, and one that has to wait for its client gives its buffers back at once: a
- * crowd of clients that stop reading cannot pin more than this plus 128 KiB each, and that only
- * until RELEASE_AFTER_MS.
- */
+/** Well inside uWS's HTTP timeout (10 s, swept every 4 s, so it fires 8-12 s after it is armed). */
+const UWS_TIMEOUT_REARM_MS = 4_000;
+/** Read buffer bytes all responses hold together (docs/security.md, "Slow readers"). */
 export const TOTAL_BUDGET_BYTES = 64 * CHUNK_BYTES;
-const SMALL_BYTES = 64 * 1024;
-let inUse = 0;
-/** Pump buffer bytes held by all responses right now (for tests). */
-export const pumpBytesInUse = (): number => inUse;
+const memory = createResponseMemory(TOTAL_BUDGET_BYTES, CHUNK_BYTES, 16);
+/** Read buffer bytes held by all responses right now, and how many responses wait for some. */
+export const responseMemory = (): { inUse: number; waiting: number } => ({ inUse: memory.inUse(), waiting: memory.waiting() });
 
 /** Where a streamed body comes from: any positioned reader (one file, a ZIP layout, …). */
 export interface BodySource {
@@ -59,15 +53,28 @@ export interface BodySource {
 /** How one send ended: the whole response went out, this chunk went out, or sending resumes at a body offset. */
 type Sent = { kind: 'complete' } | { kind: 'sent' } | { kind: 'resume'; at: number };
 
+/** A chunk of the body: `n` bytes from body offset `at`, read (or being read) into `buf`. */
+interface Piece {
+  buf: Buffer;
+  at: number;
+  n: number;
+  read: Promise<void>;
+}
+
+const noop = (): void => {};
+/** What a piece holds once its buffer went back: a stalled response must keep none reachable. */
+const NO_BUFFER = Buffer.alloc(0);
+
 /**
- * Streams a body of exactly `length` bytes with tryEnd/onWritable backpressure: the same pump as
- * streamFile, generalized to any BodySource. One read is in flight ahead of the send, into the other
- * of two buffers, so memory stays at 2 MiB per response whatever the body size (reused, see
- * POOLED_OVER_BYTES), within a total budget (TOTAL_BUDGET_BYTES), and at none while a client
- * stalls (RELEASE_AFTER_MS). A client that takes no byte for the stall time is disconnected.
- * Resolves true when the whole body was handed to uWS, false if the client went away. A failure
- * before the first byte rejects (the caller can still answer with an error); after it, the
- * connection is dropped.
+ * Streams a body of exactly `length` bytes with tryEnd/onWritable backpressure from any BodySource.
+ * One read runs ahead of the send when memory allows, so a response holds at most two 1 MiB buffers
+ * whatever the body size, and all responses together at most TOTAL_BUDGET_BYTES: a response that
+ * finds them spent waits its turn holding nothing. A response waiting on its client gives its
+ * buffers back after RELEASE_AFTER_MS, or at once when another waits for memory, and reads the
+ * unsent bytes again when the client drains. A client that takes no byte for the stall time is
+ * disconnected. Resolves true when the whole body was handed to uWS, false if the client went away.
+ * A failure before the first byte rejects (the caller can still answer with an error); after it,
+ * the connection is dropped.
  */
 export function streamBody(
   ctx: Ctx,
@@ -78,25 +85,37 @@ export function streamBody(
 ): Promise<boolean> {
   const res = ctx.res;
   return new Promise<boolean>((resolve, reject) => {
-    const pooled = length > POOLED_OVER_BYTES;
-    const buffers: Buffer[] = [];
-    // The read in flight, if any: buffers go back to the spares only once no read can still write
-    // into them (an abort settles the response while the pool thread may be mid-read).
+    const size = length > POOLED_OVER_BYTES ? CHUNK_BYTES : length;
+    // Buffers this response owns; `idle` ones hold nothing to send and serve the next read.
+    const held = new Set<Buffer>();
+    const idle: Buffer[] = [];
+    // The read in flight, if any: a buffer goes back only once no read can still write into it
+    // (an abort settles the response while the pool thread may be mid-read).
     let reading: Promise<void> = Promise.resolve();
+    let ahead: Piece | null = null;
+    let turn: MemoryTurn | null = null;
     let settled = false;
     // Ends the wait of the send in progress, if any (its timers).
     let endWait: (() => void) | null = null;
-    const releaseBuffers = (): void => {
-      const held = buffers.splice(0);
-      for (const b of held) inUse -= b.length;
-      void reading.then(() => held.forEach((b) => spares.give(b)));
+    const drop = (b: Buffer): void => {
+      if (!held.delete(b)) return;
+      void reading.then(() => memory.give(b));
+    };
+    // Everything but the chunk being sent: what the read ahead and the spare hold.
+    const dropSpare = (): void => {
+      for (const b of idle.splice(0)) drop(b);
+      if (ahead) drop(ahead.buf);
+      ahead = null;
     };
     const finish = (ok: boolean, error?: unknown): void => {
       if (settled) return;
       settled = true;
       endWait?.();
+      turn?.cancel();
       source.close();
-      releaseBuffers();
+      for (const b of [...held]) drop(b);
+      idle.length = 0;
+      ahead = null;
       if (error) reject(error);
       else resolve(ok);
     };
@@ -112,37 +131,37 @@ export function streamBody(
       return finish(true);
     }
 
-    const acquire = (): Buffer => {
-      const b =
-        inUse + CHUNK_BYTES > TOTAL_BUDGET_BYTES
-          ? Buffer.allocUnsafeSlow(Math.min(SMALL_BYTES, length))
-          : pooled
-            ? spares.take()
-            : Buffer.allocUnsafeSlow(length);
-      inUse += b.length;
-      return b;
+    const own = (b: Buffer): Buffer => (held.add(b), b);
+    const bufferNow = (): Buffer | null => {
+      const b = idle.pop() ?? memory.tryTake(size);
+      return b && own(b);
     };
-    // Reads body bytes from `pos` into buffer i % 2; resolves with how many (the buffer may be released meanwhile).
-    const read = (i: number, pos: number): Promise<number> => {
-      const target = (buffers[i % 2] ??= acquire());
-      const n = Math.min(target.length, length - pos);
-      const done = source.read(target.subarray(0, n), pos).then(() => n);
-      reading = done.then(
-        () => {},
-        () => {},
-      );
-      return done;
+    // A buffer for the next chunk, in turn; null when the response settled meanwhile.
+    const bufferInTurn = async (): Promise<Buffer | null> => {
+      const now = bufferNow();
+      if (now) return now;
+      turn = memory.take(size);
+      const b = await turn.buffer;
+      turn = null;
+      return settled ? null : own(b);
+    };
+    const startRead = (buf: Buffer, at: number): Piece => {
+      const n = Math.min(buf.length, length - at);
+      const read = source.read(buf.subarray(0, n), at);
+      reading = read.then(noop, noop);
+      read.catch(noop); // observed where the piece is awaited; never an unhandled rejection
+      return { buf, at, n, read };
     };
 
     let first = true;
-    // Hands `n` bytes of buffer i % 2, body offset `at`, to uWS; resolves once uWS has taken all of
-    // them, or once the buffers were released while waiting (sending then resumes where the client is).
-    const send = (i: number, n: number, at: number): Promise<Sent> =>
+    // Hands the piece to uWS; resolves once uWS has taken all of it, or once its buffer was given
+    // back while waiting (sending then resumes where the client is).
+    const send = (p: Piece): Promise<Sent> =>
       new Promise((ok) => {
         if (ctx.aborted) return ok({ kind: 'complete' });
         const base = res.getWriteOffset();
         // Dropped on release: nothing may keep a released buffer reachable (it would stay resident).
-        let chunk: Buffer | null = buffers[i % 2]!.subarray(0, n);
+        let chunk: Buffer | null = p.buf.subarray(0, p.n);
         let result: [boolean, boolean] = [false, false];
         res.cork(() => {
           if (first) {
@@ -158,7 +177,9 @@ export function streamBody(
         const release = (): void => {
           if (chunk === null || settled) return;
           chunk = null;
-          releaseBuffers();
+          drop(p.buf);
+          p.buf = NO_BUFFER;
+          dropSpare();
         };
         const stall = (): void => {
           if (settled || ctx.aborted) return;
@@ -168,10 +189,20 @@ export function streamBody(
         };
         let stallTimer = setTimeout(stall, slowReaders.stallMs);
         const releaseTimer = setTimeout(release, RELEASE_AFTER_MS);
-        if (inUse > TOTAL_BUDGET_BYTES) release();
+        const unwanted = memory.onWanted(release);
+        // The failed tryEnd armed uWS's own HTTP timeout, which closes the connection 8-12 s later
+        // without a word to us; pause() disarms it and resume() arms it afresh, so the stall
+        // deadline above is the one that decides (and is counted).
+        const keepOpen = setInterval(() => {
+          if (settled || ctx.aborted) return;
+          res.pause();
+          res.resume();
+        }, UWS_TIMEOUT_REARM_MS);
         const leave = (): void => {
           clearTimeout(stallTimer);
           clearTimeout(releaseTimer);
+          clearInterval(keepOpen);
+          unwanted();
           endWait = null;
         };
         endWait = leave;
@@ -181,7 +212,7 @@ export function streamBody(
           if (chunk === null) {
             // Released: nothing to write from. Say so, and read the rest again from where the client is.
             leave();
-            setImmediate(ok, { kind: 'resume', at: at + offset - base });
+            setImmediate(ok, { kind: 'resume', at: p.at + offset - base });
             return true;
           }
           const [wrote, done] = res.tryEnd(chunk.subarray(offset - base), length);
@@ -204,36 +235,40 @@ export function streamBody(
       });
 
     (async () => {
-      let next = read(0, 0);
-      let nextAt = 0;
-      for (let i = 0; ; i++) {
-        const n = await next;
+      let at = 0;
+      for (;;) {
+        let piece = ahead;
+        ahead = null;
+        if (!piece) {
+          const buf = await bufferInTurn();
+          if (!buf) return;
+          piece = startRead(buf, at);
+        }
+        await piece.read;
         if (ctx.aborted) return finish(false);
-        const at = nextAt;
-        const end = at + n;
+        const end = piece.at + piece.n;
         if (end < length) {
-          next = read(i + 1, end);
-          nextAt = end;
-          next.catch(() => {}); // observed by the next await; never an unhandled rejection
+          const b = bufferNow(); // read ahead only with memory to spare
+          if (b) ahead = startRead(b, end);
         }
         // Bytes handed to the client so far, counting this chunk whole: never less than it received
         // (download limits credit a cut response with them).
         ctx.bytesOut = end;
-        const sent = await send(i, n, at);
+        const sent = await send(piece);
         if (ctx.aborted) return finish(false);
-        if (sent.kind === 'resume') {
-          // The read ahead (if any) went into a released buffer: let it settle, then read again.
-          await reading;
-          if (ctx.aborted) return finish(false);
-          next = read(i + 1, sent.at);
-          nextAt = sent.at;
-          continue;
-        }
-        if (sent.kind === 'complete' || end >= length) {
+        if (sent.kind === 'complete' || (sent.kind === 'sent' && end >= length)) {
           ctx.done = true;
           ctx.bytesOut = length;
           return finish(true);
         }
+        if (sent.kind === 'resume') {
+          at = sent.at;
+          continue;
+        }
+        // Sent whole: its buffer serves the next read, unless another response is waiting for one.
+        if (memory.waiting() > 0) drop(piece.buf);
+        else idle.push(piece.buf);
+        at = end;
       }
     })().catch((e: unknown) => {
       // Headers may be out already: the only honest signal left is to drop the connection.

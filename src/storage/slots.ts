@@ -48,5 +48,5 @@ const FIRST_SLOT_BYTES = 64 * 1024;
  */
 export const firstSlots = spareBuffers('first-slot', FIRST_SLOT_BYTES, 64);
 export const fullSlots = spareBuffers('slot', SLOT_BYTES, 16);
-export const giveBack = (buf: Buffer): void => (buf.length === SLOT_BYTES ? fullSlots : firstSlots).give(buf);
+export const giveBack = (buf: Buffer): void => void (buf.length === SLOT_BYTES ? fullSlots : firstSlots).give(buf);
 

@@ -5,7 +5,8 @@
  */
 export interface SpareBuffers {
   take(): Buffer;
-  give(buf: Buffer): void;
+  /** False when the buffer was not kept (the list is full, or it is not of the list's size). */
+  give(buf: Buffer): boolean;
 }
 
 /**
@@ -41,7 +42,9 @@ export function spareBuffers(
       return allocate(size);
     },
     give(buf) {
-      if (buf.length === size && list.length < max) list.push(buf);
+      if (buf.length !== size || list.length >= max) return false;
+      list.push(buf);
+      return true;
     },
   };
 }
