@@ -11,10 +11,19 @@ const bundle = (id: number, files = 1, expiresAt: Date | null = null): BundleInf
     id,
     short_code: `c${id}`,
     expires_at: expiresAt,
+    max_downloads: null,
     files: Array.from({ length: files }, (_, i) => ({ id: i + 1, name: `f${i}`, size: 1, mime_type: 'text/plain' })),
   }) as unknown as BundleInfo;
 
 describe('bundle cache (unit)', () => {
+  test('a bundle with a download limit is read through, never kept', async () => {
+    let loads = 0;
+    const cache = createBundleCache({ load: async (code) => (loads++, { ...bundle(Number(code.slice(1))), max_downloads: 2 }), ttlMs: 60_000, maxWeight: 100 });
+    await cache.get('c1');
+    await cache.get('c1');
+    assert.equal(loads, 2);
+  });
+
   test('serves from memory until the bundle is announced changed', async () => {
     let loads = 0;
     const cache = createBundleCache({ load: async (code) => (loads++, bundle(Number(code.slice(1)))), ttlMs: 60_000, maxWeight: 100 });

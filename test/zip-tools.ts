@@ -82,10 +82,10 @@ export function assertNotFound(r: { status: number; headers: Headers; body: Buff
   assert.equal(typeof json.error, 'string');
 }
 
-/** Stored names and creation times of a bundle's files, in id order (what the archive derives from). */
+/** Stored names and creation times of a bundle's files, in upload order (what the archive derives from). */
 export async function storedFiles(srv: TestServer, code: string): Promise<Array<{ name: string; created_at: Date }>> {
   return srv.sql<Array<{ name: string; created_at: Date }>>`
-    select f.name, f.created_at from files f join bundles b on b.id = f.bundle_id where b.short_code = ${code} order by f.id`;
+    select f.name, f.created_at from files f join bundles b on b.id = f.bundle_id where b.short_code = ${code} order by f.seq`;
 }
 
 /** Fds the server holds open on stored files. */
