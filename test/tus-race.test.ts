@@ -77,5 +77,29 @@ for (const backend of backends()) {
       assert.equal((await call(srv, 'GET', `/api/v1/bundle/${code}/status`, { json: true })).json.space_remaining, 0);
       assertNoServerErrors(srv);
     });
+
+    test('deferred-length PATCHes that do not declare the length: one fits, the other is refused at once, and the winner completes', async () => {
+      const first = await tusCall(srv, 'POST', '/api/v1/tus/', { ...OCTETS, 'upload-length': '1000', 'upload-metadata': tusMeta({ filename: 'a' }) }, randomBytes(1000));
+      const token = first.headers['sluice-upload-token']!;
+      const code = first.headers['sluice-short-code']!;
+      const piece = 6 * MiB;
+      const locs: string[] = [];
+      for (let i = 0; i < 2; i++) {
+        const r = await tusCall(srv, 'POST', '/api/v1/tus/', { 'upload-defer-length': '1', 'upload-metadata': tusMeta({ filename: `n${i}`, upload_token: token }) });
+        locs.push(uploadPath(r.headers.location!));
+      }
+      const replies = await Promise.all(locs.map((loc) => tusPatch(srv, loc, 0, randomBytes(piece))));
+      assert.deepEqual(replies.map((r) => r.status).sort(), [204, 413], replies.map((r) => r.body).join());
+      const winner = locs[replies.findIndex((r) => r.status === 204)]!;
+      // Still open (its length is not known): it holds what it received, and no more.
+      assert.equal((await call(srv, 'GET', `/api/v1/bundle/${code}/status`, { json: true })).json.space_remaining, CAP - 1000 - piece);
+      assert.equal((await tusPatch(srv, winner, piece, Buffer.alloc(0), { 'upload-length': String(piece) })).status, 204, 'declaring the length completes it');
+      const status = await call(srv, 'GET', `/api/v1/bundle/${code}/status`, { json: true });
+      assert.equal(status.json.total_size_bytes, 1000 + piece);
+      assert.equal(status.json.space_remaining, CAP - 1000 - piece);
+      const small = await upload(srv, [file('s.txt', 'abc')], { path: `/api/v1/upload/${token}` });
+      assert.equal(small.status, 200, JSON.stringify(small.json));
+      assertNoServerErrors(srv);
+    });
   });
 }
