@@ -174,7 +174,7 @@ async function until(cond: () => boolean, what: string): Promise<void> {
 }
 
 test('a response whose client takes nothing gives its buffers back after RELEASE_AFTER_MS, and resumes where the client is', async (t) => {
-  t.mock.timers.enable({ apis: ['setTimeout'] });
+  t.mock.timers.enable({ apis: ['setInterval'] });
   const base = responseMemory().inUse;
   const f = stalledCtx();
   const src = instantSource();
@@ -182,7 +182,8 @@ test('a response whose client takes nothing gives its buffers back after RELEASE
   await until(() => src.targets.length === 2, 'the first chunk and the one ahead are read');
   await tick();
   assert.equal(responseMemory().inUse - base, 2 * MiB, 'two buffers while the client is merely behind');
-  t.mock.timers.tick(RELEASE_AFTER_MS);
+  // Waits are looked at twice a second: released within half a second past RELEASE_AFTER_MS.
+  t.mock.timers.tick(RELEASE_AFTER_MS + 500);
   await until(() => responseMemory().inUse === base, 'none once it has waited RELEASE_AFTER_MS');
   // The client drains: nothing was sent, so the whole body is read again from its start.
   assert.equal(f.drain(), true);
@@ -190,11 +191,12 @@ test('a response whose client takes nothing gives its buffers back after RELEASE
   assert.equal(f.taken(), 4 * MiB);
   assert.equal(src.targets.length, 2 + 4, 'the first two reads, then the four of the whole body');
   assert.equal(responseMemory().inUse, base);
+  t.mock.timers.tick(500); // nothing waits: the sweep stops its (mocked) timer
 });
 
 test('clients that take nothing hold at most the budget, and give it up at once to a client that reads', async (t) => {
-  // No release timer fires: only another response's need can take memory from the stalled ones.
-  t.mock.timers.enable({ apis: ['setTimeout'] });
+  // No sweep runs: only another response's need can take memory from the stalled ones.
+  t.mock.timers.enable({ apis: ['setInterval'] });
   const crowd = Array.from({ length: TOTAL_BUDGET_BYTES / MiB + 16 }, () => ({ f: stalledCtx(), src: instantSource() }));
   const streams = crowd.map(({ f, src }) => streamBody(f.ctx, 200, [], 8 * MiB, src));
   await until(() => responseMemory().waiting === 0 && crowd.every(({ src }) => src.targets.length > 0), 'every response has read its first chunk');
@@ -209,4 +211,5 @@ test('clients that take nothing hold at most the budget, and give it up at once 
   assert.deepEqual(await Promise.all(streams), crowd.map(() => false));
   await until(() => responseMemory().inUse === 0, 'all memory given back once the clients are gone');
   assert.equal(responseMemory().waiting, 0);
+  t.mock.timers.tick(500); // nothing waits: the sweep stops its (mocked) timer
 });

@@ -1,6 +1,7 @@
 import type { Ctx } from './context.ts';
 import { writeHead } from './reply.ts';
 import { createResponseMemory, type MemoryTurn } from './response-memory.ts';
+import { createOldCollector } from '../util/gc.ts';
 
 /** Reads of this size move much more per second through uWS than 64 KiB reads (see bench/RESULTS.md). */
 const CHUNK_BYTES = 1 << 20;
@@ -34,11 +35,58 @@ export function configureSlowReaders(settings: SlowReaderSettings): void {
  * back at once when another response waits for memory.
  */
 export const RELEASE_AFTER_MS = 1_000;
-/** Well inside uWS's HTTP timeout (10 s, swept every 4 s, so it fires 8-12 s after it is armed). */
-const UWS_TIMEOUT_REARM_MS = 4_000;
+/**
+ * Responses waiting on their client are looked at every SWEEP_MS by one timer, not each by timers
+ * of its own: a fast download waits on its client for most of its chunks, and arming and clearing
+ * timers for each of them cost a visible share of its CPU.
+ */
+const SWEEP_MS = 500;
+/** uWS's HTTP timeout is 10 s, swept every 4 s, so it fires 8-12 s after it is armed: re-armed every 4 s. */
+const REARM_SWEEPS = 8;
+interface Waiting {
+  /** The sweep the wait began in, and the last one in which the client took a byte. */
+  from: number;
+  progress: number;
+  release(): void;
+  stall(): void;
+  rearm(): void;
+}
+const waits = new Set<Waiting>();
+let sweeps = 0;
+let sweeper: NodeJS.Timeout | null = null;
+function sweepWaits(): void {
+  sweeps++;
+  if (waits.size === 0) {
+    clearInterval(sweeper!);
+    sweeper = null;
+    return;
+  }
+  const releaseAfter = Math.ceil(RELEASE_AFTER_MS / SWEEP_MS);
+  const stallAfter = Math.ceil(slowReaders.stallMs / SWEEP_MS);
+  for (const w of waits) {
+    if (sweeps - w.progress > stallAfter) {
+      w.stall();
+      continue;
+    }
+    if (sweeps - w.from > releaseAfter) w.release();
+    if ((sweeps - w.from) % REARM_SWEEPS === 0) w.rearm();
+  }
+}
+/** Watches a wait until the returned function is called. */
+function watch(w: Omit<Waiting, 'from' | 'progress'>): { progressed(): void; end(): void } {
+  const entry: Waiting = { ...w, from: sweeps, progress: sweeps };
+  waits.add(entry);
+  sweeper ??= setInterval(sweepWaits, SWEEP_MS).unref();
+  return { progressed: () => void (entry.progress = sweeps), end: () => void waits.delete(entry) };
+}
 /** Read buffer bytes all responses hold together (docs/security.md, "Slow readers"). */
 export const TOTAL_BUDGET_BYTES = 64 * CHUNK_BYTES;
-const memory = createResponseMemory(TOTAL_BUDGET_BYTES, CHUNK_BYTES, 16);
+/**
+ * A full collection soon, at most every 5 s: what a crowd of dropped connections or buffers leaves
+ * lives in the old generation, and an idle server may not collect it for a long time.
+ */
+const collectSoon = createOldCollector(5_000);
+const memory = createResponseMemory(TOTAL_BUDGET_BYTES, CHUNK_BYTES, 16, collectSoon);
 /** Read buffer bytes held by all responses right now, and how many responses wait for some. */
 export const responseMemory = (): { inUse: number; waiting: number } => ({ inUse: memory.inUse(), waiting: memory.waiting() });
 
@@ -116,6 +164,7 @@ export function streamBody(
       for (const b of [...held]) drop(b);
       idle.length = 0;
       ahead = null;
+      if (!ok) collectSoon();
       if (error) reject(error);
       else resolve(ok);
     };
@@ -187,21 +236,18 @@ export function streamBody(
           ctx.done = true;
           res.close(); // runs onAborted: the response settles as aborted
         };
-        let stallTimer = setTimeout(stall, slowReaders.stallMs);
-        const releaseTimer = setTimeout(release, RELEASE_AFTER_MS);
         const unwanted = memory.onWanted(release);
         // The failed tryEnd armed uWS's own HTTP timeout, which closes the connection 8-12 s later
         // without a word to us; pause() disarms it and resume() arms it afresh, so the stall
-        // deadline above is the one that decides (and is counted).
-        const keepOpen = setInterval(() => {
+        // deadline here is the one that decides (and is counted).
+        const rearm = (): void => {
           if (settled || ctx.aborted) return;
           res.pause();
           res.resume();
-        }, UWS_TIMEOUT_REARM_MS);
+        };
+        const watched = watch({ release, stall, rearm });
         const leave = (): void => {
-          clearTimeout(stallTimer);
-          clearTimeout(releaseTimer);
-          clearInterval(keepOpen);
+          watched.end();
           unwanted();
           endWait = null;
         };
@@ -226,31 +272,40 @@ export function streamBody(
           }
           // Still behind, but it took something: its stall deadline starts again. (A response that
           // just completed must not be touched again: uWS throws.)
-          if (res.getWriteOffset() > offset) {
-            clearTimeout(stallTimer);
-            stallTimer = setTimeout(stall, slowReaders.stallMs);
-          }
+          if (res.getWriteOffset() > offset) watched.progressed();
           return wrote;
         });
       });
 
+    // Buffers are only ever held by pieces, never in the loop's own variables: a suspended async
+    // function keeps every value it had in its frame, and a stalled response would pin a buffer it
+    // gave back.
+    const readNext = async (at: number): Promise<Piece | null> => {
+      const buf = await bufferInTurn();
+      return buf && startRead(buf, at);
+    };
+    const readAhead = (at: number): void => {
+      const buf = bufferNow(); // only with memory to spare
+      if (buf) ahead = startRead(buf, at);
+    };
+    // Sent whole: its buffer serves the next read, unless another response is waiting for one.
+    const sentWhole = (p: Piece): void => {
+      if (memory.waiting() > 0) drop(p.buf);
+      else idle.push(p.buf);
+      p.buf = NO_BUFFER;
+    };
+
     (async () => {
       let at = 0;
       for (;;) {
-        let piece = ahead;
+        let piece: Piece | null = ahead;
         ahead = null;
-        if (!piece) {
-          const buf = await bufferInTurn();
-          if (!buf) return;
-          piece = startRead(buf, at);
-        }
+        piece ??= await readNext(at);
+        if (!piece) return;
         await piece.read;
         if (ctx.aborted) return finish(false);
         const end = piece.at + piece.n;
-        if (end < length) {
-          const b = bufferNow(); // read ahead only with memory to spare
-          if (b) ahead = startRead(b, end);
-        }
+        if (end < length) readAhead(end);
         // Bytes handed to the client so far, counting this chunk whole: never less than it received
         // (download limits credit a cut response with them).
         ctx.bytesOut = end;
@@ -265,9 +320,7 @@ export function streamBody(
           at = sent.at;
           continue;
         }
-        // Sent whole: its buffer serves the next read, unless another response is waiting for one.
-        if (memory.waiting() > 0) drop(piece.buf);
-        else idle.push(piece.buf);
+        sentWhole(piece);
         at = end;
       }
     })().catch((e: unknown) => {

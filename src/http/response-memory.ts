@@ -1,5 +1,4 @@
 import { pageAligned, spareBuffers } from '../storage/spare-buffers.ts';
-import { createOldCollector } from '../util/gc.ts';
 
 /** A turn in the queue for response memory. */
 export interface MemoryTurn {
@@ -35,12 +34,11 @@ export interface ResponseMemory {
 
 /**
  * `pooledSize` buffers are page-aligned and reused (`spares` of them kept); other sizes are
- * allocated for one response. Buffers past the spares are dropped, and a full collection is asked
- * for soon after, so a burst of downloads does not leave its memory resident.
+ * allocated for one response. Buffers past the spares are dropped, and `collect` (a full
+ * collection soon) is called, so a burst of downloads does not leave its memory resident.
  */
-export function createResponseMemory(budget: number, pooledSize: number, spares: number): ResponseMemory {
+export function createResponseMemory(budget: number, pooledSize: number, spares: number, collect: () => void): ResponseMemory {
   const pool = spareBuffers('download', pooledSize, spares, pageAligned);
-  const collect = createOldCollector(5_000);
   const allocate = (size: number): Buffer => (size === pooledSize ? pool.take() : Buffer.allocUnsafeSlow(size));
   const queue: Array<{ size: number; hand: (b: Buffer) => void }> = [];
   const wanted = new Set<() => void>();
