@@ -38,7 +38,7 @@ import { startBackground, type Background } from './util/background.ts';
 import { ensurePortFree } from './http/port-free.ts';
 import { createOriginOf } from './http/origin.ts';
 import { createIpMatcher } from './http/client-ip.ts';
-import { configureSlowReaders } from './http/body-pump.ts';
+import { configureSlowReaders } from './http/client-waits.ts';
 import { configureBodyFlow } from './http/body-spill.ts';
 import path from 'node:path';
 import { OWNER_ONLY_UMASK, ownedDirs, usableDataDir } from './util/data-dir.ts';

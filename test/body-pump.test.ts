@@ -5,7 +5,8 @@
  */
 import { mock, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { RELEASE_AFTER_MS, responseMemory, streamBody, TOTAL_BUDGET_BYTES, type BodySource } from '../src/http/body-pump.ts';
+import { responseMemory, streamBody, TOTAL_BUDGET_BYTES, type BodySource } from '../src/http/body-pump.ts';
+import { RELEASE_AFTER_MS } from '../src/http/client-waits.ts';
 import type { Ctx } from '../src/http/context.ts';
 import { freshAllocations } from '../src/storage/spare-buffers.ts';
 

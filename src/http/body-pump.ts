@@ -2,6 +2,7 @@ import type { Ctx } from './context.ts';
 import { writeHead } from './reply.ts';
 import { createResponseMemory, type MemoryTurn } from './response-memory.ts';
 import { createOldCollector } from '../util/gc.ts';
+import { watchClient } from './client-waits.ts';
 
 /** Reads of this size move much more per second through uWS than 64 KiB reads (see bench/RESULTS.md). */
 const CHUNK_BYTES = 1 << 20;
@@ -12,73 +13,6 @@ const CHUNK_BYTES = 1 << 20;
  * from the code".
  */
 const POOLED_OVER_BYTES = 64 * 1024;
-/**
- * How long a response may wait on a client that takes no bytes before it is closed, and what is told
- * of it. Set once at start (configureSlowReaders); the defaults serve tests that never set them.
- */
-export interface SlowReaderSettings {
-  /** A response whose client accepts no byte for this long is closed. */
-  readonly stallMs: number;
-  /** Called once per response closed for stalling (a metric). */
-  readonly onStall: () => void;
-}
-
-let slowReaders: SlowReaderSettings = { stallMs: 60_000, onStall: () => {} };
-
-export function configureSlowReaders(settings: SlowReaderSettings): void {
-  slowReaders = settings;
-}
-
-/**
- * A response that waits this long on one chunk gives its buffers back and reads the unsent bytes
- * again once the client drains: a reader that stalls holds no buffer while it waits. It gives them
- * back at once when another response waits for memory.
- */
-export const RELEASE_AFTER_MS = 1_000;
-/**
- * Responses waiting on their client are looked at every SWEEP_MS by one timer, not each by timers
- * of its own: a fast download waits on its client for most of its chunks, and arming and clearing
- * timers for each of them cost a visible share of its CPU.
- */
-const SWEEP_MS = 500;
-/** uWS's HTTP timeout is 10 s, swept every 4 s, so it fires 8-12 s after it is armed: re-armed every 4 s. */
-const REARM_SWEEPS = 8;
-interface Waiting {
-  /** The sweep the wait began in, and the last one in which the client took a byte. */
-  from: number;
-  progress: number;
-  release(): void;
-  stall(): void;
-  rearm(): void;
-}
-const waits = new Set<Waiting>();
-let sweeps = 0;
-let sweeper: NodeJS.Timeout | null = null;
-function sweepWaits(): void {
-  sweeps++;
-  if (waits.size === 0) {
-    clearInterval(sweeper!);
-    sweeper = null;
-    return;
-  }
-  const releaseAfter = Math.ceil(RELEASE_AFTER_MS / SWEEP_MS);
-  const stallAfter = Math.ceil(slowReaders.stallMs / SWEEP_MS);
-  for (const w of waits) {
-    if (sweeps - w.progress > stallAfter) {
-      w.stall();
-      continue;
-    }
-    if (sweeps - w.from > releaseAfter) w.release();
-    if ((sweeps - w.from) % REARM_SWEEPS === 0) w.rearm();
-  }
-}
-/** Watches a wait until the returned function is called. */
-function watch(w: Omit<Waiting, 'from' | 'progress'>): { progressed(): void; end(): void } {
-  const entry: Waiting = { ...w, from: sweeps, progress: sweeps };
-  waits.add(entry);
-  sweeper ??= setInterval(sweepWaits, SWEEP_MS).unref();
-  return { progressed: () => void (entry.progress = sweeps), end: () => void waits.delete(entry) };
-}
 /** Read buffer bytes all responses hold together (docs/security.md, "Slow readers"). */
 export const TOTAL_BUDGET_BYTES = 64 * CHUNK_BYTES;
 /**
@@ -232,7 +166,6 @@ export function streamBody(
         };
         const stall = (): void => {
           if (settled || ctx.aborted) return;
-          slowReaders.onStall();
           ctx.done = true;
           res.close(); // runs onAborted: the response settles as aborted
         };
@@ -245,7 +178,7 @@ export function streamBody(
           res.pause();
           res.resume();
         };
-        const watched = watch({ release, stall, rearm });
+        const watched = watchClient({ release, stall, rearm });
         const leave = (): void => {
           watched.end();
           unwanted();
