@@ -3,7 +3,7 @@
 // RSS before and at peak (sampled every 20 ms); run it once per case, as a fresh process.
 // `node --expose-gc --import tsx bench/s3-memory.ts [N=8] [SIZE_MIB=256]`. Not part of run.ts.
 import { loadConfig } from '../src/config.ts';
-import { createS3Store } from '../src/storage/s3.ts';
+import { createS3Store } from '../src/storage/s3/store.ts';
 import { startCeph } from '../test/helpers/ceph.ts';
 
 const n = Number(process.argv[2] ?? 8);

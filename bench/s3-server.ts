@@ -23,7 +23,7 @@ import {
 import { asUploadReply, cleanupUploads } from './lib/sluice-api.ts';
 import { closeAll, describeFailure, freshDatabase, SLUICE_BIN, startSluice, type Target } from './lib/targets.ts';
 
-// The SDK's notice about Node 22 at every client (src/storage/s3-client.ts says why it is not for us).
+// The SDK's notice about Node 22 at every client (src/storage/s3/client.ts says why it is not for us).
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 
 const SIZE = sizesFromArgs('1G')[0]!;

@@ -7,7 +7,7 @@ import { Readable } from 'node:stream';
 import { DeleteObjectCommand, GetObjectCommand } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
 import { loadConfig } from '../src/config.ts';
-import { createS3Store } from '../src/storage/s3.ts';
+import { createS3Store } from '../src/storage/s3/store.ts';
 import { startCeph } from '../test/helpers/ceph.ts';
 import { envInt, environment, formatSize, median, mbps, sizesFromArgs } from './lib/report.ts';
 

@@ -2,7 +2,7 @@ import path from 'node:path';
 import net from 'node:net';
 import { resembles } from './util/similar.ts';
 import { isEmail } from './util/names.ts';
-import { MAX_OBJECT_BYTES } from './storage/s3-sizes.ts';
+import { MAX_OBJECT_BYTES } from './util/s3-sizes.ts';
 
 /** Everything the process is configured with. Only this module reads process.env. */
 export interface Config {
@@ -12,7 +12,7 @@ export interface Config {
   /** BASE_URL is unset: the default origin names the port actually bound (PORT=0 picks one at listen). */
   readonly baseUrlFollowsPort: boolean;
   readonly dataDir: string;
-  /** STORAGE_URL: null keeps files on disk under DATA_DIR; otherwise an S3 bucket (see storage/s3-client.ts). */
+  /** STORAGE_URL: null keeps files on disk under DATA_DIR; otherwise an S3 bucket (see storage/s3/client.ts). */
   readonly s3: S3Location | null;
   /** The SDK's variables (AWS_REGION, AWS_ENDPOINT_URL_S3, the key pair), for a bucket named elsewhere than STORAGE_URL. */
   readonly s3Access: S3Access;

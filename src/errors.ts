@@ -1,5 +1,3 @@
-import { STORAGE_SYSCALLS } from './storage/syscalls.ts';
-import { isBlobError } from './storage/blob-store.ts';
 
 /** The one table of error codes: HTTP status and the human message sent as `error`. */
 export const ERRORS = {
@@ -130,3 +128,45 @@ export function toAppError(err: unknown): AppError {
   }
   return new AppError('INTERNAL', undefined, { cause: err });
 }
+
+/**
+ * Failure codes a caller may act on. Other errors (EIO, a network failure) pass through unchanged;
+ * errno-style codes of the platform (ENOSPC, EDQUOT) are kept on the error's `code`.
+ */
+export type BlobErrorCode =
+  /** read/open of a key that does not exist. */
+  | 'NOT_FOUND'
+  /** A range starting past the object's end (a range starting exactly at the end is empty). */
+  | 'OUT_OF_RANGE'
+  /** An object held fewer bytes than the caller was told it has (a truncated file). */
+  | 'SHORT'
+  /** An append at an offset other than the resumable object's durable one. */
+  | 'OFFSET_MISMATCH'
+  /** An append to a resumable object that another append in this store is still writing. */
+  | 'BUSY'
+  /** An append that went past its limit (AppendOptions.limit). */
+  | 'TOO_LARGE'
+  /** write()/finish() after abort(). */
+  | 'ABORTED'
+  /** The store could not be reached, timed out or answered with a server error (an object store's outage). */
+  | 'UNAVAILABLE';
+
+export class BlobError extends Error {
+  constructor(
+    readonly code: BlobErrorCode,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = 'BlobError';
+  }
+}
+
+/** True for a BlobError of the given code. */
+export const isBlobError = (err: unknown, code: BlobErrorCode): boolean => err instanceof BlobError && err.code === code;
+
+/** The file-system calls whose failures are storage errors (toAppError maps them to INSUFFICIENT_STORAGE or STORAGE_ERROR). */
+export const STORAGE_SYSCALLS: ReadonlySet<string> = new Set([
+  'open', 'read', 'write', 'fsync', 'fdatasync', 'close', 'rename', 'unlink', 'mkdir', 'rmdir', 'stat', 'fstat',
+  'lstat', 'readdir', 'rm', 'scandir', 'copyfile', 'ftruncate', 'utime', 'futime',
+]);

@@ -10,7 +10,7 @@ import { OCTETS, tusCall, tusCreate, tusMeta, tusPatch } from './helpers/tus.ts'
 import { assertNothingKept, counts, get, postReport, sha256, uploadFiles, uploadOk } from './abuse-util.ts';
 import { waitFor } from './helpers/wait.ts';
 import { blockHash } from '../src/db/abuse.ts';
-import type { Sql } from '../src/db/client.ts';
+import type { Sql } from '../src/db/sql.ts';
 
 const HTML = `<script>alert("x")</script><img src=x onerror=alert(1)>`;
 /** RIGHT-TO-LEFT OVERRIDE: "fdp.exe" after it shows as "exe.pdf". */

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { responseMemory, streamBody, TOTAL_BUDGET_BYTES, type BodySource } from '../src/http/body-pump.ts';
 import { RELEASE_AFTER_MS } from '../src/http/client-waits.ts';
 import type { Ctx } from '../src/http/context.ts';
-import { freshAllocations } from '../src/storage/spare-buffers.ts';
+import { freshAllocations } from '../src/util/spare-buffers.ts';
 
 const MiB = 1 << 20;
 const fresh = (): number => freshAllocations().get('download') ?? 0;

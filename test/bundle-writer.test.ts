@@ -3,9 +3,9 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { backends } from './helpers/server.ts';
 import { database } from './helpers/database.ts';
-import type { Sql } from '../src/db/client.ts';
+import type { Sql } from '../src/db/sql.ts';
 import type { NewBundle, NewFile } from '../src/db/bundles.ts';
-import { newShortCode } from '../src/auth/tokens.ts';
+import { newShortCode } from '../src/util/tokens.ts';
 import { createBundleWriter } from '../src/db/bundle-writer.ts';
 
 const bundle = (over: Partial<NewBundle> = {}): NewBundle => ({

@@ -10,7 +10,7 @@ import { backends, startServer, storedBlobs, storedPaths, type TestServer } from
 import { waitFor } from './helpers/wait.ts';
 import { uploaded } from './helpers/http.ts';
 import { loadConfig } from '../src/config.ts';
-import { createS3Store } from '../src/storage/s3.ts';
+import { createS3Store } from '../src/storage/s3/store.ts';
 import { sweep } from '../src/sweeper/sweep.ts';
 
 const MiB = 1024 * 1024;

@@ -3,8 +3,8 @@ import assert from 'node:assert/strict';
 import fsp from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { createDiskStore, type DiskStore } from '../src/storage/disk.ts';
-import { coalesced, shardedKeys } from '../src/storage/disk-dirs.ts';
+import { createDiskStore, type DiskStore } from '../src/storage/disk/store.ts';
+import { coalesced, shardedKeys } from '../src/storage/disk/dirs.ts';
 import { createHasher, type Hasher } from '../src/storage/hasher.ts';
 
 describe('storage keys', () => {

@@ -7,7 +7,7 @@ import { backends, startServer, type TestServer } from './helpers/server.ts';
 import { startMailSink, type MailSink } from './helpers/smtp.ts';
 import { freePort } from './helpers/services.ts';
 import { call, uploaded } from './helpers/http.ts';
-import { createSealer } from '../src/auth/sealer.ts';
+import { createSealer } from '../src/util/sealer.ts';
 import { retryDelaySeconds } from '../src/mail/outbox.ts';
 import { loadConfig, ConfigError } from '../src/config.ts';
 import { waitFor } from './helpers/wait.ts';

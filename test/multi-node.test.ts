@@ -21,7 +21,7 @@ import { call, upload } from './helpers/http.ts';
 import { tusCall, tusMeta, uploadLocked, uploadPath } from './helpers/tus.ts';
 import { waitFor } from './helpers/wait.ts';
 import { loadConfig } from '../src/config.ts';
-import { createS3Store } from '../src/storage/s3.ts';
+import { createS3Store } from '../src/storage/s3/store.ts';
 import { sweep } from '../src/sweeper/sweep.ts';
 import postgres from 'postgres';
 

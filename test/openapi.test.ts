@@ -6,7 +6,7 @@ import { pathToFileURL } from 'node:url';
 import { request } from 'undici';
 import { backends, ROOT, startServer, type TestServer } from './helpers/server.ts';
 import type { Route } from '../src/http/server.ts';
-import type { Deps } from '../src/routes/deps.ts';
+import type { Deps } from '../src/deps.ts';
 import { stubDeps } from './helpers/stub-deps.ts';
 import { ERRORS } from '../src/errors.ts';
 

@@ -7,9 +7,9 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { crc32 } from 'node:zlib';
 import { createHasher, type Hasher } from '../src/storage/hasher.ts';
-import { createPartWriter, type PartWriter } from '../src/storage/part-writer.ts';
-import { probeDirect, type DirectIo } from '../src/storage/direct-io.ts';
-import { freshAllocations } from '../src/storage/spare-buffers.ts';
+import { createPartWriter, type PartWriter } from '../src/storage/disk/part-writer.ts';
+import { probeDirect, type DirectIo } from '../src/storage/disk/direct-io.ts';
+import { freshAllocations } from '../src/util/spare-buffers.ts';
 
 /** Feeds `data` in pieces of the sizes busboy and uWS hand out, honouring the writer's backpressure. */
 async function feed(w: PartWriter, data: Buffer): Promise<void> {
@@ -127,7 +127,7 @@ for (const mode of ['direct', 'page cache'] as const) {
 
 describe('staging pool', () => {
   test('thousands of abandoned waiters neither grow the stack nor keep the buffer', async () => {
-    const { withStaging, giveStaging } = await import('../src/storage/direct-io.ts');
+    const { withStaging, giveStaging } = await import('../src/storage/disk/direct-io.ts');
     const held: Buffer[] = [];
     // Take every buffer; the last call queues a waiter that keeps the first one given back.
     for (let queued = false; !queued; ) {
@@ -149,7 +149,7 @@ describe('staging pool', () => {
 
 describe('part file syncs', () => {
   test('a file written in one piece is opened O_DSYNC and closed without an fsync; others, and empty ones, are fsynced', async () => {
-    const { createPartFile } = await import('../src/storage/part-file.ts');
+    const { createPartFile } = await import('../src/storage/disk/part-file.ts');
     const dir = await fsp.mkdtemp(path.join(os.tmpdir(), 'sluice-sync-'));
     const flagsOf = new Map<string, number>();
     let fsyncs = 0;

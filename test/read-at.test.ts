@@ -15,7 +15,7 @@ import { fileSource } from '../src/http/body-out.ts';
 import { zipLayout, findSegment } from '../src/zip/layout.ts';
 import { zipSource } from '../src/zip/stream.ts';
 import type { BodySource } from '../src/http/body-pump.ts';
-import { createDiskStore } from '../src/storage/disk.ts';
+import { createDiskStore } from '../src/storage/disk/store.ts';
 import { createHasher } from '../src/storage/hasher.ts';
 import type { BlobStore } from '../src/storage/blob-store.ts';
 

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Registry, type Metric } from 'prom-client';
-import { createRouteMetrics } from '../src/route-metrics.ts';
+import { createRouteMetrics } from '../src/metrics/routes.ts';
 
 test('route recorders count by status and fill cumulative buckets as prom-client does', async () => {
   const m = createRouteMetrics({ requestsName: 'req_total', durationName: 'dur_seconds', bounds: [0.1, 1] });

@@ -9,9 +9,10 @@ import os from 'node:os';
 import path from 'node:path';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { loadConfig } from '../src/config.ts';
-import { isBlobError, type BlobStore } from '../src/storage/blob-store.ts';
-import { SOCKET_GET_MIN_BYTES } from '../src/storage/s3-read.ts';
-import { createS3Store } from '../src/storage/s3.ts';
+import { type BlobStore } from '../src/storage/blob-store.ts';
+import { isBlobError } from '../src/errors.ts';
+import { SOCKET_GET_MIN_BYTES } from '../src/storage/s3/read.ts';
+import { createS3Store } from '../src/storage/s3/store.ts';
 import { cephSkip, startCeph, type Ceph } from './helpers/ceph.ts';
 import { spawnReadyChild } from './helpers/storage-contract.ts';
 

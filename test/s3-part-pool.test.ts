@@ -1,7 +1,7 @@
 /** The S3 store's part-buffer pool: one budget for the parts being filled and those uploading. */
 import { test, mock } from 'node:test';
 import assert from 'node:assert/strict';
-import { createPartPool, PAST_BUDGET_AFTER_MS } from '../src/storage/s3-part-pool.ts';
+import { createPartPool, PAST_BUDGET_AFTER_MS } from '../src/storage/s3/part-pool.ts';
 
 const MIB = 1024 * 1024;
 

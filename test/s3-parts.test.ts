@@ -16,12 +16,12 @@ import {
   AbortMultipartUploadCommand, CompleteMultipartUploadCommand, CreateMultipartUploadCommand, DeleteObjectCommand,
   GetObjectCommand, ListMultipartUploadsCommand, ListPartsCommand, type S3Client,
 } from '@aws-sdk/client-s3';
-import { PLANS } from '../src/auth/plans.ts';
+import { PLANS } from '../src/plans.ts';
 import { loadConfig } from '../src/config.ts';
 import type { BlobStore } from '../src/storage/blob-store.ts';
-import { createPartPool } from '../src/storage/s3-part-pool.ts';
-import { createPartQueue, MAX_PARTS, MIN_PART, partSize, type PartQueue } from '../src/storage/s3-parts.ts';
-import { createS3Store } from '../src/storage/s3.ts';
+import { createPartPool } from '../src/storage/s3/part-pool.ts';
+import { createPartQueue, MAX_PARTS, MIN_PART, partSize, type PartQueue } from '../src/storage/s3/parts.ts';
+import { createS3Store } from '../src/storage/s3/store.ts';
 import { cephSkip } from './helpers/ceph.ts';
 import { sharedBucket, type SharedBucket } from './helpers/s3-backend.ts';
 

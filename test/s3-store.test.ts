@@ -9,8 +9,8 @@ import { crc32 } from 'node:zlib';
 import { HeadObjectCommand, ListMultipartUploadsCommand, ListObjectsV2Command, type S3Client } from '@aws-sdk/client-s3';
 import { loadConfig, type S3Location } from '../src/config.ts';
 import type { BlobStore, BlobWriter } from '../src/storage/blob-store.ts';
-import { StorageSetupError } from '../src/storage/s3-client.ts';
-import { createS3Store } from '../src/storage/s3.ts';
+import { StorageSetupError } from '../src/storage/s3/client.ts';
+import { createS3Store } from '../src/storage/s3/store.ts';
 import { cephSkip, startCeph, type Ceph } from './helpers/ceph.ts';
 import { waitFor } from './helpers/wait.ts';
 

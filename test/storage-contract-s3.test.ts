@@ -8,8 +8,8 @@ import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import { ListMultipartUploadsCommand, type S3Client } from '@aws-sdk/client-s3';
 import { loadConfig } from '../src/config.ts';
-import { createS3Store } from '../src/storage/s3.ts';
-import { deleteObjects } from '../src/storage/s3-append.ts';
+import { createS3Store } from '../src/storage/s3/store.ts';
+import { deleteObjects } from '../src/storage/s3/append.ts';
 import { cephSkip, startCeph, type Ceph } from './helpers/ceph.ts';
 import { spawnReadyChild, storageContract, type StoreUnderTest } from './helpers/storage-contract.ts';
 

@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { createDiskStore, type DiskStore } from '../src/storage/disk.ts';
+import { createDiskStore, type DiskStore } from '../src/storage/disk/store.ts';
 import { createHasher } from '../src/storage/hasher.ts';
 import { spawnReadyChild, storageContract, type StoreUnderTest } from './helpers/storage-contract.ts';
 import { mountTmpfs } from './helpers/services.ts';

@@ -13,7 +13,7 @@ import { HeadObjectCommand, ListMultipartUploadsCommand, ListObjectsV2Command } 
 import { cephSkip, startCeph, type Ceph } from './helpers/ceph.ts';
 import { ROOT, runCli, startServer, type TestServer } from './helpers/server.ts';
 import { uploaded, type Json } from './helpers/http.ts';
-import { diskLayout } from '../src/storage/disk.ts';
+import { diskLayout } from '../src/storage/disk/store.ts';
 import { loadConfig } from '../src/config.ts';
 import { modeLine } from '../src/cli/banner.ts';
 

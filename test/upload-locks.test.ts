@@ -5,7 +5,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import postgres from 'postgres';
-import type { Sql } from '../src/db/client.ts';
+import type { Sql } from '../src/db/sql.ts';
 import { createUploadLocks, type UploadLocks } from '../src/db/upload-locks.ts';
 import { insertUpload, setProgress } from '../src/db/tus-uploads.ts';
 import { AppError } from '../src/errors.ts';

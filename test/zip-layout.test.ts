@@ -9,7 +9,7 @@ import { crc32 } from 'node:zlib';
 import { findSegment, segmentLength, zipLayout, zipLayoutSliced, type ZipEntry, type ZipLayout } from '../src/zip/layout.ts';
 import { sanitizeEntryName, uniqueEntryNames } from '../src/zip/names.ts';
 import { zipSource } from '../src/zip/stream.ts';
-import { createDiskStore } from '../src/storage/disk.ts';
+import { createDiskStore } from '../src/storage/disk/store.ts';
 import { createHasher } from '../src/storage/hasher.ts';
 import { bufferReader, layoutReader, parseZip } from './zip-util.ts';
 import { pythonZip, yazlZip } from './zip-tools.ts';

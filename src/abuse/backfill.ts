@@ -1,8 +1,9 @@
 import type { Logger } from 'pino';
-import type { Sql } from '../db/client.ts';
+import type { Sql } from '../db/sql.ts';
 import { anyBlocked } from '../db/abuse.ts';
 import { recordFileHash, unhashedFiles } from '../db/file-hashes.ts';
-import { isBlobError, type BlobStore } from '../storage/blob-store.ts';
+import { type BlobStore } from '../storage/blob-store.ts';
+import { isBlobError } from '../errors.ts';
 import { digestStored } from '../storage/digest-stored.ts';
 
 /**

@@ -1,4 +1,4 @@
-import type { Sql } from '../db/client.ts';
+import type { Sql } from '../db/sql.ts';
 import { anyBlocked } from '../db/abuse.ts';
 
 export const SHA256_RE = /^[0-9a-f]{64}$/;

@@ -1,6 +1,6 @@
 import { createHash, type Hash } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { Sql } from '../db/client.ts';
+import type { Sql } from '../db/sql.ts';
 import { AppError } from '../errors.ts';
 import type { BlobDigest, BlobKey, BlobStore, BlobWriter } from '../storage/blob-store.ts';
 import { isBlocked } from '../db/abuse.ts';

@@ -1,7 +1,7 @@
-import type { Sql } from '../db/client.ts';
+import type { Sql } from '../db/sql.ts';
 import type { Outbox } from '../mail/outbox.ts';
 import type { Mail } from '../mail/transport.ts';
-import { escapeHtml } from '../web/html.ts';
+import { escapeHtml } from '../util/html.ts';
 import { quotedName } from '../mail/messages.ts';
 import { sqlUtc } from '../util/time.ts';
 import { mailUnmailedReports, type ReportRow } from '../db/abuse.ts';

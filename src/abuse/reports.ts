@@ -2,8 +2,7 @@ import { createHmac } from 'node:crypto';
 import { AppError } from '../errors.ts';
 import { cleanText, CONTROL_CHARS } from '../util/names.ts';
 
-export const REASONS = ['malware', 'phishing', 'copyright', 'illegal', 'other'] as const;
-export type Reason = (typeof REASONS)[number];
+import { REASONS, type Reason } from '../db/abuse.ts';
 /** Long enough for a URL list and a paragraph of context; bounds what each mail and listing holds. */
 export const MAX_DETAILS = 4000;
 export const MAX_CONTACT = 255;

@@ -1,16 +1,16 @@
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
-import type { Sql } from '../db/client.ts';
+import type { Sql } from '../db/sql.ts';
 import type { Ctx } from '../http/context.ts';
-import type { Access, Caller, Uploader } from '../routes/deps.ts';
+import type { Access, Caller, Uploader } from './caller.ts';
 import type { Budgets } from '../state/budget.ts';
 import { overBudget } from '../state/budget.ts';
 import type { Signer } from './signing.ts';
 import { budgetAddress, clientIp, createIpMatcher } from '../http/client-ip.ts';
 import { AppError } from '../errors.ts';
 import { createUsageRecorder, findApiKey } from './api-keys.ts';
-import { PLANS } from './plans.ts';
-import { UPLOAD_TOKEN_RE } from './tokens.ts';
+import { PLANS } from '../plans.ts';
+import { UPLOAD_TOKEN_RE } from '../util/tokens.ts';
 
 const HOUR_MS = 3_600_000;
 
@@ -97,7 +97,8 @@ export function createAccess(deps: { config: Config; sql: Sql; budgets: Budgets;
       return caller;
     },
     async callerOf(ctx) {
-      return ctx.caller ?? (await resolve(ctx));
+      // The server's admission stored what admit() above resolved for this request.
+      return (ctx.caller as Caller | undefined) ?? (await resolve(ctx));
     },
     uploaderFor(caller) {
       if (caller.bearerRejected) throw new AppError('INVALID_API_KEY');

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import type { Sql } from '../db/client.ts';
-import { hashSecret, secretMatches } from './tokens.ts';
-import type { PlanName } from './plans.ts';
+import type { Sql } from '../db/sql.ts';
+import { hashSecret, secretMatches } from '../util/tokens.ts';
+import type { PlanName } from '../plans.ts';
 import { apiKeyByHash, insertApiKey, touchKeyUsed, type ApiKeyRow } from '../db/api-keys.ts';
 
 const BASE62 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';

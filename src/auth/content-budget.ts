@@ -1,6 +1,6 @@
 import type { Config } from '../config.ts';
 import type { Ctx } from '../http/context.ts';
-import type { Metrics } from '../metrics.ts';
+import type { Metrics } from '../metrics/metrics.ts';
 import { overBudget, type Budgets } from '../state/budget.ts';
 
 const MINUTE_MS = 60_000;

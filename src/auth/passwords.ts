@@ -1,5 +1,5 @@
 import { randomBytes, scrypt, timingSafeEqual } from 'node:crypto';
-import type { Passwords } from '../routes/deps.ts';
+import type { Passwords } from './caller.ts';
 
 /** scrypt N=2^15, r=8, p=1 (~32 MiB, tens of ms): slow for guessing, run on libuv's thread pool. */
 const LOG_N = 15;

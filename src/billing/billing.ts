@@ -1,11 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
-import type { Sql } from '../db/client.ts';
+import type { Sql } from '../db/sql.ts';
 import { AppError } from '../errors.ts';
-import { PLANS, type PlanName } from '../auth/plans.ts';
-import type { Sealer } from '../auth/sealer.ts';
-import { hashSecret } from '../auth/tokens.ts';
+import { PLANS, type PlanName } from '../plans.ts';
+import type { Sealer } from '../util/sealer.ts';
+import { hashSecret } from '../util/tokens.ts';
 import type { Outbox } from '../mail/outbox.ts';
 import { portalMail } from '../mail/messages.ts';
 import type { Stripe } from './stripe-client.ts';

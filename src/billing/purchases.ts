@@ -1,4 +1,4 @@
-import type { Sql } from '../db/client.ts';
+import type { Sql } from '../db/sql.ts';
 import { createApiKey } from '../auth/api-keys.ts';
 import {
   insertPurchase,
@@ -13,8 +13,8 @@ import {
   takeSealedKey,
   type PurchaseInsert,
 } from '../db/billing.ts';
-import { PLANS, type PlanName } from '../auth/plans.ts';
-import type { Sealer } from '../auth/sealer.ts';
+import { PLANS, type PlanName } from '../plans.ts';
+import type { Sealer } from '../util/sealer.ts';
 import type { Outbox } from '../mail/outbox.ts';
 import { keyMail } from '../mail/messages.ts';
 

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
-import type { Sql } from '../db/client.ts';
-import { isPlanName, type PlanName } from '../auth/plans.ts';
-import type { Sealer } from '../auth/sealer.ts';
+import type { Sql } from '../db/sql.ts';
+import { isPlanName, type PlanName } from '../plans.ts';
+import type { Sealer } from '../util/sealer.ts';
 import type { Outbox } from '../mail/outbox.ts';
 import { applySubscriptionState, mintForSession } from './purchases.ts';
 import { AppError } from '../errors.ts';

@@ -1,17 +1,16 @@
-import type { Sql } from '../db/client.ts';
-import {
-  appendFiles, deleteBundle, findBundleById, findBundleByTokenHash, MAX_FILES_PER_BUNDLE, type BundleRow, type FileRow,
-  type NewFile,
-} from '../db/bundles.ts';
+import type { Sql } from '../db/sql.ts';
+import { appendFiles, deleteBundle, findBundleById, findBundleByTokenHash, MAX_FILES_PER_BUNDLE, type NewFile } from '../db/bundles.ts';
+import { type BundleRow, type FileRow } from '../db/rows.ts';
 import type { BundleWriter } from '../db/bundle-writer.ts';
+import type { NewBundleFields } from '../db/bundles.ts';
 import type { BundleCache } from '../state/bundle-cache.ts';
-import type { Caller, Passwords } from '../routes/deps.ts';
-import { hashSecret, newUploadToken, secretMatches, UPLOAD_TOKEN_RE } from '../auth/tokens.ts';
+import type { Caller, Passwords } from '../auth/caller.ts';
+import { hashSecret, newUploadToken, secretMatches, UPLOAD_TOKEN_RE } from '../util/tokens.ts';
 import { AppError } from '../errors.ts';
 import { cleanDescription, descriptionProblem, isEmail } from '../util/names.ts';
 import { DAY_MS } from '../util/time.ts';
-import { checkVanity } from '../sharing/vanity.ts';
-import { parseMaxDownloads } from '../sharing/limits.ts';
+import { checkVanity } from './vanity.ts';
+import { parseMaxDownloads } from './limits.ts';
 import { checkVanityFree, claimVanity } from '../db/vanity.ts';
 import { ANY_STATE, mayChange, refuseChange } from './guard.ts';
 import { changeState } from '../db/bundle-room.ts';
@@ -26,20 +25,6 @@ import { changeState } from '../db/bundle-room.ts';
 /** A new bundle's fields as the client sent them (form fields, or tus Upload-Metadata). */
 export type RawBundleFields = Readonly<Record<string, string | undefined>>;
 
-/** A new bundle's fields once checked (the password already hashed), and the uploader's limits. */
-export interface NewBundleFields {
-  description: string | null;
-  accessPasswordHash: string | null;
-  notifyEmail: string | null;
-  isEncrypted: boolean;
-  maxSizeBytes: number;
-  /** null: never expires. */
-  expiryDays: number | null;
-  /** A Premium bundle's vanity name (sharing/vanity.ts); absent in tus rows written before it. */
-  vanity?: string | null;
-  /** Complete downloads allowed of each file, 1–1000 (sharing/limits.ts); null or absent: no limit. */
-  maxDownloads?: number | null;
-}
 
 export interface BundleLimits {
   readonly apiKeyId: number | null;
@@ -52,7 +37,7 @@ export interface BundleDeps {
   readonly passwords: Passwords;
   readonly newBundles: BundleWriter;
   readonly bundles: BundleCache;
-  /** Names a vanity URL may not take (sharing/vanity.ts). */
+  /** Names a vanity URL may not take (bundles/vanity.ts). */
   readonly reservedNames: ReadonlySet<string>;
 }
 

@@ -1,7 +1,7 @@
-import type { Sql } from '../db/client.ts';
+import type { Sql } from '../db/sql.ts';
 import { createApiKey } from '../auth/api-keys.ts';
 import { listApiKeys, revokeApiKey } from '../db/api-keys.ts';
-import { isPlanName } from '../auth/plans.ts';
+import { isPlanName } from '../plans.ts';
 import { CONTROL_CHARS, isEmail } from '../util/names.ts';
 import { sqlUtc } from '../util/time.ts';
 

@@ -2,7 +2,8 @@ import { loadConfig, ConfigError, type Config } from '../config.ts';
 import { createLogger, textDestination } from '../log.ts';
 import { banner } from './banner.ts';
 import { startApp, type RunningApp } from '../app.ts';
-import { connectDb, type Sql } from '../db/client.ts';
+import { connectDb } from '../db/client.ts';
+import { type Sql } from '../db/sql.ts';
 import { importPglite } from '../db/pglite-import.ts';
 import { migrate } from '../db/migrate.ts';
 import { createHasher } from '../storage/hasher.ts';
@@ -16,7 +17,7 @@ import { auditCommand, blockCommand, bundlesCommand, reportsCommand, takeBy } fr
 import { keysCommand, UsageError } from './keys.ts';
 import { supervise } from './supervise.ts';
 import { createWorkerLink } from './worker-link.ts';
-import { createNotifier } from '../sd-notify.ts';
+import { createNotifier } from './sd-notify.ts';
 import { OWNER_ONLY_UMASK, usableDataDir } from '../util/data-dir.ts';
 
 const USAGE = `usage: sluice <command>

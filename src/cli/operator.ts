@@ -1,6 +1,6 @@
-import type { Sql } from '../db/client.ts';
+import type { Sql } from '../db/sql.ts';
 import { deleteBundle } from '../db/bundles.ts';
-import { SHORT_CODE_RE } from '../auth/tokens.ts';
+import { SHORT_CODE_RE } from '../util/tokens.ts';
 import { CONTROL_CHARS, oneLine } from '../util/names.ts';
 import { sqlUtc } from '../util/time.ts';
 import { SHA256_RE } from '../abuse/blocklist.ts';
@@ -11,7 +11,7 @@ import type { Logger } from 'pino';
 import type { BlobStore } from '../storage/blob-store.ts';
 import { createHashBackfill } from '../abuse/backfill.ts';
 import { countUnhashed } from '../db/file-hashes.ts';
-import { humanSize, plural } from '../web/html.ts';
+import { humanSize, plural } from '../util/html.ts';
 import { ANY_STATE } from '../bundles/guard.ts';
 
 /** What an operator command is given: its arguments (no --by), who runs it, and where output goes. */

@@ -1,14 +1,15 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describeLocation, parseStorageUrl, type Config, type S3Location } from '../config.ts';
-import type { Sql } from '../db/client.ts';
+import type { Sql } from '../db/sql.ts';
 import { copyCounts, fileExists, filesToCopy, recordCopy, type CopyCandidate } from '../db/storage-copies.ts';
-import { isBlobError, type BlobStore } from '../storage/blob-store.ts';
+import { type BlobStore } from '../storage/blob-store.ts';
+import { isBlobError } from '../errors.ts';
 import { copyVerified, verifyInPlace, type CopyOutcome } from '../storage/copy-verified.ts';
-import { createDiskStore } from '../storage/disk.ts';
+import { createDiskStore } from '../storage/disk/store.ts';
 import { createHasher } from '../storage/hasher.ts';
-import { StorageSetupError } from '../storage/s3-client.ts';
-import { createS3Store, type S3Store } from '../storage/s3.ts';
+import { StorageSetupError } from '../storage/s3/client.ts';
+import { createS3Store, type S3Store } from '../storage/s3/store.ts';
 import { parseFlags, UsageError } from './keys.ts';
 
 export const STORAGE_USAGE = 'usage: sluice storage migrate --to s3://BUCKET[/PREFIX] [--dry-run] [--jobs N]';

@@ -2,7 +2,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import type { Logger } from 'pino';
 import { AggregatorRegistry } from 'prom-client';
-import type { Notifier } from '../sd-notify.ts';
+import type { Notifier } from './sd-notify.ts';
 import { ensurePortFree } from '../http/port-free.ts';
 
 /**

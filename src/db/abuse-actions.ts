@@ -1,4 +1,4 @@
-import type { Sql } from './client.ts';
+import type { Sql } from './sql.ts';
 import { audit, blockHash, closeReport, expireBundle, setQuarantine, unblockHash } from './abuse.ts';
 
 /**

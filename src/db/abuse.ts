@@ -1,5 +1,7 @@
-import type { Sql } from './client.ts';
-import type { Reason } from '../abuse/reports.ts';
+import type { Sql } from './sql.ts';
+/** The reasons a report may give (the `reason` column's values). */
+export const REASONS = ['malware', 'phishing', 'copyright', 'illegal', 'other'] as const;
+export type Reason = (typeof REASONS)[number];
 
 // The tables of abuse handling (sql/0012_abuse.sql): reports, quarantine, blocked hashes, the audit trail.
 

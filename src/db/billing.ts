@@ -1,5 +1,5 @@
-import type { Sql } from './client.ts';
-import type { PlanName } from '../auth/plans.ts';
+import type { Sql } from './sql.ts';
+import type { PlanName } from '../plans.ts';
 
 // Purchases, portal tokens and the ids of Stripe events already applied.
 

@@ -1,10 +1,10 @@
-import type { Sql } from './client.ts';
-import type { BundleRow } from './bundles.ts';
+import type { Sql } from './sql.ts';
+import type { BundleRow } from './rows.ts';
 
 /**
  * The one definition of an active bundle, for a query that names the bundle `b`: not expired (no
  * expiry means never), or quarantined (a held bundle does not expire: its files are evidence; every
- * lookup answers it 451, see abuse/quarantine.ts). A deleted bundle has no row. Every query that serves, appends to or sweeps
+ * lookup answers it 451, see db/quarantine.ts). A deleted bundle has no row. Every query that serves, appends to or sweeps
  * bundles says "active" or "expired" through these two, on both database backends (plain SQL text,
  * spliced with `sql.unsafe`).
  */

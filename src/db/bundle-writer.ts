@@ -1,4 +1,4 @@
-import type { Sql } from './client.ts';
+import type { Sql } from './sql.ts';
 import { hashesOf, insertBundles, withFreshFileIds, type BundleInsert, type InsertedBundle, type NewBundle, type NewFile } from './bundles.ts';
 import { blockedAmong } from './abuse.ts';
 import { AppError } from '../errors.ts';

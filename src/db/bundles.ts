@@ -1,47 +1,25 @@
+import type { BundleRow, FileRow, FileSummary } from './rows.ts';
 import { listFilesInPages } from './file-pages.ts';
-import type { Sql } from './client.ts';
+import type { Sql } from './sql.ts';
 import { AppError } from '../errors.ts';
-import { newShortCode } from '../auth/tokens.ts';
+import { newShortCode } from '../util/tokens.ts';
 import { ACTIVE_BUNDLE, BUNDLE_COLS, lockForChange, tusReserved, type ChangeCheck } from './bundle-room.ts';
-import { refuseQuarantined } from '../abuse/quarantine.ts';
+import { refuseQuarantined } from './quarantine.ts';
 import { blockedAmong } from './abuse.ts';
 
-export interface BundleRow {
-  id: number;
-  short_code: string;
-  upload_token_hash: Uint8Array;
+/** A new bundle's fields once checked (the password already hashed), and the uploader's limits. */
+export interface NewBundleFields {
   description: string | null;
-  access_password_hash: string | null;
-  notify_email: string | null;
-  is_encrypted: boolean;
-  api_key_id: number | null;
-  max_size_bytes: number;
-  total_size_bytes: number;
-  file_count: number;
-  view_count: number;
-  created_at: Date;
-  expires_at: Date | null;
-  /** Set while an operator holds the bundle (abuse/quarantine.ts): every path answers 451. */
-  quarantined_at: Date | null;
-  is_expired: boolean;
-  /** A Premium bundle's vanity name (sql/0013_vanity.sql). */
-  vanity: string | null;
-  /** Complete downloads allowed of each file; null: no limit (sql/0014_download_limits.sql). */
-  max_downloads: number | null;
-}
-
-export interface FileRow {
-  id: number;
-  bundle_id: number;
-  storage_key: string;
-  name: string;
-  size: number;
-  mime_type: string;
-  crc32: number;
-  download_count: number;
-  /** Complete downloads counted against the bundle's max_downloads. */
-  downloads_done: number;
-  created_at: Date;
+  accessPasswordHash: string | null;
+  notifyEmail: string | null;
+  isEncrypted: boolean;
+  maxSizeBytes: number;
+  /** null: never expires. */
+  expiryDays: number | null;
+  /** A Premium bundle's vanity name (bundles/vanity.ts); absent in tus rows written before it. */
+  vanity?: string | null;
+  /** Complete downloads allowed of each file, 1–1000 (bundles/limits.ts); null or absent: no limit. */
+  maxDownloads?: number | null;
 }
 
 export interface NewFile {
@@ -86,7 +64,6 @@ export async function withFreshFileIds<T>(insert: () => Promise<T>): Promise<T> 
 
 /** Zero-byte files pass the size cap; this bounds what one bundle's listing and zip must hold. */
 export const MAX_FILES_PER_BUNDLE = 10_000;
-
 
 const FILE_COLS = ['id', 'bundle_id', 'storage_key', 'name', 'size', 'mime_type', 'crc32', 'download_count', 'downloads_done', 'created_at'];
 const FILE_COLS_AS = FILE_COLS.map((c) => `f.${c} as file__${c}`).join(', ');
@@ -233,14 +210,6 @@ export async function findActiveBundle(sql: Sql, code: string): Promise<BundleRo
     select ${sql.unsafe(BUNDLE_COLS)} from bundles b
     where short_code = ${code} and ${sql.unsafe(ACTIVE_BUNDLE)}`;
   return refuseQuarantined(b);
-}
-
-export interface FileSummary {
-  id: number;
-  name: string;
-  size: number;
-  mime_type: string;
-  downloads_done: number;
 }
 
 /** An active bundle with its file list (the hot read path, behind the bundle cache). */

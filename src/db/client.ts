@@ -7,8 +7,7 @@ import { binaries, CLUSTER, ensureCluster, reapStale, SOCKET, startPostmaster, t
 import { refuseLegacy } from './pglite-import.ts';
 import { isAlive, ownTag, writerAlive } from '../util/process-tag.ts';
 import { createUploadLocks, type UploadLocks } from './upload-locks.ts';
-
-export type Sql = postgres.Sql<Record<string, never>>;
+import type { Sql } from './sql.ts';
 
 export interface Db {
   readonly sql: Sql;

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { Sql } from './client.ts';
+import type { Sql } from './sql.ts';
 
 /**
  * Counters written in batches: files' download_count and bundles' view_count. A completed download

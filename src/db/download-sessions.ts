@@ -1,6 +1,6 @@
-import type { Sql } from './client.ts';
+import type { Sql } from './sql.ts';
 
-// Download sessions of limited bundles (sql/0014_download_limits.sql); sharing/limits.ts tells the
+// Download sessions of limited bundles (sql/0014_download_limits.sql); bundles/limits.ts tells the
 // rule they keep. Every step runs under the bundle's row lock.
 
 /**

@@ -1,4 +1,4 @@
-import type { Sql } from './client.ts';
+import type { Sql } from './sql.ts';
 import { ACTIVE_BUNDLE } from './bundle-room.ts';
 import { audit, BLOCK_LOCK } from './abuse.ts';
 

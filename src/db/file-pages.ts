@@ -1,5 +1,5 @@
-import type { Sql } from './client.ts';
-import type { FileRow, FileSummary } from './bundles.ts';
+import type { Sql } from './sql.ts';
+import type { FileRow, FileSummary } from './rows.ts';
 
 /** File rows read per query by listFilesInPages. */
 const FILE_PAGE_ROWS = 1000;

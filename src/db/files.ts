@@ -1,8 +1,8 @@
 // Single files of bundles: the download lookup with its access fields, and deleting one file.
-import type { Sql } from './client.ts';
-import type { FileRow } from './bundles.ts';
+import type { Sql } from './sql.ts';
+import type { FileRow } from './rows.ts';
 import { ACTIVE_BUNDLE, EXPIRED_BUNDLE, lockForChange, type ChangeCheck } from './bundle-room.ts';
-import { refuseQuarantined } from '../abuse/quarantine.ts';
+import { refuseQuarantined } from './quarantine.ts';
 
 /** A file of an active bundle, with the bundle fields its access checks need. */
 export interface DownloadRow extends FileRow {

@@ -1,4 +1,4 @@
-import type { Sql } from './client.ts';
+import type { Sql } from './sql.ts';
 
 /** The database's instance id (one row, made by the migrations): names this deployment's Redis keys. */
 export async function instanceId(sql: Sql): Promise<string> {

@@ -1,7 +1,7 @@
-import type { Sql } from './client.ts';
-import type { BundleRow, FileRow } from './bundles.ts';
+import type { Sql } from './sql.ts';
+import type { BundleRow, FileRow } from './rows.ts';
 import { ACTIVE_BUNDLE } from './bundle-room.ts';
-import { refuseQuarantined } from '../abuse/quarantine.ts';
+import { refuseQuarantined } from './quarantine.ts';
 
 /** What `GET /api/v1/my/usage` totals over a key's active bundles. */
 export interface KeyTotals {

@@ -1,4 +1,4 @@
-import type { Sql } from './client.ts';
+import type { Sql } from './sql.ts';
 
 export interface OutboxRow {
   id: number;

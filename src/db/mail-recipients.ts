@@ -1,4 +1,4 @@
-import type { Sql } from './client.ts';
+import type { Sql } from './sql.ts';
 
 /** Records an unsubscribed address key; recording it twice is fine. */
 export async function insertUnsubscribe(sql: Sql, key: Buffer): Promise<void> {

@@ -1,5 +1,5 @@
 import fsp from 'node:fs/promises';
-import type { Sql } from './client.ts';
+import type { Sql } from './sql.ts';
 import { fromRoot } from '../paths.ts';
 import path from 'node:path';
 

@@ -1,4 +1,4 @@
-import type { Sql } from './client.ts';
+import type { Sql } from './sql.ts';
 
 /**
  * The events behind batched notification mails (files that arrived through an upload request,

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import type { Sql } from './client.ts';
+import type { Sql } from './sql.ts';
 
 /** Where releases before the embedded PostgreSQL kept their embedded (PGlite) database. */
 export const LEGACY_DIR = 'pg';

@@ -1,5 +1,5 @@
-import type { Sql } from './client.ts';
-import { newShortCode } from '../auth/tokens.ts';
+import type { Sql } from './sql.ts';
+import { newShortCode } from '../util/tokens.ts';
 
 export interface RequestRow {
   id: number;

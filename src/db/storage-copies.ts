@@ -1,5 +1,5 @@
 // The files `sluice storage migrate` copies into a bucket, and its record of the verified copies.
-import type { Sql } from './client.ts';
+import type { Sql } from './sql.ts';
 import { ACTIVE_BUNDLE, EXPIRED_BUNDLE } from './bundle-room.ts';
 
 /** A file row to copy: its key, what its row says of its bytes, and its bundle's code (for the operator). */

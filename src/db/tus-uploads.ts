@@ -1,9 +1,9 @@
-import type { Sql } from './client.ts';
+import type { Sql } from './sql.ts';
 import { stillHeld, type UploadLock, type UploadLocks } from './upload-locks.ts';
 import { lockForChange, type ChangeCheck } from './bundle-room.ts';
 import { AppError } from '../errors.ts';
-import type { NewBundleFields } from '../bundles/service.ts';
-import { refuseQuarantined } from '../abuse/quarantine.ts';
+import type { NewBundleFields } from './bundles.ts';
+import { refuseQuarantined } from './quarantine.ts';
 
 export interface TusRow {
   id: string;

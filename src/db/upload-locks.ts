@@ -1,4 +1,4 @@
-import type { Sql } from './client.ts';
+import type { Sql } from './sql.ts';
 
 /** One request's hold on a resumable upload. */
 export interface UploadLock {

@@ -1,4 +1,4 @@
-import type { Sql } from './client.ts';
+import type { Sql } from './sql.ts';
 import { ACTIVE_BUNDLE, EXPIRED_BUNDLE, lockForChange, type ChangeCheck } from './bundle-room.ts';
 import { AppError } from '../errors.ts';
 

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import type { Ctx } from './context.ts';
 import { appendSpill, closeSpill, openSpill, waiting, type Spill } from './body-spill.ts';
-import { spareBuffers } from '../storage/spare-buffers.ts';
+import { spareBuffers } from '../util/spare-buffers.ts';
 
 /**
  * Takes one body chunk. `chunk` is uWS's memory or a reused buffer of the queue: a reader copies

@@ -47,6 +47,6 @@ export const streamFile = (
   headers: Array<[string, string]>,
   start: number,
   length: number,
-  /** Wraps the file's source (a limited bundle's credit, see sharing/limits.ts). */
+  /** Wraps the file's source (a limited bundle's credit, see bundles/limits.ts). */
   wrap: (source: BodySource) => BodySource = (s) => s,
 ): Promise<boolean> => streamBody(ctx, status, headers, length, wrap(fileSource(store, key, start, size)));

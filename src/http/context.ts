@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto';
 import type { HttpRequest, HttpResponse } from './uws.ts';
-import type { Caller } from '../routes/deps.ts';
 
 /**
  * Everything a handler may use about one request. uWS's `req` is stack-allocated and dies at the
@@ -35,8 +34,11 @@ export interface Ctx {
    * chunk has not reached `onBody`. See `send` for why it matters.
    */
   bodyPending: boolean;
-  /** Who is calling, as the server's admission resolved it before the handler ran (/api/* only). */
-  caller: Caller | undefined;
+  /**
+   * Who is calling, as the server's admission resolved it before the handler ran (/api/* only). The
+   * transport only carries it: what a caller is belongs to the admission it is given (auth/access.ts).
+   */
+  caller: unknown;
 }
 
 const REQUEST_ID_RE = /^[A-Za-z0-9._-]{1,64}$/;
@@ -75,7 +77,7 @@ class RequestCtx implements Ctx {
   status = 0;
   bytesOut = 0;
   bodyPending: boolean;
-  caller: Caller | undefined = undefined;
+  caller: unknown = undefined;
   // The query string is parsed and the AbortController made only when a handler asks: most
   // requests need neither, and both cost more than the rest of the context together.
   #rawQuery: string;

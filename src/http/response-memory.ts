@@ -1,4 +1,4 @@
-import { pageAligned, spareBuffers } from '../storage/spare-buffers.ts';
+import { pageAligned, spareBuffers } from '../util/spare-buffers.ts';
 
 /** A turn in the queue for response memory. */
 export interface MemoryTurn {

@@ -4,8 +4,6 @@ import { dropBody, holdBody } from './body-flow.ts';
 import { sendError } from './reply.ts';
 import type { ListenSocket, TemplatedApp, UwsBinding } from './uws.ts';
 import { AppError, toAppError, type Headers } from '../errors.ts';
-import type { Metrics } from '../metrics.ts';
-import type { Caller } from '../routes/deps.ts';
 
 export type Handler = (ctx: Ctx) => void | Promise<void>;
 export type Method = 'get' | 'post' | 'del' | 'head' | 'options' | 'patch' | 'put' | 'any';
@@ -33,7 +31,17 @@ export interface Route {
 }
 
 /** Resolves the caller and spends its budget (throws RATE_LIMITED), stating it in the X-RateLimit headers. */
-export type Admit = (ctx: Ctx) => Promise<Caller>;
+export type Admit = (ctx: Ctx) => Promise<unknown>;
+
+/** What the server records of the requests it runs (metrics/metrics.ts provides it). */
+export interface ServerMetrics {
+  /** The recorder of one mounted route: each finished request's status, duration and body bytes. */
+  forRoute(route: string, method: string): (status: number, seconds: number, bytesIn: number, bytesOut: number) => void;
+  trackInflight(read: () => number): void;
+  transfer(kind: 'upload' | 'download', delta: 1 | -1): void;
+  unanswered(): void;
+  dbError(): void;
+}
 
 /** Admission of web content paths (see auth/content-budget.ts). */
 export interface ContentAdmission {
@@ -112,7 +120,7 @@ export function createHttpServer(deps: {
   admit: Admit;
   /** Runs before every content route's handler; absent: content paths are not budgeted. */
   content?: ContentAdmission;
-  metrics?: Metrics;
+  metrics?: ServerMetrics;
 }): HttpServer {
   const { binding, routes, log, admit, content, metrics } = deps;
   const app: TemplatedApp = binding.uws.App();
@@ -184,7 +192,7 @@ export function createHttpServer(deps: {
           // A GET or HEAD without a body has nothing to hold (the common case: no onData for it).
           if (ctx.bodyPending || (ctx.method !== 'get' && ctx.method !== 'head')) holdBody(ctx);
           const caller = await admitFirst(ctx);
-          if (admission) ctx.caller = caller as Caller;
+          if (admission) ctx.caller = caller;
           // Gone meanwhile: nobody to answer, and a body reader must not touch the aborted response.
           if (ctx.done) return;
           try {

@@ -1,13 +1,13 @@
 import type { Readable } from 'node:stream';
 import busboy from 'busboy';
-import { spareBuffers } from '../storage/spare-buffers.ts';
+import { spareBuffers } from '../util/spare-buffers.ts';
 import type { Ctx } from '../http/context.ts';
 import { dropBody, holdBody, limitBody, onBody, onBodyOverrun, pauseBody, resumeBody } from '../http/body-flow.ts';
 import type { BlobStore, BlobWriter } from '../storage/blob-store.ts';
 import type { Ingest, IngestedFile, IngestResult } from './ingest-types.ts';
 import { AppError, storageError } from '../errors.ts';
 import { cleanFileName, cleanMimeType } from '../util/names.ts';
-import type { Metrics } from '../metrics.ts';
+import type { Metrics } from '../metrics/metrics.ts';
 import { plainData } from './fast-search.ts';
 import { watchBusboyEnd } from './end-watch.ts';
 import { busboyInner, type BusboyInner, type FastPaths } from './fast-paths.ts';

@@ -1,6 +1,6 @@
-import { escapeHtml } from '../web/html.ts';
+import { escapeHtml } from '../util/html.ts';
 import { oneLine } from '../util/names.ts';
-import type { Plan } from '../auth/plans.ts';
+import type { Plan } from '../plans.ts';
 import { sqlUtc } from '../util/time.ts';
 import type { Mail } from './transport.ts';
 

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
-import type { Sql } from '../db/client.ts';
+import type { Sql } from '../db/sql.ts';
 import { claimDueMail, deleteOutboxMail, failOutboxMail, insertOutboxMail, retryOutboxMail } from '../db/mail-outbox.ts';
-import type { Sealer } from '../auth/sealer.ts';
+import type { Sealer } from '../util/sealer.ts';
 import type { Mail, MailTransport } from './transport.ts';
 
 /** Rows claimed per pass; a pass sends them one after another. */

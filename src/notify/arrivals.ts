@@ -1,9 +1,9 @@
 import { dueRequests, insertRequestEvents, mailRequestEvents } from '../db/notify-events.ts';
 import type { Mail } from '../mail/transport.ts';
-import { escapeHtml, humanSize } from '../web/html.ts';
+import { escapeHtml, humanSize } from '../util/html.ts';
 import { sqlUtc } from '../util/time.ts';
 import { flushBatches } from './batches.ts';
-import type { NotifierDeps } from './downloads.ts';
+import type { NotifierDeps } from './batches.ts';
 
 /** Names listed in one mail; the rest are counted. */
 const MAX_LISTED = 50;

@@ -1,8 +1,10 @@
-import type { Sql } from '../db/client.ts';
+import type { Logger } from 'pino';
+import type { Outbox } from '../mail/outbox.ts';
+import type { Sql } from '../db/sql.ts';
 import type { SendBatch } from '../db/notify-events.ts';
 import type { Mail } from '../mail/transport.ts';
 import { addressKey, forgetOldDays, mayMail } from './recipients.ts';
-import type { NotifierDeps } from './downloads.ts';
+
 
 /** At most one notification mail per subject (a bundle, a request) in this window; events in between are batched. */
 export const NOTIFY_WINDOW_MS = 10 * 60_000;
@@ -37,4 +39,18 @@ export async function flushBatches<R, E extends { at: Date }>(deps: NotifierDeps
     if (sent) queued++;
   }
   return queued;
+}
+
+/** What a notifier of batched mails needs; `now` is injectable so tests can move time. */
+export interface NotifierDeps {
+  sql: Sql;
+  outbox: Outbox;
+  log: Logger;
+  /** Read when a mail is written (the server's origin is known only once it listens on PORT=0). */
+  readonly baseUrl: string;
+  /** The signed one-click unsubscribe URL of an address key. */
+  unsubscribeUrl: (addressKey: string) => string;
+  now?: () => Date;
+  /** Called after an event was recorded (the server kicks its background loop). */
+  recorded?: () => void;
 }

@@ -1,8 +1,8 @@
 import type { Logger } from 'pino';
-import type { Sql } from '../db/client.ts';
+import type { Sql } from '../db/sql.ts';
 import type { Outbox } from '../mail/outbox.ts';
 import { downloadsMail } from '../mail/messages.ts';
-import { flushBatches } from './batches.ts';
+import { flushBatches, type NotifierDeps } from './batches.ts';
 import { dueBundles, insertDownloadEvent, mailDownloadEvents } from '../db/notify-events.ts';
 
 export { NOTIFY_WINDOW_MS } from './batches.ts';
@@ -19,20 +19,6 @@ export interface DownloadNotifier {
    * old, unless its address unsubscribed or had its day's mails (see recipients.ts): those events are dropped.
    */
   flush(): Promise<number>;
-}
-
-/** What a notifier of batched mails needs; `now` is injectable so tests can move time. */
-export interface NotifierDeps {
-  sql: Sql;
-  outbox: Outbox;
-  log: Logger;
-  /** Read when a mail is written (the server's origin is known only once it listens on PORT=0). */
-  readonly baseUrl: string;
-  /** The signed one-click unsubscribe URL of an address key. */
-  unsubscribeUrl: (addressKey: string) => string;
-  now?: () => Date;
-  /** Called after an event was recorded (the server kicks its background loop). */
-  recorded?: () => void;
 }
 
 export function createDownloadNotifier(deps: NotifierDeps): DownloadNotifier {

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { Sql } from '../db/client.ts';
+import type { Sql } from '../db/sql.ts';
 import { deleteOldMailDays, insertUnsubscribe, takeMailBudget } from '../db/mail-recipients.ts';
 
 /**

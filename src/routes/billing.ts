@@ -4,7 +4,7 @@ import { readSmallBody } from '../http/body-in.ts';
 import { refuseOtherSite } from '../http/cross-site.ts';
 import { send, sendError, sendJson } from '../http/reply.ts';
 import { AppError, toAppError } from '../errors.ts';
-import { isPlanName, PLANS } from '../auth/plans.ts';
+import { isPlanName, PLANS } from '../plans.ts';
 import { isEmail } from '../util/names.ts';
 import { loadAssets } from '../web/assets.ts';
 import { sendHtml } from '../web/html.ts';
@@ -13,7 +13,7 @@ import {
   allOffers, billingErrorPage, plansPage, portalOpenPage, portalPage, successGonePage, successKeyPage, successPendingPage,
 } from '../web/billing-views.ts';
 import { PORTAL_TOKEN_RE, type Billing } from '../billing/billing.ts';
-import type { Deps } from './deps.ts';
+import type { Deps } from '../deps.ts';
 
 const FORM_LIMIT = 16 * 1024;
 /** Stripe event payloads are a few kilobytes; anything past this is not one. */

@@ -5,12 +5,12 @@ import { AppError } from '../errors.ts';
 import { deleteBundle, findBundle } from '../db/bundles.ts';
 import { deleteFile, findFileWithToken } from '../db/files.ts';
 import { bundleRoom } from '../db/bundle-room.ts';
-import { secretMatches, SHORT_CODE_RE, UPLOAD_TOKEN_RE } from '../auth/tokens.ts';
+import { secretMatches, SHORT_CODE_RE, UPLOAD_TOKEN_RE } from '../util/tokens.ts';
 import { sqlUtc } from '../util/time.ts';
 import { parseFileId } from './download.ts';
-import type { Deps } from './deps.ts';
-import { fileWithRemaining, limitJson } from '../sharing/limits.ts';
-import { refuseQuarantined } from '../abuse/quarantine.ts';
+import type { Deps } from '../deps.ts';
+import { fileWithRemaining, limitJson } from '../bundles/limits.ts';
+import { refuseQuarantined } from '../db/quarantine.ts';
 import { mayChange } from '../bundles/guard.ts';
 
 export function bundleRoutes(deps: Deps): Route[] {

@@ -4,14 +4,14 @@ import type { Route } from '../http/server.ts';
 import { AppError } from '../errors.ts';
 import { findActiveBundle } from '../db/bundles.ts';
 import { findDownloadableFile } from '../db/files.ts';
-import { SHORT_CODE_RE } from '../auth/tokens.ts';
+import { SHORT_CODE_RE } from '../util/tokens.ts';
 import { createLimiter } from '../thumbs/limit.ts';
 import { hasPreview } from '../thumbs/previewable.ts';
 import { createPreviews, MAX_INPUT_PIXELS, PREVIEW_MEMORY_BYTES, type Previews } from '../thumbs/preview.ts';
 import { CARD_H, CARD_W, cardFields, createOgCards, type OgCards } from '../thumbs/og-card.ts';
 import { createRenderer } from '../thumbs/render-process.ts';
 import { fileTag, parseFileId, sendStoredFile } from './download.ts';
-import type { Deps } from './deps.ts';
+import type { Deps } from '../deps.ts';
 
 /** Version prefix of thumbnail ETags: bump when the thumbnail recipe changes. */
 const THUMB_ETAG = 't1';

@@ -3,12 +3,11 @@ import { etagMatches, preconditionsHold, sendError, sendHeaders } from '../http/
 import type { Route } from '../http/server.ts';
 import { contentDisposition, parseRange } from '../http/range.ts';
 import { streamFile } from '../http/body-out.ts';
-import { isBlobError } from '../storage/blob-store.ts';
-import { AppError } from '../errors.ts';
-import type { FileRow } from '../db/bundles.ts';
+import { isBlobError, AppError } from '../errors.ts';
+import type { FileRow } from '../db/rows.ts';
 import { findDownloadableFile, type DownloadRow } from '../db/files.ts';
-import type { Deps } from './deps.ts';
-import { limitedResponse } from '../sharing/limits.ts';
+import type { Deps } from '../deps.ts';
+import { limitedResponse } from '../bundles/limits.ts';
 
 export function downloadRoutes(deps: Deps): Route[] {
   const handler = (ctx: Ctx): Promise<void> => download(ctx, deps);

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { JSON_HEADERS, sendJson, send } from '../http/reply.ts';
 import type { Route } from '../http/server.ts';
-import type { Deps } from './deps.ts';
+import type { Deps } from '../deps.ts';
 import { fromRoot } from '../paths.ts';
 import { ping } from '../db/instance.ts';
 

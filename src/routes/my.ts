@@ -4,12 +4,12 @@ import type { Route } from '../http/server.ts';
 import { AppError } from '../errors.ts';
 import { deleteBundle } from '../db/bundles.ts';
 import { findOwnedBundleId, keyTotals, listKeyBundles } from '../db/key-bundles.ts';
-import { SHORT_CODE_RE } from '../auth/tokens.ts';
-import { PLANS } from '../auth/plans.ts';
+import { SHORT_CODE_RE } from '../util/tokens.ts';
+import { PLANS } from '../plans.ts';
 import { sqlUtc } from '../util/time.ts';
-import type { Deps } from './deps.ts';
-import { vanityUrl } from '../sharing/vanity.ts';
-import { limitJson } from '../sharing/limits.ts';
+import type { Deps } from '../deps.ts';
+import { vanityUrl } from '../bundles/vanity.ts';
+import { limitJson } from '../bundles/limits.ts';
 import { mayChange } from '../bundles/guard.ts';
 import { hasPreview } from '../thumbs/previewable.ts';
 

@@ -3,14 +3,14 @@ import type { Route } from '../http/server.ts';
 import { sendError } from '../http/reply.ts';
 import type { AppError } from '../errors.ts';
 import { findBundleByTokenHash, listFiles } from '../db/bundles.ts';
-import { hashSecret, secretMatches, UPLOAD_TOKEN_RE } from '../auth/tokens.ts';
+import { hashSecret, secretMatches, UPLOAD_TOKEN_RE } from '../util/tokens.ts';
 import { loadAssets } from '../web/assets.ts';
 import { sendHtml } from '../web/html.ts';
 import { managePage, notFoundPage, pageNumber, requestView, sharePage, slowDownPage, uploadPage, type View } from '../web/views.ts';
 import { uploadOptionsFrom } from '../web/upload-options.ts';
 import { unavailablePage } from '../web/report-views.ts';
-import type { Deps } from './deps.ts';
-import { couldNameBundle, resolveCode } from '../sharing/vanity.ts';
+import type { Deps } from '../deps.ts';
+import { couldNameBundle, resolveCode } from '../bundles/vanity.ts';
 
 /**
  * The web front end: upload page, share pages, manage pages and their static assets. Share and

@@ -4,14 +4,14 @@ import type { Route } from '../http/server.ts';
 import { readSmallBody } from '../http/body-in.ts';
 import { refuseOtherSite } from '../http/cross-site.ts';
 import { AppError } from '../errors.ts';
-import { SHORT_CODE_RE } from '../auth/tokens.ts';
+import { SHORT_CODE_RE } from '../util/tokens.ts';
 import { bundleByCode, insertReport } from '../db/abuse.ts';
 import { reportInput, reporterHash } from '../abuse/reports.ts';
 import { loadAssets } from '../web/assets.ts';
 import { SECURITY_HEADERS, sendHtml } from '../web/html.ts';
 import { notFoundPage, requestView } from '../web/views.ts';
 import { reportPage } from '../web/report-views.ts';
-import type { Deps } from './deps.ts';
+import type { Deps } from '../deps.ts';
 import { parseFields } from './verify-access.ts';
 
 /** Reports per client address and hour (an IPv6 client counts as its /64), beside the API budget. */

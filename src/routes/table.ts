@@ -2,7 +2,7 @@ import type { Route } from '../http/server.ts';
 import { sendError } from '../http/reply.ts';
 import { AppError } from '../errors.ts';
 import type { Billing } from '../billing/billing.ts';
-import type { Deps } from './deps.ts';
+import type { Deps } from '../deps.ts';
 import { uploadRoutes } from './upload.ts';
 import { bundleRoutes } from './bundle.ts';
 import { downloadRoutes } from './download.ts';

@@ -2,10 +2,11 @@ import type { Ctx } from '../http/context.ts';
 import type { Route } from '../http/server.ts';
 import { readSmallBody } from '../http/body-in.ts';
 import { loadAssets } from '../web/assets.ts';
-import { html, layout, sendHtml } from '../web/html.ts';
+import { layout, sendHtml } from '../web/html.ts';
+import { html } from '../util/html.ts';
 import { unsubscribe } from '../notify/recipients.ts';
 import type { Signer } from '../auth/signing.ts';
-import type { Deps } from './deps.ts';
+import type { Deps } from '../deps.ts';
 
 /** The unsubscribe link of an address key: `/unsubscribe?a=<key>&s=<signature>`, valid for good. */
 export function unsubscribeUrl(baseUrl: string, signer: Signer, key: string): string {

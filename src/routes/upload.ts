@@ -7,8 +7,19 @@ import type { NewFile } from '../db/bundles.ts';
 import { appendParts, checkFileCount, createFromParts, removeBundle, resolveUploadToken, validateFields } from '../bundles/service.ts';
 import { isoUtc } from '../util/time.ts';
 import { refuseOtherSite } from '../http/cross-site.ts';
-import { fileJson, type Caller, type Deps } from './deps.ts';
-import { sharingJson } from '../sharing/fields.ts';
+import type { Deps } from '../deps.ts';
+import type { Caller } from '../auth/caller.ts';
+import type { FileRow } from '../db/rows.ts';
+import { sharingJson } from '../bundles/fields.ts';
+
+/** A file as the interface lists it. */
+export const fileJson = (f: FileRow): Record<string, unknown> => ({
+  id: f.id,
+  name: f.name,
+  size: f.size,
+  mime_type: f.mime_type,
+  download_url: `/api/v1/download/${f.id}`,
+});
 
 export function uploadRoutes(deps: Deps): Route[] {
   /**

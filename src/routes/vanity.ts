@@ -3,10 +3,10 @@ import { sendJson } from '../http/reply.ts';
 import { readSmallBody } from '../http/body-in.ts';
 import type { Route } from '../http/server.ts';
 import { AppError } from '../errors.ts';
-import { SHORT_CODE_RE } from '../auth/tokens.ts';
-import { checkVanity, vanityPlan, vanityUrl } from '../sharing/vanity.ts';
+import { SHORT_CODE_RE } from '../util/tokens.ts';
+import { checkVanity, vanityPlan, vanityUrl } from '../bundles/vanity.ts';
 import { claimVanity, findOwnedLiveBundle, releaseVanity } from '../db/vanity.ts';
-import type { Deps } from './deps.ts';
+import type { Deps } from '../deps.ts';
 import { mayChange } from '../bundles/guard.ts';
 
 /**

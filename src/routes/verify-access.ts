@@ -6,8 +6,8 @@ import { readSmallBody } from '../http/body-in.ts';
 import { refuseOtherSite } from '../http/cross-site.ts';
 import { AppError } from '../errors.ts';
 import { findActiveBundle } from '../db/bundles.ts';
-import { SHORT_CODE_RE } from '../auth/tokens.ts';
-import type { Deps } from './deps.ts';
+import { SHORT_CODE_RE } from '../util/tokens.ts';
+import type { Deps } from '../deps.ts';
 
 /** Wrong passwords allowed per bundle and client IP in 15 minutes before 429. */
 const MAX_WRONG = 10;

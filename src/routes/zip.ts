@@ -3,14 +3,14 @@ import type { Ctx } from '../http/context.ts';
 import { etagMatches, preconditionsHold, sendError, sendHeaders } from '../http/reply.ts';
 import type { Route } from '../http/server.ts';
 import { contentDisposition, parseRange } from '../http/range.ts';
-import { AppError } from '../errors.ts';
-import { findActiveBundle, type FileRow } from '../db/bundles.ts';
+import { AppError, isBlobError } from '../errors.ts';
+import { findActiveBundle } from '../db/bundles.ts';
+import { type FileRow } from '../db/rows.ts';
 import { createZipPlans, type ZipPlans } from '../zip/plan.ts';
 import { sendZipRange } from '../zip/stream.ts';
-import { isBlobError } from '../storage/blob-store.ts';
-import type { Deps } from './deps.ts';
-import { resolveCode } from '../sharing/vanity.ts';
-import { limitedResponse, zipPieces } from '../sharing/limits.ts';
+import type { Deps } from '../deps.ts';
+import { resolveCode } from '../bundles/vanity.ts';
+import { limitedResponse, zipPieces } from '../bundles/limits.ts';
 
 /** Bumped whenever the archive bytes for the same files would change (layout, naming rules). */
 const FORMAT_VERSION = 'z1';

@@ -1,4 +1,4 @@
-import type { BundleRow, FileSummary } from '../db/bundles.ts';
+import type { BundleRow, FileSummary } from '../db/rows.ts';
 
 /** An active bundle, its files, and the bytes unfinished tus uploads have reserved in it. */
 export type BundleInfo = BundleRow & { files: FileSummary[]; tus_reserved: number };

@@ -28,39 +28,6 @@ export interface BlobDigest {
   readonly sha256: string | null;
 }
 
-/**
- * Failure codes a caller may act on. Other errors (EIO, a network failure) pass through unchanged;
- * errno-style codes of the platform (ENOSPC, EDQUOT) are kept on the error's `code`.
- */
-export type BlobErrorCode =
-  /** read/open of a key that does not exist. */
-  | 'NOT_FOUND'
-  /** A range starting past the object's end (a range starting exactly at the end is empty). */
-  | 'OUT_OF_RANGE'
-  /** An object held fewer bytes than the caller was told it has (a truncated file). */
-  | 'SHORT'
-  /** An append at an offset other than the resumable object's durable one. */
-  | 'OFFSET_MISMATCH'
-  /** An append to a resumable object that another append in this store is still writing. */
-  | 'BUSY'
-  /** An append that went past its limit (AppendOptions.limit). */
-  | 'TOO_LARGE'
-  /** write()/finish() after abort(). */
-  | 'ABORTED'
-  /** The store could not be reached, timed out or answered with a server error (an object store's outage). */
-  | 'UNAVAILABLE';
-
-export class BlobError extends Error {
-  constructor(
-    readonly code: BlobErrorCode,
-    message: string,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
-    this.name = 'BlobError';
-  }
-}
-
 export interface WriteOptions {
   /** Also compute the SHA-256 (costs CPU on every byte; CRC-32 is always computed). */
   readonly sha256?: boolean;
@@ -244,5 +211,3 @@ export interface BlobStore {
   close(): Promise<void>;
 }
 
-/** True for a BlobError of the given code. */
-export const isBlobError = (err: unknown, code: BlobErrorCode): boolean => err instanceof BlobError && err.code === code;

@@ -1,9 +1,10 @@
 import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { crc32 } from 'node:zlib';
-import { isBlobError, type BlobKey, type BlobStore } from './blob-store.ts';
+import { type BlobKey, type BlobStore } from './blob-store.ts';
+import { isBlobError } from '../errors.ts';
 import { digestStored } from './digest-stored.ts';
-import type { S3Store } from './s3.ts';
+import type { S3Store } from './s3/store.ts';
 
 /** What the file's row says of its bytes. */
 export interface Recorded {

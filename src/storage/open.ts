@@ -1,7 +1,7 @@
 import path from 'node:path';
 import type { Config } from '../config.ts';
 import type { BlobStore } from './blob-store.ts';
-import { createDiskStore } from './disk.ts';
+import { createDiskStore } from './disk/store.ts';
 import { ownedDirs } from '../util/data-dir.ts';
 import type { Hasher } from './hasher.ts';
 
@@ -14,7 +14,7 @@ export async function openBlobStore(config: Pick<Config, 's3' | 'dataDir'>, hash
     // Spilled request bodies and the store's temporary parts are written here (a disk store checks its own tree).
     ownedDirs(path.join(config.dataDir, 'tmp'), 0);
     // The S3 SDK is loaded only here (a chunk of its own in the start bundle): a disk installation never holds it.
-    const { createS3Store } = await import('./s3.ts');
+    const { createS3Store } = await import('./s3/store.ts');
     return createS3Store({ location: config.s3, tmpDir: path.join(config.dataDir, 'tmp') });
   }
   return createDiskStore(config.dataDir, hasher);

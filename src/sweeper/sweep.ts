@@ -1,10 +1,10 @@
-import type { Sql } from '../db/client.ts';
+import type { Sql } from '../db/sql.ts';
 import { deleteExpiredBundles, knownStorageKeys, pruneCopyRecords, pruneVanityHolds } from '../db/sweep.ts';
 import type { BlobStore } from '../storage/blob-store.ts';
 import type { HashBackfill } from '../abuse/backfill.ts';
-import { sweepTus } from '../tus/sweep.ts';
+import { sweepTus } from './tus.ts';
 
-export interface SweepResult {
+export type SweepResult = {
   expiredBundles: number;
   expiredFiles: number;
   staleParts: number;
@@ -16,7 +16,7 @@ export interface SweepResult {
   copyRecords: number;
   /** Files stored without a SHA-256 that were hashed for the blocklist (nothing removed). */
   hashedFiles: number;
-}
+};
 
 export interface SweepOptions {
   /** Parts whose name names no process are removed after this long. */

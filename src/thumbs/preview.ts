@@ -2,7 +2,8 @@ import type { Logger } from 'pino';
 import type { Limiter } from './limit.ts';
 import type { Renderer } from './render-process.ts';
 import { sniffRaster } from './sniff.ts';
-import { isBlobError, type BlobStore } from '../storage/blob-store.ts';
+import { type BlobStore } from '../storage/blob-store.ts';
+import { isBlobError } from '../errors.ts';
 
 /** Input bigger than this (width × height) is refused before decoding: a small file can be a huge image. */
 export const MAX_INPUT_PIXELS = 50_000_000;

@@ -1,12 +1,11 @@
-import type { Deps } from '../routes/deps.ts';
+import type { Deps } from '../deps.ts';
 import type { Ctx } from '../http/context.ts';
 import type { BodyTap } from './patch.ts';
-import { BlobError } from '../storage/blob-store.ts';
+import { BlobError, AppError } from '../errors.ts';
 import { completeUpload } from './complete.ts';
 import { setProgress, type TusRow } from '../db/tus-uploads.ts';
 import type { UploadLock } from '../db/upload-locks.ts';
 import { httpDate, type Checksum } from './protocol.ts';
-import { AppError } from '../errors.ts';
 
 /** True when the request announces body bytes (a positive Content-Length, or chunked). */
 export function hasBody(headers: Readonly<Record<string, string>>): boolean {

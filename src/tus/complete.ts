@@ -1,8 +1,9 @@
-import type { Deps } from '../routes/deps.ts';
-import type { BundleRow, NewFile } from '../db/bundles.ts';
+import type { Deps } from '../deps.ts';
+import type { NewFile } from '../db/bundles.ts';
+import type { BundleRow } from '../db/rows.ts';
 import { createFromParts } from '../bundles/service.ts';
 import { deleteUpload, markCompleted, type TusRow } from '../db/tus-uploads.ts';
-import { appendToBundle } from '../sharing/requests.ts';
+import { appendToBundle } from '../bundles/requests.ts';
 import { AppError } from '../errors.ts';
 
 export interface Completed {

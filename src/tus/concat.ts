@@ -1,4 +1,4 @@
-import type { Deps } from '../routes/deps.ts';
+import type { Deps } from '../deps.ts';
 import { holdUpload, markSpent, type TusRow } from '../db/tus-uploads.ts';
 import type { UploadLock } from '../db/upload-locks.ts';
 import { AppError } from '../errors.ts';

@@ -1,10 +1,11 @@
 import type { Ctx } from '../http/context.ts';
 import { send } from '../http/reply.ts';
-import type { Caller, Deps, Uploader } from '../routes/deps.ts';
+import type { Deps } from '../deps.ts';
+import type { Caller, Uploader } from '../auth/caller.ts';
 import { resolveUploadToken, validateFields } from '../bundles/service.ts';
 import { randomHex } from '../util/random.ts';
 import { cleanFileName, cleanMimeType } from '../util/names.ts';
-import { checkRequestFiles, resolveRequestToken } from '../sharing/requests.ts';
+import { checkRequestFiles, resolveRequestToken } from '../bundles/requests.ts';
 import { AppError } from '../errors.ts';
 import { refuseOtherSite } from '../http/cross-site.ts';
 import { mayChange } from '../bundles/guard.ts';

@@ -1,8 +1,8 @@
 import type { Ctx } from '../http/context.ts';
 import { send } from '../http/reply.ts';
 import type { Admit, Route } from '../http/server.ts';
-import type { Deps } from '../routes/deps.ts';
-import { PLANS } from '../auth/plans.ts';
+import type { Deps } from '../deps.ts';
+import { PLANS } from '../plans.ts';
 import { hasBody } from './body.ts';
 import { createUpload } from './create.ts';
 import { admitToUpload, head, logFailure, notFound, patch, serveFinished, terminate, uploadOf } from './session.ts';

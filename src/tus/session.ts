@@ -1,7 +1,8 @@
 import { randomHex } from '../util/random.ts';
 import type { Ctx } from '../http/context.ts';
 import { send } from '../http/reply.ts';
-import type { Caller, Deps } from '../routes/deps.ts';
+import type { Deps } from '../deps.ts';
+import type { Caller } from '../auth/caller.ts';
 import { tapBody, type BodyTap } from './patch.ts';
 import { appendBody, hasBody } from './body.ts';
 import { findDownloadableFile } from '../db/files.ts';

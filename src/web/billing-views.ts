@@ -1,5 +1,6 @@
-import { html, humanSize, layout, type Safe } from './html.ts';
-import { PLANS, type Plan, type PlanName } from '../auth/plans.ts';
+import { layout } from './html.ts';
+import { html, humanSize, type Safe } from '../util/html.ts';
+import { PLANS, type Plan, type PlanName } from '../plans.ts';
 import { sqlUtc } from '../util/time.ts';
 import type { View } from './views.ts';
 

@@ -1,5 +1,7 @@
-import { html, layout, type Safe } from './html.ts';
-import { MAX_CONTACT, MAX_DETAILS, REASONS } from '../abuse/reports.ts';
+import { layout } from './html.ts';
+import { html, type Safe } from '../util/html.ts';
+import { MAX_CONTACT, MAX_DETAILS } from '../abuse/reports.ts';
+import { REASONS } from '../db/abuse.ts';
 import type { View } from './views.ts';
 
 const REASON_LABELS: Record<(typeof REASONS)[number], string> = {
@@ -9,10 +11,6 @@ const REASON_LABELS: Record<(typeof REASONS)[number], string> = {
   illegal: 'Other illegal content',
   other: 'Something else',
 };
-
-/** The "Report" link every share page carries (its password prompt too). */
-export const reportLink = (code: string): Safe =>
-  html`<p class="meta report"><a href="/report/${code}" rel="nofollow">Report abuse</a></p>`;
 
 /**
  * GET /report/<code>: a plain form (no script needed) posting to /api/v1/reports; the answer to a

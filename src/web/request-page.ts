@@ -1,4 +1,5 @@
-import { html, humanSize, layout, plural, type Safe } from './html.ts';
+import { layout } from './html.ts';
+import { html, humanSize, plural, type Safe } from '../util/html.ts';
 import { dropZone, type View } from './views.ts';
 import { DEFAULT_UPLOAD_OPTIONS, type UploadOptions } from './upload-options.ts';
 

@@ -1,7 +1,8 @@
-import { html, humanSize, layout, plural, type Safe } from './html.ts';
+import { layout } from './html.ts';
+import { html, humanSize, plural, type Safe } from '../util/html.ts';
 import { isoUtc, sqlUtc } from '../util/time.ts';
 import { DEFAULT_UPLOAD_OPTIONS, type UploadOptions } from './upload-options.ts';
-import { reportLink } from './report-views.ts';
+
 import { hasPreview } from '../thumbs/previewable.ts';
 
 /** What the templates need; `asset` maps a static name to its versioned URL. */
@@ -285,3 +286,7 @@ export function slowDownPage(v: View, retryAfterSeconds: number): Safe {
 </section>`;
   return layout({ title: 'Too many requests · Sluice', body, asset: v.asset });
 }
+
+/** The "Report" link every share page carries (its password prompt too). */
+export const reportLink = (code: string): Safe =>
+  html`<p class="meta report"><a href="/report/${code}" rel="nofollow">Report abuse</a></p>`;

@@ -1,5 +1,5 @@
-import type { Sql } from '../db/client.ts';
-import type { FileRow } from '../db/bundles.ts';
+import type { Sql } from '../db/sql.ts';
+import type { FileRow } from '../db/rows.ts';
 import { filesFingerprint, listFilesInPages } from '../db/file-pages.ts';
 import { createLimiter } from '../thumbs/limit.ts';
 import { entryNamer } from './names.ts';

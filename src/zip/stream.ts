@@ -19,7 +19,7 @@ export function sendZipRange(
   headers: Array<[string, string]>,
   start: number,
   length: number,
-  /** Wraps the archive's source (a limited bundle's credit, see sharing/limits.ts). */
+  /** Wraps the archive's source (a limited bundle's credit, see bundles/limits.ts). */
   wrap: (source: BodySource) => BodySource = (s) => s,
 ): Promise<boolean> {
   if (start < 0 || length < 0 || start + length > layout.size) throw new RangeError('range outside the archive');

@@ -5,7 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import { loadConfig } from '../../src/config.ts';
-import { createS3Store } from '../../src/storage/s3.ts';
+import { createS3Store } from '../../src/storage/s3/store.ts';
 
 const store = await createS3Store({ location: loadConfig(process.env).s3!, tmpDir: '/tmp' });
 const reader = await store.open(process.argv[2]!);

@@ -3,7 +3,7 @@
  * opens the store named by STORAGE_URL and the AWS_* variables.
  */
 import { loadConfig } from '../../src/config.ts';
-import { createS3Store } from '../../src/storage/s3.ts';
+import { createS3Store } from '../../src/storage/s3/store.ts';
 import { runCrashMode } from './storage-child-modes.ts';
 
 const store = await createS3Store({ location: loadConfig(process.env).s3!, tmpDir: '/tmp', check: false });

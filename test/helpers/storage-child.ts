@@ -2,7 +2,7 @@
  * The disk store's crash child for the storage contract (modes: helpers/storage-child-modes.ts):
  *   storage-child.ts <mode> <data dir> [id offset]
  */
-import { createDiskStore } from '../../src/storage/disk.ts';
+import { createDiskStore } from '../../src/storage/disk/store.ts';
 import { createHasher } from '../../src/storage/hasher.ts';
 import { runCrashMode } from './storage-child-modes.ts';
 

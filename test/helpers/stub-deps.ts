@@ -1,4 +1,4 @@
-import type { Deps } from '../../src/routes/deps.ts';
+import type { Deps } from '../../src/deps.ts';
 
 /**
  * A Deps stand-in for building route tables: route factories only close over deps (handlers are

@@ -1,8 +1,8 @@
 import net from 'node:net';
 import tls from 'node:tls';
 import { GetObjectCommand, type S3Client } from '@aws-sdk/client-s3';
-import { BlobError } from './blob-store.ts';
-import { spareBuffers } from './spare-buffers.ts';
+import { BlobError } from '../../errors.ts';
+import { spareBuffers } from '../../util/spare-buffers.ts';
 
 /** A GET the SDK built and signed (credentials, endpoint, addressing and all), to be sent as is. */
 export interface SignedGet {

@@ -1,9 +1,9 @@
 import {
   AbortMultipartUploadCommand, ListMultipartUploadsCommand, ListObjectsV2Command, ListPartsCommand, type _Object,
 } from '@aws-sdk/client-s3';
-import { BLOB_KEY_RE, type BlobKey, type Leftover } from './blob-store.ts';
-import { deleteObjects } from './s3-append.ts';
-import type { S3Ctx } from './s3-writer.ts';
+import { BLOB_KEY_RE, type BlobKey, type Leftover } from '../blob-store.ts';
+import { deleteObjects } from './append.ts';
+import type { S3Ctx } from './writer.ts';
 
 /** Every object under `prefix`, a page (up to 1,000) at a time. */
 export async function* listPages(ctx: S3Ctx, prefix: string): AsyncGenerator<_Object[]> {

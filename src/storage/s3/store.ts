@@ -1,16 +1,16 @@
 import path from 'node:path';
 import { DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
-import type { S3Location } from '../config.ts';
-import { randomHex } from '../util/random.ts';
-import { createGarbageMeter, createOldCollector } from '../util/gc.ts';
-import { BLOB_KEY_RE, type BlobCache, type BlobKey, type BlobStore, type BlobWriter, type WriteOptions } from './blob-store.ts';
-import { deleteObjects } from './s3-append.ts';
-import { checkBucket, createS3Client, isNotFound, REQUEST_TIMEOUT_MS } from './s3-client.ts';
-import { createPartPool } from './s3-part-pool.ts';
-import { openReader, readRange, withLocalFile } from './s3-read.ts';
-import { createS3Resumables } from './s3-resumable.ts';
-import { abortTemp, dropOwnedCache, listKeys, listLeftovers, listPages } from './s3-sweep.ts';
-import { abortUpload, createS3Writer, type S3Ctx } from './s3-writer.ts';
+import type { S3Location } from '../../config.ts';
+import { randomHex } from '../../util/random.ts';
+import { createGarbageMeter, createOldCollector } from '../../util/gc.ts';
+import { BLOB_KEY_RE, type BlobCache, type BlobKey, type BlobStore, type BlobWriter, type WriteOptions } from '../blob-store.ts';
+import { deleteObjects } from './append.ts';
+import { checkBucket, createS3Client, isNotFound, REQUEST_TIMEOUT_MS } from './client.ts';
+import { createPartPool } from './part-pool.ts';
+import { openReader, readRange, withLocalFile } from './read.ts';
+import { createS3Resumables } from './resumable.ts';
+import { abortTemp, dropOwnedCache, listKeys, listLeftovers, listPages } from './sweep.ts';
+import { abortUpload, createS3Writer, type S3Ctx } from './writer.ts';
 
 export interface S3Store extends BlobStore {
   /**

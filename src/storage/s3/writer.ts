@@ -4,9 +4,10 @@ import {
   AbortMultipartUploadCommand, CompleteMultipartUploadCommand, CreateMultipartUploadCommand, DeleteObjectCommand,
   PutObjectCommand, type S3Client,
 } from '@aws-sdk/client-s3';
-import { BlobError, type BlobDigest, type BlobKey, type BlobWriter, type WriteOptions } from './blob-store.ts';
-import type { PartPool } from './s3-part-pool.ts';
-import { createPartQueue } from './s3-parts.ts';
+import { type BlobDigest, type BlobKey, type BlobWriter, type WriteOptions } from '../blob-store.ts';
+import { BlobError } from '../../errors.ts';
+import type { PartPool } from './part-pool.ts';
+import { createPartQueue } from './parts.ts';
 
 /** What every part of the S3 store shares: the client, the bucket and where things live in it. */
 export interface S3Ctx {

@@ -2,46 +2,24 @@ import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { Readable } from 'node:stream';
-import { randomHex } from '../util/random.ts';
-import { ownTag } from '../util/process-tag.ts';
-import { ownedDirs } from '../util/data-dir.ts';
+import { randomHex } from '../../util/random.ts';
+import { ownTag } from '../../util/process-tag.ts';
+import { ownedDirs } from '../../util/data-dir.ts';
 import { createPartWriter } from './part-writer.ts';
-import type { Hasher } from './hasher.ts';
+import type { Hasher } from '../hasher.ts';
 import { probeDirect, type DirectIo } from './direct-io.ts';
 import { readFullyAt } from './read-at.ts';
-import { coalesced, fsyncDir, shardDirs, shardedKeys } from './disk-dirs.ts';
-import { BLOB_KEY_RE, BlobError, type BlobReader, type BlobStore, type BlobWriter } from './blob-store.ts';
+import { coalesced, fsyncDir, shardDirs, shardedKeys } from './dirs.ts';
+import { BLOB_KEY_RE, type BlobReader, type BlobStore, type BlobWriter } from '../blob-store.ts';
+import { BlobError } from '../../errors.ts';
 import type { WriterCount } from './slots.ts';
-import { diskResumables } from './disk-resumable.ts';
-import { diskSweep } from './disk-sweep.ts';
-import { diskCache } from './disk-cache.ts';
+import type { DiskCore, DiskLayout } from './core.ts';
+import { diskResumables } from './resumable.ts';
+import { diskSweep } from './sweep.ts';
+import { diskCache } from './cache.ts';
 
 /** A part last written this recently keeps its mtime at publish (see publish). */
 const FRESH_PART_MS = 60_000;
-
-/** Where a disk store keeps what: DATA_DIR/{files,tmp,tus,cache}, one filesystem (publishing is a rename). */
-export interface DiskLayout {
-  readonly filesDir: string;
-  /** Temp parts of writers: <pid>-<start tag>-<random>.part. */
-  readonly tmpDir: string;
-  /** Resumable objects (tus uploads): <id>.part. */
-  readonly resumableDir: string;
-  /** Derived files not owned by a stored object (share cards). */
-  readonly cacheDir: string;
-  /** Final location of a stored file: files/ab/cd/abcd…, two levels of fan-out. */
-  filePath(key: string): string;
-}
-
-/** Internals the disk store's parts share (one instance per store). */
-export interface DiskCore {
-  readonly layout: DiskLayout;
-  readonly hasher: Hasher;
-  readonly io: DirectIo;
-  readonly count: WriterCount;
-  newKey(): string;
-  /** Makes a finished, fsynced file visible under `key`: rename, then the directory's fsync. */
-  publish(from: string, key: string, finishedAt?: number): Promise<void>;
-}
 
 export interface DiskStore extends BlobStore {
   readonly layout: DiskLayout;

@@ -1,7 +1,7 @@
-import type { Sql } from '../db/client.ts';
-import type { Caller } from '../routes/deps.ts';
+import type { Sql } from '../db/sql.ts';
+import type { Caller } from '../auth/caller.ts';
 import { AppError } from '../errors.ts';
-import { SHORT_CODE_RE } from '../auth/tokens.ts';
+import { SHORT_CODE_RE } from '../util/tokens.ts';
 import { codeOfVanity } from '../db/vanity.ts';
 
 /** A vanity name: ASCII only, so no look-alike of another name can be registered. */

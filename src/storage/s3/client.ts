@@ -5,9 +5,9 @@ import {
 } from '@aws-sdk/client-s3';
 import { Agent } from 'node:http';
 import { Agent as HttpsAgent } from 'node:https';
-import type { S3Location } from '../config.ts';
-import { BlobError } from './blob-store.ts';
-import { getBody, isNetworkError, signGet } from './s3-get.ts';
+import type { S3Location } from '../../config.ts';
+import { BlobError } from '../../errors.ts';
+import { getBody, isNetworkError, signGet } from './get.ts';
 
 /** A bucket that cannot serve as a store; the message is one line naming the setting to fix. */
 export class StorageSetupError extends Error {

@@ -2,7 +2,11 @@ import { createHash } from 'node:crypto';
 import { admitDownload, creditDownload, type FilePiece } from '../db/download-sessions.ts';
 import { AppError } from '../errors.ts';
 import type { Ctx } from '../http/context.ts';
-import type { Deps } from '../routes/deps.ts';
+import type { Logger } from 'pino';
+import type { Sql } from '../db/sql.ts';
+import type { BlobStore } from '../storage/blob-store.ts';
+import type { BundleCache } from '../state/bundle-cache.ts';
+import type { Access } from '../auth/caller.ts';
 import type { ZipLayout } from '../zip/layout.ts';
 import type { BodySource } from '../http/body-pump.ts';
 
@@ -76,7 +80,16 @@ export interface LimitedResponse {
  * left). Its `credit` is called once the response ended (and removes the bytes of a file that
  * reached its limit); a failure to credit is logged (the bytes are out already).
  */
-export async function limitedResponse(deps: Deps, ctx: Ctx, bundleId: number, asked: readonly FilePiece[]): Promise<LimitedResponse> {
+/** What limitedResponse works with (the server's wiring provides all of it). */
+export interface LimitDeps {
+  readonly sql: Sql;
+  readonly log: Logger;
+  readonly blobs: BlobStore;
+  readonly bundles: BundleCache;
+  readonly access: Pick<Access, 'ipOf'>;
+}
+
+export async function limitedResponse(deps: LimitDeps, ctx: Ctx, bundleId: number, asked: readonly FilePiece[]): Promise<LimitedResponse> {
   const client = clientOf(deps.access.ipOf(ctx), ctx.headers['user-agent']);
   let sessions = await admitDownload(deps.sql, bundleId, asked, client);
   // A client that cut a response and asks again from the same byte at once (aria2c, a browser's

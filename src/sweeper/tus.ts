@@ -1,4 +1,4 @@
-import type { Sql } from '../db/client.ts';
+import type { Sql } from '../db/sql.ts';
 import { deleteExpiredUploads, knownUploadIds } from '../db/tus-uploads.ts';
 import type { BlobStore } from '../storage/blob-store.ts';
 

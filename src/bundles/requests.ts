@@ -1,10 +1,11 @@
-import type { Sql } from '../db/client.ts';
-import type { FileRow, NewFile, BundleRow } from '../db/bundles.ts';
+import type { Sql } from '../db/sql.ts';
+import type { NewFile } from '../db/bundles.ts';
+import type { FileRow, BundleRow } from '../db/rows.ts';
 import { findOpenRequest, requestOfBundle, type OpenRequest } from '../db/requests.ts';
-import { hashSecret, secretMatches } from '../auth/tokens.ts';
+import { hashSecret, secretMatches } from '../util/tokens.ts';
 import { AppError } from '../errors.ts';
-import { appendParts, type BundleDeps } from '../bundles/service.ts';
-import { refuseChange } from '../bundles/guard.ts';
+import { appendParts, type BundleDeps } from './service.ts';
+import { refuseChange } from './guard.ts';
 import { changeState } from '../db/bundle-room.ts';
 import type { ArrivalNotifier } from '../notify/arrivals.ts';
 

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
-import { randomHex } from '../util/random.ts';
+import { randomHex } from '../../util/random.ts';
 
 /**
  * A stored file's key starts with its shard (files/ab/cd/). Consecutive files share a shard for a

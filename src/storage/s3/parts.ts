@@ -1,9 +1,9 @@
 import { UploadPartCommand, type S3Client } from '@aws-sdk/client-s3';
-import type { PartPool } from './s3-part-pool.ts';
+import type { PartPool } from './part-pool.ts';
 
-import { MAX_PARTS, partSize } from './s3-sizes.ts';
+import { MAX_PARTS, partSize } from '../../util/s3-sizes.ts';
 
-export { MAX_PARTS, MIN_PART, partSize } from './s3-sizes.ts';
+export { MAX_PARTS, MIN_PART, partSize } from '../../util/s3-sizes.ts';
 
 const EMPTY: Buffer = Buffer.alloc(0);
 

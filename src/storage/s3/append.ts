@@ -2,10 +2,11 @@ import {
   DeleteObjectsCommand, GetObjectCommand, ListMultipartUploadsCommand, ListObjectsV2Command, ListPartsCommand,
   PutObjectCommand,
 } from '@aws-sdk/client-s3';
-import { BlobError, type BlobAppender, type BlobKey } from './blob-store.ts';
-import { createPartQueue } from './s3-parts.ts';
-import { readRange } from './s3-read.ts';
-import type { S3Ctx } from './s3-writer.ts';
+import { type BlobAppender, type BlobKey } from '../blob-store.ts';
+import { BlobError } from '../../errors.ts';
+import { createPartQueue } from './parts.ts';
+import { readRange } from './read.ts';
+import type { S3Ctx } from './writer.ts';
 
 /**
  * A resumable object in S3 (a tus upload any node can continue), in the manner of tusd's s3store:

@@ -1,9 +1,8 @@
-import { bodyFlowStats } from './http/body-flow.ts';
+import { bodyFlowStats } from '../http/body-flow.ts';
 import { AggregatorRegistry, Counter, Gauge, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
-import { createRouteMetrics } from './route-metrics.ts';
-import type { SweepResult } from './sweeper/sweep.ts';
-import { freshAllocations } from './storage/spare-buffers.ts';
-import type { Refusal } from './thumbs/render-process.ts';
+import { createRouteMetrics } from './routes.ts';
+import { freshAllocations } from '../util/spare-buffers.ts';
+import type { Refusal } from '../thumbs/render-process.ts';
 
 /**
  * Prometheus metrics of one process. Every helper only increments or observes: nothing here
@@ -37,7 +36,8 @@ export interface Metrics {
   contentRefused(budget: 'requests' | 'misses'): void;
   /** An image got no preview: too large from its header, undecodable, or its render process was killed. */
   previewRefused(reason: Refusal): void;
-  sweepDone(result: SweepResult): void;
+  /** A sweep ended: what it removed, by kind (`hashedFiles` counts files hashed, not removed). */
+  sweepDone(result: Readonly<Record<string, number>>): void;
   sweepFailed(): void;
   /** The exposition text and its content type. */
   render(): Promise<{ body: string; contentType: string }>;

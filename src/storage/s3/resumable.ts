@@ -5,10 +5,11 @@ import {
   AbortMultipartUploadCommand, CompleteMultipartUploadCommand, CreateMultipartUploadCommand, DeleteObjectCommand,
   ListMultipartUploadsCommand, ListObjectsV2Command, PutObjectCommand, UploadPartCommand, UploadPartCopyCommand,
 } from '@aws-sdk/client-s3';
-import { BlobError, type AppendOptions, type BlobAppender, type BlobDigest, type BlobKey } from './blob-store.ts';
-import { deleteObjects, findUpload, getBytes, loadResumable, locate, openAppend, resumablePrefix, type ResumableState } from './s3-append.ts';
-import { readRange } from './s3-read.ts';
-import type { S3Ctx } from './s3-writer.ts';
+import { type AppendOptions, type BlobAppender, type BlobDigest, type BlobKey } from '../blob-store.ts';
+import { BlobError } from '../../errors.ts';
+import { deleteObjects, findUpload, getBytes, loadResumable, locate, openAppend, resumablePrefix, type ResumableState } from './append.ts';
+import { readRange } from './read.ts';
+import type { S3Ctx } from './writer.ts';
 
 const EMPTY = new Uint8Array(0);
 /** The largest range one UploadPartCopy takes. */

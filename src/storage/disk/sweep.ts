@@ -1,8 +1,8 @@
 import fsp from 'node:fs/promises';
 import path from 'node:path';
-import { writerAlive, isAlive } from '../util/process-tag.ts';
-import { BLOB_KEY_RE, type BlobStore, type Leftover } from './blob-store.ts';
-import type { DiskLayout } from './disk.ts';
+import { writerAlive, isAlive } from '../../util/process-tag.ts';
+import { BLOB_KEY_RE, type BlobStore, type Leftover } from '../blob-store.ts';
+import type { DiskLayout } from './core.ts';
 
 /** Keys per batch of listKeys: the sweeper looks each batch up in one query. */
 const KEY_BATCH = 500;

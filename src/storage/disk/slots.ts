@@ -1,5 +1,5 @@
 // The write ring's sizes and buffer pools: one set for every write path (new objects and appends).
-import { spareBuffers } from './spare-buffers.ts';
+import { spareBuffers } from '../../util/spare-buffers.ts';
 
 /** Disk writes are coalesced into slots of this size (busboy hands out ~30 KB pieces). */
 export const SLOT_BYTES = 1 << 20;

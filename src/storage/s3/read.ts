@@ -4,10 +4,11 @@ import { randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { GetObjectCommand, HeadObjectCommand } from '@aws-sdk/client-s3';
-import { BlobError, isBlobError, type BlobKey, type BlobReader } from './blob-store.ts';
-import { mapNotFound, s3Status } from './s3-client.ts';
-import { getBody, signGet, type BodyFeed } from './s3-get.ts';
-import type { S3Ctx } from './s3-writer.ts';
+import { type BlobKey, type BlobReader } from '../blob-store.ts';
+import { BlobError, isBlobError } from '../../errors.ts';
+import { mapNotFound, s3Status } from './client.ts';
+import { getBody, signGet, type BodyFeed } from './get.ts';
+import type { S3Ctx } from './writer.ts';
 
 export async function objectSize(ctx: S3Ctx, objectKey: string, what: string): Promise<number> {
   try {

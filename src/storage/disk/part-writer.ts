@@ -1,9 +1,9 @@
 import { crc32 } from 'node:zlib';
 import { createHash, type Hash } from 'node:crypto';
-import type { Digest, Hasher, HashStream } from './hasher.ts';
+import type { Digest, Hasher, HashStream } from '../hasher.ts';
 import { createPartFile } from './part-file.ts';
 import { DIRECT_ALIGN, type DirectIo } from './direct-io.ts';
-import type { BlobWriter } from './blob-store.ts';
+import type { BlobWriter } from '../blob-store.ts';
 import { firstSlots, fullSlots, giveBack, INLINE_HASH_BYTES, ringLimit, ROOM_BYTES, SLOT_BYTES, type WriterCount } from './slots.ts';
 
 export interface PartResult {

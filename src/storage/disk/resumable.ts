@@ -3,9 +3,10 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { createPartWriter } from './part-writer.ts';
-import { fsyncFile } from './disk-dirs.ts';
-import { BLOB_KEY_RE, BlobError, type BlobAppender, type BlobStore } from './blob-store.ts';
-import type { DiskCore } from './disk.ts';
+import { fsyncFile } from './dirs.ts';
+import { BLOB_KEY_RE, type BlobAppender, type BlobStore } from '../blob-store.ts';
+import { BlobError } from '../../errors.ts';
+import type { DiskCore } from './core.ts';
 
 type Resumables = Pick<
   BlobStore,

@@ -1,5 +1,5 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { randomBytesPooled, randomHex } from '../util/random.ts';
+import { randomBytesPooled, randomHex } from './random.ts';
 
 const BASE62 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 export const SHORT_CODE_RE = /^[a-zA-Z0-9]{5}$/;

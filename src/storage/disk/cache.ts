@@ -1,8 +1,8 @@
 import fsp from 'node:fs/promises';
 import path from 'node:path';
-import { randomHex } from '../util/random.ts';
-import type { BlobCache } from './blob-store.ts';
-import type { DiskLayout } from './disk.ts';
+import { randomHex } from '../../util/random.ts';
+import type { BlobCache } from '../blob-store.ts';
+import type { DiskLayout } from './core.ts';
 
 const NAME_RE = /^[A-Za-z0-9._-]+(\/[A-Za-z0-9._-]+)*$/;
 const OWNED_RE = /^[0-9a-f]{32}\./;
