@@ -15,7 +15,9 @@ const skip = chromiumSkip('the web pages in a browser (test/browser.test.ts)');
  * Where the page screenshots go: a temp dir under npm test (a test run changes no tracked file),
  * docs/ under `npm run screenshots`, which refreshes the pictures the README shows.
  */
-const SHOTS = process.env.SLUICE_SCREENSHOTS === 'docs' ? path.join(ROOT, 'docs') : fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-shots-'));
+// Screenshots go to a temp dir; `npm run screenshots` alone writes the two the docs show.
+const SHOTS = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-shots-'));
+const DOC_SHOTS = process.env.SLUICE_SCREENSHOTS === 'docs' ? path.join(ROOT, 'docs') : SHOTS;
 
 describe(`web front end in Chromium (${backends()[0]})`, { skip }, () => {
   let srv: TestServer;
@@ -52,7 +54,7 @@ describe(`web front end in Chromium (${backends()[0]})`, { skip }, () => {
     await page.locator('details.options summary').click();
     await page.fill('textarea[name=description]', 'Holiday <b>notes</b>');
     if (password) await page.fill('input[name=access_password]', password);
-    await page.screenshot({ path: `/tmp/sluice-upload-${password ? 'locked' : 'public'}.png`, fullPage: true });
+    await page.screenshot({ path: path.join(SHOTS, `upload-${password ? 'locked' : 'public'}.png`), fullPage: true });
     await page.click('#send');
     await page.locator('#result').waitFor({ state: 'visible' });
     const link = await page.inputValue('#share-link');
@@ -76,9 +78,9 @@ describe(`web front end in Chromium (${backends()[0]})`, { skip }, () => {
     assert.equal(download.suggestedFilename(), 'second.txt');
     assert.equal(fs.readFileSync((await download.path())!, 'utf8'), 'second file body');
     await page.setViewportSize({ width: 390, height: 844 });
-    await page.screenshot({ path: '/tmp/sluice-share-phone.png', fullPage: true });
+    await page.screenshot({ path: path.join(SHOTS, 'share-phone.png'), fullPage: true });
     await page.setViewportSize({ width: 1280, height: 860 });
-    await page.screenshot({ path: '/tmp/sluice-share-desktop.png', fullPage: true });
+    await page.screenshot({ path: path.join(SHOTS, 'share-desktop.png'), fullPage: true });
     await page.close();
     assert.deepEqual(problems, []);
   });
@@ -87,12 +89,12 @@ describe(`web front end in Chromium (${backends()[0]})`, { skip }, () => {
     const page = await newPage(390, 844);
     const link = await uploadThroughPage(page, [{ name: 'secret.txt', body: 'the secret' }], 'pw-42');
     const manageLink = await page.inputValue('#upload-link');
-    await page.screenshot({ path: '/tmp/sluice-uploaded-phone.png', fullPage: true });
+    await page.screenshot({ path: path.join(SHOTS, 'uploaded-phone.png'), fullPage: true });
     await page.goto(link);
     assert.equal(await page.locator('#files li').count(), 0, 'nothing listed while locked');
     assert.equal(await page.locator('.desc').count(), 0, 'no description while locked');
     await page.emulateMedia({ colorScheme: 'dark' });
-    await page.screenshot({ path: '/tmp/sluice-locked-dark.png', fullPage: true });
+    await page.screenshot({ path: path.join(SHOTS, 'locked-dark.png'), fullPage: true });
     await page.emulateMedia({ colorScheme: 'light' });
     await page.fill('#pw', 'wrong');
     await page.click('#unlock button');
@@ -104,14 +106,14 @@ describe(`web front end in Chromium (${backends()[0]})`, { skip }, () => {
     assert.deepEqual(await page.locator('#files .name').allTextContents(), ['secret.txt']);
     assert.equal(await page.locator('.desc').textContent(), 'Holiday <b>notes</b>', 'the description, as text, once unlocked');
     assert.match((await page.getAttribute('#zip', 'href')) ?? '', /^\/zip\/[A-Za-z0-9]{5}\?t=/);
-    await page.screenshot({ path: '/tmp/sluice-unlocked-phone.png', fullPage: true });
+    await page.screenshot({ path: path.join(SHOTS, 'unlocked-phone.png'), fullPage: true });
     const [download] = await Promise.all([page.waitForEvent('download'), page.locator('#files a.btn').first().click()]);
     assert.equal(fs.readFileSync((await download.path())!, 'utf8'), 'the secret');
 
     // The upload link adds files, but lists the bundle's files only once the password is given.
     await page.goto(manageLink);
     assert.equal(await page.locator('#files li').count(), 0, 'the manage page lists nothing while locked');
-    await page.screenshot({ path: '/tmp/sluice-manage-locked.png', fullPage: true });
+    await page.screenshot({ path: path.join(SHOTS, 'manage-locked.png'), fullPage: true });
     await page.fill('#pw', 'pw-42');
     await page.click('#unlock button');
     await page.waitForURL(/\?t=/);
@@ -232,7 +234,7 @@ describe(`the page from a non-localhost address (${backends()[0]})`, { skip }, (
     await page.locator('details.options summary').click();
     await page.fill('textarea[name=description]', 'Holiday video and notes');
     await page.locator('textarea[name=description]').blur();
-    await page.screenshot({ path: path.join(SHOTS, 'upload-page.png') });
+    await page.screenshot({ path: path.join(DOC_SHOTS, 'upload-page.png') });
     await page.click('#send');
     await page.locator('#result').waitFor({ state: 'visible', timeout: 200_000 });
     assert.deepEqual([...tusOrigins], [origin], 'tus requests go to the origin the page was opened on');
@@ -242,7 +244,7 @@ describe(`the page from a non-localhost address (${backends()[0]})`, { skip }, (
     await page.goto(link);
     assert.deepEqual(await page.locator('#files .name').allTextContents(), ['holiday-video.mp4']);
     assert.equal(await page.locator('.desc').textContent(), 'Holiday video and notes');
-    await page.screenshot({ path: path.join(SHOTS, 'share-page.png'), clip: { x: 0, y: 0, width: 1280, height: 480 } });
+    await page.screenshot({ path: path.join(DOC_SHOTS, 'share-page.png'), clip: { x: 0, y: 0, width: 1280, height: 480 } });
     const code = new URL(link).pathname.slice(1);
     const info = (await (await fetch(`${origin}/api/v1/bundle/${code}`)).json()) as { files: Array<{ id: number; size: number }> };
     assert.equal(info.files[0]!.size, size);

@@ -6,7 +6,7 @@
  * A full run also runs the storage-relevant files once more with their files in a Ceph bucket
  * (SLUICE_TEST_BACKENDS=s3, one cluster for the pass), beside the main pass.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -129,6 +129,13 @@ for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
 const withS3 = given.length === 0 && !cephSkip('the S3 pass of npm test (test/run.ts)');
 // Most files wait on servers and databases far more than they compute: three at a time keep two
 // cores busy, beside the S3 pass's two.
+/** Changed and untracked files of the checkout (git status), or null outside a git work tree. */
+const treeState = (): Set<string> | null => {
+  const r = spawnSync('git', ['status', '--porcelain', '--untracked-files=all'], { cwd: ROOT, encoding: 'utf8' });
+  return r.status === 0 ? new Set(r.stdout.split('\n').filter(Boolean)) : null;
+};
+// Tests write only to temp dirs: a full run that leaves the checkout changed fails.
+const treeBefore = given.length === 0 ? treeState() : null;
 const passes: Promise<number>[] = [runFiles(files, {}, '', Number(process.env.SLUICE_TEST_CONCURRENCY ?? 3))];
 if (withS3) {
   ceph = await startCeph();
@@ -149,6 +156,12 @@ if (skipped.length > 0) {
   process.stderr.write(`\n${bar}\n!! Some tests were SKIPPED because a program is missing on this machine:\n`);
   for (const s of skipped) process.stderr.write(`!!   - ${s}\n`);
   process.stderr.write(`!! Install it and run npm test again. In CI (CI=true) these tests fail instead.\n${bar}\n`);
+}
+const treeAfter = treeBefore ? treeState() : null;
+const changed = treeAfter ? [...treeAfter].filter((l) => !treeBefore!.has(l)) : [];
+if (changed.length > 0) {
+  process.stderr.write(`\nthe tests changed the checkout (they may write only to temp dirs):\n${changed.map((l) => `  ${l}\n`).join('')}`);
+  codes.push(1);
 }
 if (codes.some((c) => c !== 0)) process.stderr.write(`\ntest passes exited with ${codes.join(', ')} (main${ceph ? ', s3' : ''}) on Node ${process.version}\n`);
 process.exit(codes.every((c) => c === 0) ? 0 : 1);
