@@ -4,6 +4,10 @@ import { randomInt } from 'node:crypto';
 import { Agent, request } from 'undici';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
 import { multipart } from './helpers/multipart.ts';
+import { overBudgetText } from '../src/auth/access.ts';
+import type { Caller } from '../src/auth/caller.ts';
+import type { ApiKeyRow } from '../src/db/api-keys.ts';
+import type { PlanName } from '../src/plans.ts';
 
 // A fresh loopback source address per run keeps the shared Redis bucket of this test its own.
 const randomLoopback = (): string => `127.${randomInt(1, 255)}.${randomInt(0, 255)}.${randomInt(1, 255)}`;
@@ -33,7 +37,8 @@ for (const backend of backends()) {
       const body = (await r.body.json()) as { success: boolean; error: string };
       assert.equal(r.statusCode, 429);
       assert.equal(body.success, false);
-      assert.equal(typeof body.error, 'string');
+      // The body says what the budget is, when it resets and how to get a bigger one.
+      assert.match(body.error, /^Rate limit exceeded: an address without an API key may make 60 requests an hour; the budget resets in \d+ (seconds|minutes) \(Retry-After gives the seconds\)\. An API key allows 300 or more: see \/api-keys\.$/);
       assert.equal(r.headers['x-ratelimit-remaining'], '0');
       assert.ok(Number(r.headers['retry-after']) > 0);
 
@@ -104,3 +109,14 @@ for (const backend of backends()) {
     });
   });
 }
+
+describe('the 429 text of the hourly budget', () => {
+  const keyed = (plan: PlanName): Caller => ({ ip: '192.0.2.1', uploader: { apiKeyId: 1, maxBundleBytes: 1, expiryDays: 1 }, apiKey: { plan } as ApiKeyRow, bearerRejected: false });
+  test('a key is told its plan, when its budget resets, and the larger plan', () => {
+    assert.equal(
+      overBudgetText(keyed('starter'), 300, 754_000),
+      "Rate limit exceeded: this API key's Starter plan allows 300 requests an hour; the budget resets in 13 minutes (Retry-After gives the seconds). A larger plan allows 1200 or more: see /api-keys.",
+    );
+    assert.match(overBudgetText(keyed('max'), 1200, 30_000), /Max plan allows 1200 requests an hour; the budget resets in 30 seconds .* No plan allows more\.$/);
+  });
+});

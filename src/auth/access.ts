@@ -14,6 +14,20 @@ import { UPLOAD_TOKEN_RE } from '../util/tokens.ts';
 
 const HOUR_MS = 3_600_000;
 
+const inWords = (ms: number): string => {
+  const s = Math.max(1, Math.ceil(ms / 1000));
+  if (s < 120) return `${s} seconds`;
+  return `${Math.ceil(s / 60)} minutes`;
+};
+
+/** The 429 of the hourly budget says what the budget is, when it resets, and how to get a bigger one. */
+export function overBudgetText(caller: Caller, limit: number, resetMs: number): string {
+  const head = `Rate limit exceeded: ${caller.apiKey ? `this API key's ${PLANS[caller.apiKey.plan].title} plan allows` : 'an address without an API key may make'} ${limit} requests an hour; the budget resets in ${inWords(resetMs)} (Retry-After gives the seconds).`;
+  const bigger = Object.values(PLANS).filter((p) => p.requestsPerHour > limit).map((p) => p.requestsPerHour);
+  if (bigger.length === 0) return `${head} No plan allows more.`;
+  return `${head} ${caller.apiKey ? 'A larger plan' : 'An API key'} allows ${Math.min(...bigger)} or more: see /api-keys.`;
+}
+
 /**
  * Who is calling and what they may do. `admit` resolves the caller (anonymous by IP, or an API
  * key), spends one request of its hourly budget in one atomic store round trip, and sets the
@@ -82,7 +96,7 @@ export function createAccess(deps: { config: Config; sql: Sql; budgets: Budgets;
       const caller = await resolveFor(ctx);
       const [bucket, limit] = budgetOf(caller);
       const hit = await budgets.spend(bucket, HOUR_MS);
-      if (hit && hit.count > limit) overBudget(ctx, limit, hit);
+      if (hit && hit.count > limit) overBudget(ctx, limit, hit, overBudgetText(caller, limit, hit.resetMs));
       stateBudget(ctx, limit, hit ? Math.max(0, limit - hit.count) : limit);
       return caller;
     },
