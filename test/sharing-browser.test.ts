@@ -5,7 +5,7 @@ import type { Browser, Page } from 'playwright-core';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
 import { chromiumSkip, launchChromium } from './helpers/browser.ts';
 import { mintKey } from './access-util.ts';
-import { bearer, call, type Json } from './helpers/http.ts';
+import { bearer, call, file, uploaded, type Json } from './helpers/http.ts';
 
 const skip = chromiumSkip('the sharing pages in a browser (test/sharing-browser.test.ts)');
 
@@ -57,6 +57,23 @@ describe(`sharing pages in Chromium (${backends()[0]})`, { skip }, () => {
     const share = await newPage();
     await share.goto(`${srv.url}/browser-named`);
     assert.match(await share.locator('#files').innerText(), /3 downloads left/);
+    assert.deepEqual(problems, []);
+  });
+
+  test('a password-protected, limited bundle shows the downloads left once unlocked; the report form has one field per line', async () => {
+    const b = await uploaded(srv, [file('a.txt', 'limited and locked')], { fields: { access_password: 'pw-7', max_downloads: '3' } });
+    const page = await newPage();
+    await page.goto(`${srv.url}/${b.short_code}`);
+    await page.fill('#pw', 'pw-7');
+    await page.click('#unlock button');
+    await page.locator('#unlocked').waitFor({ state: 'visible' });
+    assert.match(await page.locator('#files').innerText(), /3 downloads left/);
+
+    await page.goto(`${srv.url}/report/${b.short_code}`);
+    const box = async (sel: string): Promise<{ x: number; y: number; height: number }> => (await page.locator(sel).boundingBox())!;
+    const [reason, details, contact] = [await box('select[name=reason]'), await box('textarea[name=details]'), await box('input[name=contact]')];
+    assert.equal(reason.x, details.x, 'the reason and the details start at the same left edge');
+    assert.ok(reason.y + reason.height <= details.y && details.y + details.height <= contact.y, 'reason, details and contact each on a line of its own');
     assert.deepEqual(problems, []);
   });
 

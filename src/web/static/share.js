@@ -4,7 +4,6 @@
   var human = window.SluiceUi.human;
   var el = window.SluiceUi.el;
 
-
   var share = document.getElementById('share');
   var form = document.getElementById('unlock');
   if (!share || !form) return;
@@ -27,7 +26,9 @@
     }
     var info = el('span', 'info');
     info.appendChild(el('span', 'name', f.name));
-    info.appendChild(el('span', 'sub', human(f.size) + ' \u00b7 ' + f.mime_type));
+    // A limited bundle: the downloads this file has left, as the locked page's server-rendered rows say.
+    var left = typeof f.downloads_remaining === 'number' ? ' \u00b7 ' + f.downloads_remaining + (f.downloads_remaining === 1 ? ' download' : ' downloads') + ' left' : '';
+    info.appendChild(el('span', 'sub', human(f.size) + ' \u00b7 ' + f.mime_type + left));
     var a = el('a', 'btn', 'Download');
     a.href = '/d/' + f.id + q;
     a.setAttribute('download', '');
