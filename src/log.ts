@@ -28,8 +28,36 @@ export const REDACT_PATHS: readonly string[] = [
   '*.url',
 ];
 
+type Destination = ReturnType<typeof pino.destination>;
+const stderrDestinations = new Set<Destination>();
+let stderrGone = false;
+
+/** Drops what is written from now on: pino does so on EPIPE, and the same holds once stderr's terminal is gone. */
+function mute(dest: Destination): void {
+  const noop = (): void => {};
+  Object.assign(dest, { write: () => true, flushSync: noop, end: noop, destroy: noop });
+}
+
+/**
+ * The terminal stderr writes to has closed (its writes fail with EIO): logs have nowhere to go and are
+ * dropped. Left alone, the flush at exit would retry such a write forever and the process never end.
+ */
+export function stderrClosed(): void {
+  stderrGone = true;
+  for (const d of stderrDestinations) mute(d);
+}
+
+function stderrDestination(): Destination {
+  const dest = pino.destination({ fd: 2, sync: false });
+  stderrDestinations.add(dest);
+  dest.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'EIO' || err.code === 'EPIPE') mute(dest);
+  });
+  return dest;
+}
+
 /** JSON logs on stderr; tokens, passwords and keys are never passed to the logger. */
-export function createLogger(level: string, destination = pino.destination({ fd: 2, sync: false })): Logger {
+export function createLogger(level: string, destination: Destination = stderrDestination()): Logger {
   return pino({ level, base: { pid: process.pid }, redact: { paths: [...REDACT_PATHS], censor: '[redacted]' } }, destination);
 }
 
@@ -43,6 +71,7 @@ const PLUMBING = new Set(['level', 'time', 'pid', 'hostname', 'msg']);
 export function textDestination(out: { write(s: string): unknown } = process.stderr): { write(line: string): void } {
   return {
     write(line) {
+      if (stderrGone && out === process.stderr) return;
       let rec: Record<string, unknown>;
       try {
         rec = JSON.parse(line) as Record<string, unknown>;

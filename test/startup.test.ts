@@ -4,10 +4,11 @@
  */
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { ROOT, runCli, scratchDataDir } from './helpers/server.ts';
 import { openAddresses, modeLine } from '../src/cli/banner.ts';
+import { waitFor } from './helpers/wait.ts';
 
 describe('start-up messages', () => {
   const { env } = scratchDataDir('sl-start-');
@@ -48,6 +49,40 @@ describe('start-up messages', () => {
     const json = await started({ PROT: '1' }, /"msg":"sluice listening"/);
     assert.doesNotMatch(json, /Sluice is ready/, 'no TTY: JSON only');
     assert.match(json, /"level":40[^\n]*"msg":"PROT is not a setting; did you mean PORT\?/);
+  });
+
+  test('started from a terminal, the server ends when the terminal closes, and the next start finds its data dir free', async () => {
+    // script(1) gives the server a terminal of its own; killing script closes it, and the kernel hangs up
+    // the session (SIGHUP), as closing a terminal window does.
+    const serve = (): ChildProcess =>
+      spawn('script', ['-qfec', `exec ${process.execPath} ${path.join(ROOT, 'bin/sluice.js')} serve`, '/dev/null'], {
+        cwd: ROOT,
+        env: env({ PORT: '0', HOST: '127.0.0.1', LOG_FORMAT: 'json', SHUTDOWN_GRACE_SECONDS: '5' }),
+      });
+    const listening = async (term: ChildProcess): Promise<number> => {
+      let out = '';
+      term.stdout!.setEncoding('utf8');
+      term.stdout!.on('data', (c: string) => (out += c));
+      const line = await waitFor('the server listening on its terminal', () => out.split('\n').find((l) => l.includes('"msg":"sluice listening"')), 60_000);
+      return (JSON.parse(line) as { pid: number }).pid;
+    };
+    const first = serve();
+    const pid = await listening(first);
+    first.kill('SIGKILL');
+    await waitFor('the server gone with its terminal', () => {
+      try {
+        process.kill(pid, 0);
+        return false;
+      } catch {
+        return true;
+      }
+    });
+    const second = serve();
+    try {
+      assert.ok((await listening(second)) > 0, 'the next start serves on the same data dir');
+    } finally {
+      second.kill('SIGKILL');
+    }
   });
 
   test('the addresses to open and the mode, without credentials', () => {

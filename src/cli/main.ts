@@ -1,5 +1,5 @@
 import { loadConfig, ConfigError, type Config } from '../config.ts';
-import { createLogger, textDestination } from '../log.ts';
+import { createLogger, stderrClosed, textDestination } from '../log.ts';
 import { banner } from './banner.ts';
 import { startApp, type RunningApp } from '../app.ts';
 import { connectDb } from '../db/client.ts';
@@ -175,7 +175,7 @@ async function serve(config: Config): Promise<void> {
     const listening = (port: number): void => {
       if (humanOutput(config)) process.stderr.write(banner(config, port));
     };
-    process.exit(await supervise({ workers: config.workers, host: config.host, port: config.port, log, env: process.env, notifier, listening }));
+    process.exit(await supervise({ workers: config.workers, host: config.host, port: config.port, log, env: process.env, notifier, listening, hangUpStops: startedInTerminal }));
   }
   const link = config.workerIndex === null ? undefined : createWorkerLink(process, config.workerIndex);
   const log = link ? loggerFor(config).child({ worker: link.index }) : loggerFor(config);
@@ -214,9 +214,17 @@ async function serve(config: Config): Promise<void> {
   process.on('SIGINT', () => stop('SIGINT'));
   // A stray rejection (a driver hiccup) is logged, never allowed to take every transfer down.
   process.on('unhandledRejection', (err) => log.error({ err }, 'unhandled rejection'));
-  // Configuration is read once at start, and logs go to stderr (the journal): there is nothing to
-  // reload or reopen. Handling the signal keeps its default action (exit) from killing the server.
-  process.on('SIGHUP', () => log.info('SIGHUP: nothing to reload; restart to apply configuration'));
+  process.on('SIGHUP', () => {
+    // Its terminal closed: a program in the foreground of a terminal ends with it, drained as on SIGTERM.
+    if (startedInTerminal) {
+      // Logs to that terminal have nowhere to go now (a file or pipe given as stderr still gets them).
+      if (process.stderr.isTTY) stderrClosed();
+      return stop('SIGHUP');
+    }
+    // A service (systemd): configuration is read once at start and logs go to stderr (the journal),
+    // so there is nothing to reload or reopen. Handling the signal keeps its default action (exit) from killing it.
+    log.info('SIGHUP: nothing to reload; restart to apply configuration');
+  });
   app = await startApp(config, log, link);
   if (!link && humanOutput(config)) process.stderr.write(banner(config, app.port));
   // A worker leaves systemd to its supervisor.
@@ -229,6 +237,12 @@ async function serve(config: Config): Promise<void> {
     link.listening(app.port);
   }
 }
+
+/**
+ * Whether the server was started from a terminal (any of its standard streams is one): there SIGHUP
+ * means the terminal closed. A service manager, nohup or a redirect gives it none.
+ */
+const startedInTerminal = [process.stdin, process.stdout, process.stderr].some((s) => s.isTTY === true);
 
 /** Short text lines for a person at a terminal (LOG_FORMAT=auto on a TTY, or text); JSON otherwise. */
 function humanOutput(config: Config): boolean {

@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import { AggregatorRegistry } from 'prom-client';
 import type { Notifier } from './sd-notify.ts';
 import { ensurePortFree } from '../http/port-free.ts';
+import { stderrClosed } from '../log.ts';
 
 /**
  * Messages between the supervisor and its worker processes (Node's IPC channel).
@@ -32,6 +33,8 @@ export interface SuperviseOptions {
   readonly metricsTimeoutMs?: number;
   /** Called once every worker listens, with the port they share. */
   readonly listening?: (port: number) => void;
+  /** Started from a terminal: SIGHUP (the terminal closed) stops the workers instead of being passed on. */
+  readonly hangUpStops?: boolean;
 }
 
 const RESTART_DELAY_MS = 1000;
@@ -172,6 +175,11 @@ export async function supervise(opts: SuperviseOptions): Promise<number> {
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGHUP', () => {
+    // Its terminal closed: the supervisor stops its workers and ends, as SIGTERM would.
+    if (opts.hangUpStops) {
+      if (process.stderr.isTTY) stderrClosed();
+      return stop('SIGHUP');
+    }
     for (const c of children.values()) c.kill('SIGHUP');
   });
 
