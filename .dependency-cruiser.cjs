@@ -1,6 +1,6 @@
 // The layers of src/ (docs/internals.md, "Layers"): imports point down only, and nothing imports in
 // a circle. `npm test` runs this (test/layers.test.ts), so a new upward import or cycle fails CI.
-const ENTRY = '^src/(app|deps)\\.ts$|^src/cli/';
+const ENTRY = '^src/(app|deps|wiring|shutdown)\\.ts$|^src/cli/';
 const EDGES = '^src/(routes|tus|web|ingest)/';
 const DOMAIN = '^src/(bundles|auth|abuse|billing|notify|sweeper)/';
 const INFRA = '^src/(http|db|storage|state|mail|metrics|thumbs|zip)/';
@@ -34,7 +34,7 @@ module.exports = {
       comment: 'Handlers and protocol adapters are given their dependencies (deps.ts, types only); they never import the entry points.',
       severity: 'error',
       from: { path: EDGES },
-      to: { path: '^src/app\\.ts$|^src/cli/' },
+      to: { path: '^src/(app|wiring|shutdown)\\.ts$|^src/cli/' },
     },
     {
       name: 'edges-take-deps-as-types',

@@ -3,6 +3,7 @@ import net from 'node:net';
 import { resembles } from './util/similar.ts';
 import { isEmail } from './util/names.ts';
 import { MAX_OBJECT_BYTES } from './util/s3-sizes.ts';
+import { createEnvReader, type EnvReader } from './util/env-reader.ts';
 
 /** Everything the process is configured with. Only this module reads process.env. */
 export interface Config {
@@ -96,50 +97,70 @@ const NOT_SETTINGS = new Set(['HOME', 'PATH', 'USER', 'SHELL', 'TERM', 'LANG', '
 /** Pure: builds a frozen Config from an env map, reporting every problem at once. */
 export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config {
   const problems: string[] = [];
-  // Every name read here: an unknown variable a typo away from one of them is warned about.
-  const known = new Set<string>();
-  const str = (name: string): string | undefined => {
-    known.add(name);
-    const v = env[name];
-    return v === undefined || v.trim() === '' ? undefined : v.trim();
-  };
-  const int = (name: string, dflt: number, min: number, max = Number.MAX_SAFE_INTEGER): number => {
-    const v = str(name);
-    if (v === undefined) return dflt;
-    if (!/^\d+$/.test(v) || Number(v) < min || Number(v) > max) {
-      problems.push(`${name}: expected a whole number from ${min} to ${max}, got ${JSON.stringify(v)}`);
-      return dflt;
-    }
-    return Number(v);
-  };
-  const url = (name: string, protocols: string[]): string | undefined => {
-    const v = str(name);
-    if (v === undefined) return undefined;
-    try {
-      const u = new URL(v);
-      if (!protocols.includes(u.protocol)) problems.push(`${name}: expected a ${protocols.join(' or ')} URL`);
-    } catch {
-      problems.push(`${name}: not a valid URL`);
-    }
-    return v;
-  };
+  // Every name read here: an unknown variable a typo away from one of them is warned about. The steps
+  // read in a fixed order, the order in which problems are listed and near names are tried.
+  const read = createEnvReader(env, problems);
+  const { host, port, baseUrl, baseUrlFollowsPort, trustProxy } = networkSettings(read, problems);
+  const logLevel = (read.str('LOG_LEVEL') ?? 'info').toLowerCase();
+  if (!LOG_LEVELS.includes(logLevel)) problems.push(`LOG_LEVEL: expected one of ${LOG_LEVELS.join(', ')}`);
+  const secret = read.str('SECRET');
+  if (secret !== undefined && secret.length < 32) problems.push('SECRET: must be at least 32 characters');
+  const { databaseUrl, redisUrl, workers, workerIndex } = processSettings(read, problems);
+  const { stripePrices, stripeSecretKey, stripeWebhookSecret } = stripeSettings(env, read, problems);
+  const { s3Access, s3, anonMaxBundleBytes } = storageSettings(read, problems);
+  const { mailFrom, abuseEmail, clamdUrl } = mailAndAbuseSettings(read, problems);
 
-  const oneOf = <T extends string>(name: string, allowed: readonly T[], dflt: T): T => {
-    const v = str(name)?.toLowerCase();
-    if (v === undefined) return dflt;
-    if ((allowed as readonly string[]).includes(v)) return v as T;
-    problems.push(`${name}: expected one of ${allowed.join(', ')}, got ${JSON.stringify(v)}`);
-    return dflt;
+  const config: Config = {
+    host,
+    port,
+    baseUrl,
+    baseUrlFollowsPort,
+    dataDir: path.resolve(cwd, read.str('DATA_DIR') ?? './data'),
+    s3,
+    s3Access,
+    databaseUrl,
+    redisUrl,
+    secret,
+    trustProxy,
+    workers,
+    workerIndex,
+    smtpUrl: read.url('SMTP_URL', ['smtp:', 'smtps:']),
+    mailFrom,
+    abuseEmail,
+    clamdUrl,
+    clamdConf: path.resolve(cwd, read.str('CLAMD_CONF') ?? '/etc/clamav/clamd.conf'),
+    stripeSecretKey,
+    stripeWebhookSecret,
+    stripeApiUrl: read.url('STRIPE_API_URL', ['http:', 'https:']),
+    stripePrices,
+    rateLimitAnonPerHour: read.int('RATE_LIMIT_ANON_PER_HOUR', 60, 1),
+    rateLimitContentPerMinute: read.int('RATE_LIMIT_CONTENT_PER_MINUTE', 1200, 1),
+    rateLimitContentMissesPerHour: read.int('RATE_LIMIT_CONTENT_MISSES_PER_HOUR', 120, 1),
+    anonMaxBundleBytes,
+    anonExpiryDays: read.int('ANON_EXPIRY_DAYS', 3, 1, 3650),
+    logLevel,
+    sweepIntervalMs: read.int('SWEEP_INTERVAL_SECONDS', 300, 1, 86400) * 1000,
+    shutdownGraceMs: read.int('SHUTDOWN_GRACE_SECONDS', 30, 0, 3600) * 1000,
+    downloadStallMs: read.int('DOWNLOAD_STALL_TIMEOUT_SECONDS', 60, 1, 3600) * 1000,
+    notifySocket: read.str('NOTIFY_SOCKET'),
+    logFormat: read.oneOf('LOG_FORMAT', LOG_FORMATS, 'auto'),
+    // Last: every setting above has been read, so `known` is complete.
+    warnings: misspelt(env, read.known),
   };
+  if (problems.length > 0) throw new ConfigError(problems);
+  return Object.freeze(config);
+}
 
-  const host = str('HOST') ?? '0.0.0.0';
+/** HOST, PORT, BASE_URL (or the default origin naming the port) and TRUST_PROXY. */
+function networkSettings(read: EnvReader, problems: string[]) {
+  const host = read.str('HOST') ?? '0.0.0.0';
   if (net.isIP(host) === 0 && host !== 'localhost') problems.push(`HOST: expected an IP address, got ${JSON.stringify(host)}`);
-  const port = int('PORT', 8080, 0, 65535);
-  const explicitBaseUrl = url('BASE_URL', ['http:', 'https:']);
+  const port = read.int('PORT', 8080, 0, 65535);
+  const explicitBaseUrl = read.url('BASE_URL', ['http:', 'https:']);
   // Links are BASE_URL + a path: a query or a fragment would land in the middle of every one.
   if (explicitBaseUrl !== undefined && /[?#]/.test(explicitBaseUrl)) problems.push('BASE_URL: must not carry a query or a fragment');
   const baseUrl = (explicitBaseUrl ?? `http://localhost:${port}`).replace(/\/+$/, '');
-  const trustProxy = (str('TRUST_PROXY') ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+  const trustProxy = (read.str('TRUST_PROXY') ?? '').split(',').map((s) => s.trim()).filter(Boolean);
   for (const entry of trustProxy) {
     const [addr, bits] = entry.split('/');
     const family = net.isIP(addr ?? '');
@@ -148,26 +169,30 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
       problems.push(`TRUST_PROXY: ${JSON.stringify(entry)} is not an IP address or CIDR`);
     }
   }
-  const logLevel = (str('LOG_LEVEL') ?? 'info').toLowerCase();
-  if (!LOG_LEVELS.includes(logLevel)) problems.push(`LOG_LEVEL: expected one of ${LOG_LEVELS.join(', ')}`);
-  const secret = str('SECRET');
-  if (secret !== undefined && secret.length < 32) problems.push('SECRET: must be at least 32 characters');
+  return { host, port, baseUrl, baseUrlFollowsPort: explicitBaseUrl === undefined, trustProxy };
+}
 
-  const databaseUrl = url('DATABASE_URL', ['postgres:', 'postgresql:']);
-  const redisUrl = url('REDIS_URL', ['redis:', 'rediss:']);
+/** The database, Redis and how many worker processes share them. */
+function processSettings(read: EnvReader, problems: string[]) {
+  const databaseUrl = read.url('DATABASE_URL', ['postgres:', 'postgresql:']);
+  const redisUrl = read.url('REDIS_URL', ['redis:', 'rediss:']);
   // Several processes need state they can share: real PostgreSQL (the embedded database serves
   // one process) and Redis (in-process rate limits would give each worker its own budget).
   const shared = databaseUrl !== undefined && redisUrl !== undefined;
   // One by default, as the operator contract says; each worker holds its own database pool.
-  const workers = int('WORKERS', 1, 1, 256);
+  const workers = read.int('WORKERS', 1, 1, 256);
   if (workers > 1 && !shared) {
     problems.push(
       `WORKERS: ${workers} processes need DATABASE_URL and REDIS_URL (the embedded database and in-process rate limits serve one process)`,
     );
   }
-  const workerIndexRaw = str('SLUICE_WORKER_INDEX');
-  const workerIndex = workerIndexRaw === undefined ? null : int('SLUICE_WORKER_INDEX', 0, 0, 255);
+  const workerIndexRaw = read.str('SLUICE_WORKER_INDEX');
+  const workerIndex = workerIndexRaw === undefined ? null : read.int('SLUICE_WORKER_INDEX', 0, 0, 255);
+  return { databaseUrl, redisUrl, workers, workerIndex };
+}
 
+/** The Stripe keys and the price of each plan (STRIPE_PRICE_<PLAN>_<MONTHLY|ONCE>). */
+function stripeSettings(env: NodeJS.ProcessEnv, read: EnvReader, problems: string[]) {
   const stripePrices: Record<string, string> = {};
   for (const [k, v] of Object.entries(env)) {
     const m = /^STRIPE_PRICE_(STARTER|POWER|MAX|PREMIUM)_(MONTHLY|ONCE)$/.exec(k);
@@ -180,8 +205,8 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
       stripePrices[`${m[1]!.toLowerCase()}_${m[2]!.toLowerCase()}`] = v.trim();
     }
   }
-  const stripeSecretKey = str('STRIPE_SECRET_KEY');
-  const stripeWebhookSecret = str('STRIPE_WEBHOOK_SECRET');
+  const stripeSecretKey = read.str('STRIPE_SECRET_KEY');
+  const stripeWebhookSecret = read.str('STRIPE_WEBHOOK_SECRET');
   if (stripeSecretKey !== undefined && !/^(sk|rk)_(test|live)_\w+$/.test(stripeSecretKey)) {
     problems.push('STRIPE_SECRET_KEY: expected a Stripe secret or restricted key (sk_test_…, sk_live_…, rk_…)');
   }
@@ -194,73 +219,43 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
   if (stripeSecretKey === undefined && Object.keys(stripePrices).length > 0) {
     problems.push('STRIPE_PRICE_*: prices are set but STRIPE_SECRET_KEY is not');
   }
-  const accessKeyId = str('AWS_ACCESS_KEY_ID');
-  const secretAccessKey = str('AWS_SECRET_ACCESS_KEY');
-  const sessionToken = str('AWS_SESSION_TOKEN');
+  return { stripePrices, stripeSecretKey, stripeWebhookSecret };
+}
+
+/** The SDK's S3 variables, STORAGE_URL, and the largest bundle, which S3 bounds. */
+function storageSettings(read: EnvReader, problems: string[]) {
+  const accessKeyId = read.str('AWS_ACCESS_KEY_ID');
+  const secretAccessKey = read.str('AWS_SECRET_ACCESS_KEY');
+  const sessionToken = read.str('AWS_SESSION_TOKEN');
   if ((accessKeyId === undefined) !== (secretAccessKey === undefined)) {
     problems.push('AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY: set both or neither');
   }
   const s3Access: S3Access = Object.freeze({
     credentials: accessKeyId && secretAccessKey ? { accessKeyId, secretAccessKey, ...(sessionToken ? { sessionToken } : {}) } : undefined,
-    region: str('AWS_REGION') ?? str('AWS_DEFAULT_REGION') ?? 'us-east-1',
-    endpoint: url('AWS_ENDPOINT_URL_S3', ['http:', 'https:']) ?? url('AWS_ENDPOINT_URL', ['http:', 'https:']),
-    partBufferBytes: int('S3_PART_BUFFER_MIB', 24, 16, 65536) * 1024 * 1024,
+    region: read.str('AWS_REGION') ?? read.str('AWS_DEFAULT_REGION') ?? 'us-east-1',
+    endpoint: read.url('AWS_ENDPOINT_URL_S3', ['http:', 'https:']) ?? read.url('AWS_ENDPOINT_URL', ['http:', 'https:']),
+    partBufferBytes: read.int('S3_PART_BUFFER_MIB', 24, 16, 65536) * 1024 * 1024,
   });
-  const storage = str('STORAGE_URL');
+  const storage = read.str('STORAGE_URL');
   const s3 = storage === undefined ? null : parseStorageUrl('STORAGE_URL', storage, s3Access, problems);
-  const anonMaxBundleBytes = int('ANON_MAX_BUNDLE_BYTES', 1073741824, 1);
+  const anonMaxBundleBytes = read.int('ANON_MAX_BUNDLE_BYTES', 1073741824, 1);
   if (s3 && anonMaxBundleBytes > MAX_OBJECT_BYTES) problems.push(`ANON_MAX_BUNDLE_BYTES: with STORAGE_URL a file can hold at most ${MAX_OBJECT_BYTES} bytes (10,000 parts of an S3 multipart upload)`);
-  const mailFrom = str('MAIL_FROM') ?? 'Sluice <sluice@localhost>';
-  if (!/^[^\r\n]*@[^\r\n]*$/.test(mailFrom)) problems.push('MAIL_FROM: expected an address such as "Sluice <sluice@example.com>"');
+  return { s3Access, s3, anonMaxBundleBytes };
+}
 
-  const abuseEmail = str('ABUSE_EMAIL');
+/** The sender of our mails, where abuse reports go, and the clamd that scans new files. */
+function mailAndAbuseSettings(read: EnvReader, problems: string[]) {
+  const mailFrom = read.str('MAIL_FROM') ?? 'Sluice <sluice@localhost>';
+  if (!/^[^\r\n]*@[^\r\n]*$/.test(mailFrom)) problems.push('MAIL_FROM: expected an address such as "Sluice <sluice@example.com>"');
+  const abuseEmail = read.str('ABUSE_EMAIL');
   if (abuseEmail !== undefined && !isEmail(abuseEmail)) problems.push('ABUSE_EMAIL: expected an e-mail address');
-  const clamdUrl = url('CLAMD_URL', ['unix:', 'tcp:']);
+  const clamdUrl = read.url('CLAMD_URL', ['unix:', 'tcp:']);
   if (clamdUrl !== undefined && URL.canParse(clamdUrl)) {
     const u = new URL(clamdUrl);
     if (u.protocol === 'unix:' && (u.host !== '' || u.pathname.length < 2)) problems.push('CLAMD_URL: expected unix:///absolute/path/to/clamd.ctl');
     if (u.protocol === 'tcp:' && (u.hostname === '' || u.port === '')) problems.push('CLAMD_URL: expected tcp://host:port');
   }
-
-  const config: Config = {
-    host,
-    port,
-    baseUrl,
-    baseUrlFollowsPort: explicitBaseUrl === undefined,
-    dataDir: path.resolve(cwd, str('DATA_DIR') ?? './data'),
-    s3,
-    s3Access,
-    databaseUrl,
-    redisUrl,
-    secret,
-    trustProxy,
-    workers,
-    workerIndex,
-    smtpUrl: url('SMTP_URL', ['smtp:', 'smtps:']),
-    mailFrom,
-    abuseEmail,
-    clamdUrl,
-    clamdConf: path.resolve(cwd, str('CLAMD_CONF') ?? '/etc/clamav/clamd.conf'),
-    stripeSecretKey,
-    stripeWebhookSecret,
-    stripeApiUrl: url('STRIPE_API_URL', ['http:', 'https:']),
-    stripePrices,
-    rateLimitAnonPerHour: int('RATE_LIMIT_ANON_PER_HOUR', 60, 1),
-    rateLimitContentPerMinute: int('RATE_LIMIT_CONTENT_PER_MINUTE', 1200, 1),
-    rateLimitContentMissesPerHour: int('RATE_LIMIT_CONTENT_MISSES_PER_HOUR', 120, 1),
-    anonMaxBundleBytes,
-    anonExpiryDays: int('ANON_EXPIRY_DAYS', 3, 1, 3650),
-    logLevel,
-    sweepIntervalMs: int('SWEEP_INTERVAL_SECONDS', 300, 1, 86400) * 1000,
-    shutdownGraceMs: int('SHUTDOWN_GRACE_SECONDS', 30, 0, 3600) * 1000,
-    downloadStallMs: int('DOWNLOAD_STALL_TIMEOUT_SECONDS', 60, 1, 3600) * 1000,
-    notifySocket: str('NOTIFY_SOCKET'),
-    logFormat: oneOf('LOG_FORMAT', LOG_FORMATS, 'auto'),
-    // Last: every setting above has been read, so `known` is complete.
-    warnings: misspelt(env, known),
-  };
-  if (problems.length > 0) throw new ConfigError(problems);
-  return Object.freeze(config);
+  return { mailFrom, abuseEmail, clamdUrl };
 }
 
 /**
