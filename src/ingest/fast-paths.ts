@@ -12,7 +12,7 @@ export interface FastPaths {
   /** streamsearch's boundary scan replaced by findNeedle (fast-search.ts). */
   readonly multipartSearch: boolean;
   /**
-   * multipart.ts reads busboy's `_fileStream` and `_bparser`: chunks wholly inside a file skip busboy
+   * the multipart reader (multipart.ts, form.ts, file-part.ts) reads busboy's `_fileStream` and `_bparser`: chunks wholly inside a file skip busboy
    * (straightToFile), and parsed chunks come from a reused pool instead of fresh buffers.
    */
   readonly straightToFile: boolean;
@@ -73,7 +73,7 @@ export function installFastSearch(versions: DependencyVersions = installedVersio
 
 type SearchCb = (isMatch: boolean, data: Buffer | undefined, start: number, end: number, isSafeData: boolean) => void;
 
-/** What multipart.ts reads of busboy's private state (busboy 1.6.0, streamsearch 1.1.0). */
+/** What the multipart reader reads of busboy's private state (busboy 1.6.0, streamsearch 1.1.0). */
 export interface BusboyInner {
   /** The file stream of the part being parsed: null or undefined outside a file part. */
   fileStream(): Readable | null | undefined;

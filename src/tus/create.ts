@@ -9,14 +9,16 @@ import { checkRequestFiles, resolveRequestToken } from '../bundles/requests.ts';
 import { AppError } from '../errors.ts';
 import { refuseOtherSite } from '../http/cross-site.ts';
 import { mayChange } from '../bundles/guard.ts';
-import { tapBody } from './patch.ts';
+import { tapBody, type BodyTap } from './patch.ts';
 import { appendBody, hasBody } from './body.ts';
 import { deleteUpload, findUpload, insertUpload, reserveInBundle, setProgress, type NewUpload } from '../db/tus-uploads.ts';
-import { spendPartials, holdPartials, parseConcat, type HeldPartials } from './concat.ts';
+import { spendPartials, holdPartials, parseConcat, type Concat, type HeldPartials } from './concat.ts';
 import {
   NO_STORE, checkResumable, httpDate, intHeader, OFFSET_TYPE, parseChecksum, parseMetadata, replyError, storableMetadata,
-  UPLOAD_TTL_MS,
+  UPLOAD_TTL_MS, type Checksum,
 } from './protocol.ts';
+
+type Headers = Readonly<Record<string, string>>;
 
 /**
  * POST /api/v1/tus/: creation (+ creation-with-upload, creation-defer-length, concatenation). It
@@ -48,91 +50,141 @@ export async function createUpload(ctx: Ctx, deps: Deps): Promise<void> {
   let partials: HeldPartials | null = null;
   try {
     const concat = parseConcat(h['upload-concat']);
-    let length = intHeader(h, 'upload-length');
-    const deferred = h['upload-defer-length'];
+    let length = declaredLength(h, concat, withBody);
     if (concat?.kind === 'final') {
-      // Its length is the sum of its partials'; its bytes are theirs.
-      if (length !== undefined || deferred !== undefined || withBody) {
-        throw new AppError('INVALID_CONCAT', 'A final upload carries neither Upload-Length nor a body');
-      }
       partials = await holdPartials(deps, concat.ids);
       length = partials.length;
-    } else if ((length === undefined) === (deferred === undefined) || (deferred !== undefined && deferred !== '1')) {
-      throw new AppError('INVALID_LENGTH', 'Send either Upload-Length or Upload-Defer-Length: 1');
     }
-    if (concat?.kind === 'partial' && length === undefined) throw new AppError('INVALID_LENGTH', 'A partial upload needs Upload-Length');
-    if (withBody && (h['content-type'] ?? '').split(';')[0]!.trim().toLowerCase() !== OFFSET_TYPE) {
-      throw new AppError('WRONG_CONTENT_TYPE', `Content-Type must be ${OFFSET_TYPE}`);
-    }
-    const checksum = withBody ? parseChecksum(h['upload-checksum']) : null;
-    const bodyLength = withBody ? intHeader(h, 'content-length') : undefined;
-    if (bodyLength !== undefined && bodyLength > (length ?? uploader.maxBundleBytes)) {
-      throw new AppError('UPLOAD_TOO_LARGE', 'Body goes past Upload-Length or the size limit');
-    }
+    const checksum = withBody ? checkBody(h, length ?? uploader.maxBundleBytes) : null;
     const meta = parseMetadata(h['upload-metadata']);
-    const name = cleanFileName(meta.filename ?? meta.name);
     // Public (the upload's URL): all 128 bits random, unlike a storage key's shard prefix.
     id = randomHex(16);
-    const base: NewUpload = {
-      id,
-      bundle_id: null,
-      new_bundle: null,
-      api_key_id: uploader.apiKeyId,
-      upload_length: length ?? null,
-      max_bytes: uploader.maxBundleBytes,
-      file_name: name,
-      mime_type: cleanMimeType(meta.filetype ?? meta.type, name),
-      metadata: storableMetadata(h['upload-metadata']),
-      concat: concat === null ? null : concat.kind === 'partial' ? 'partial' : concat.raw,
-      expires_at: new Date(Date.now() + UPLOAD_TTL_MS),
-    };
+    const base = newUpload(id, h, meta, uploader, length, concat);
     // The object exists before its row: a row never names a missing object (the sweeper reclaims
     // one left without a row).
     await deps.blobs.createResumable(id);
     created = true;
-    if (concat?.kind === 'partial') {
-      // A piece of a file: no bundle until a final upload joins it (which reserves or checks the room).
-      if (length! > uploader.maxBundleBytes) throw new AppError('UPLOAD_TOO_LARGE', 'Upload-Length exceeds the bundle size limit');
-      await insertUpload(deps.sql, base);
-    } else if (meta.request_token !== undefined) {
-      // An upload request's link: an append to its bundle, within the request's room and files.
-      const req = await resolveRequestToken(deps, meta.request_token);
-      checkRequestFiles(req, 1);
-      await reserveInBundle(deps.sql, req.bundle_id, base.upload_length, { ...base, bundle_id: req.bundle_id }, mayChange('add', 'holder'));
-      deps.bundles.invalidate(req.bundle_id);
-    } else if (meta.upload_token !== undefined) {
-      const bundle = await resolveUploadToken(deps, meta.upload_token);
-      await reserveInBundle(deps.sql, bundle.id, base.upload_length, { ...base, bundle_id: bundle.id }, mayChange('add', 'holder'));
-      deps.bundles.invalidate(bundle.id); // its room shrank (other processes hear it from the change feed)
-    } else {
-      if (base.upload_length !== null && base.upload_length > uploader.maxBundleBytes) {
-        throw new AppError('UPLOAD_TOO_LARGE', 'Upload-Length exceeds the bundle size limit');
-      }
-      const newBundle = await validateFields(deps, meta, uploader, caller);
-      await insertUpload(deps.sql, { ...base, new_bundle: newBundle });
-    }
+    await insertRow(deps, base, meta, concat, uploader, caller);
     if (partials) {
       await deps.blobs.join(id, partials.rows.map((r) => ({ id: r.id, length: r.upload_length ?? 0 })));
       await setProgress(deps.sql, id, partials.length, partials.length);
     }
-    const row = await findUpload(deps.sql, id);
-    if (!row) throw new AppError('INTERNAL', 'tus upload row vanished');
-    const location = `${deps.origin(ctx)}/api/v1/tus/${id}`;
-    const complete = withBody || base.upload_length === 0 || partials !== null;
-    const headers = complete ? await appendBody(ctx, deps, tap, row, checksum, null) : [];
-    // Joined into a file: the partials are spent.
-    if (partials && row.upload_offset === row.upload_length) await spendPartials(deps, partials.rows);
-    // Released before the answer goes out, so the client's next request never meets these locks.
-    await partials?.release();
-    if (ctx.aborted) return await discard(deps, id);
-    const all: Array<readonly [string, string]> = [...NO_STORE, ['Location', location], ...headers];
-    if (headers.length === 0) all.push(['Upload-Offset', '0'], ['Upload-Expires', httpDate(base.expires_at)]);
-    send(ctx, 201, '', all);
+    await answer(ctx, deps, base, { tap, checksum, partials, withBody });
   } catch (err) {
     if (created) await discard(deps, id);
     await partials?.release();
     return fail(err);
   }
+}
+
+/** Upload-Length as declared (undefined when deferred, and for a final upload, whose length is known once its partials are held). */
+function declaredLength(h: Headers, concat: Concat | null, withBody: boolean): number | undefined {
+  const length = intHeader(h, 'upload-length');
+  const deferred = h['upload-defer-length'];
+  if (concat?.kind === 'final') {
+    // Its length is the sum of its partials'; its bytes are theirs.
+    if (length !== undefined || deferred !== undefined || withBody) {
+      throw new AppError('INVALID_CONCAT', 'A final upload carries neither Upload-Length nor a body');
+    }
+  } else if ((length === undefined) === (deferred === undefined) || (deferred !== undefined && deferred !== '1')) {
+    throw new AppError('INVALID_LENGTH', 'Send either Upload-Length or Upload-Defer-Length: 1');
+  }
+  if (concat?.kind === 'partial' && length === undefined) throw new AppError('INVALID_LENGTH', 'A partial upload needs Upload-Length');
+  return length;
+}
+
+/** Checks the headers of a creation that carries bytes, which may not pass `most`; returns its checksum, if any. */
+function checkBody(h: Headers, most: number): Checksum | null {
+  if ((h['content-type'] ?? '').split(';')[0]!.trim().toLowerCase() !== OFFSET_TYPE) {
+    throw new AppError('WRONG_CONTENT_TYPE', `Content-Type must be ${OFFSET_TYPE}`);
+  }
+  const checksum = parseChecksum(h['upload-checksum']);
+  const bodyLength = intHeader(h, 'content-length');
+  if (bodyLength !== undefined && bodyLength > most) {
+    throw new AppError('UPLOAD_TOO_LARGE', 'Body goes past Upload-Length or the size limit');
+  }
+  return checksum;
+}
+
+/** The row's fields as declared; insertRow settles which bundle it joins. */
+function newUpload(
+  id: string,
+  h: Headers,
+  meta: Record<string, string>,
+  uploader: Uploader,
+  length: number | undefined,
+  concat: Concat | null,
+): NewUpload {
+  const name = cleanFileName(meta.filename ?? meta.name);
+  return {
+    id,
+    bundle_id: null,
+    new_bundle: null,
+    api_key_id: uploader.apiKeyId,
+    upload_length: length ?? null,
+    max_bytes: uploader.maxBundleBytes,
+    file_name: name,
+    mime_type: cleanMimeType(meta.filetype ?? meta.type, name),
+    metadata: storableMetadata(h['upload-metadata']),
+    concat: concat === null ? null : concat.kind === 'partial' ? 'partial' : concat.raw,
+    expires_at: new Date(Date.now() + UPLOAD_TTL_MS),
+  };
+}
+
+/** Writes the upload's row, with its bundle: none yet, a new one, or room reserved in an existing one. */
+async function insertRow(
+  deps: Deps,
+  base: NewUpload,
+  meta: Record<string, string>,
+  concat: Concat | null,
+  uploader: Uploader,
+  caller: Caller,
+): Promise<void> {
+  if (concat?.kind === 'partial') {
+    // A piece of a file: no bundle until a final upload joins it (which reserves or checks the room).
+    if (base.upload_length! > uploader.maxBundleBytes) throw new AppError('UPLOAD_TOO_LARGE', 'Upload-Length exceeds the bundle size limit');
+    await insertUpload(deps.sql, base);
+  } else if (meta.request_token !== undefined) {
+    // An upload request's link: an append to its bundle, within the request's room and files.
+    const req = await resolveRequestToken(deps, meta.request_token);
+    checkRequestFiles(req, 1);
+    await reserveInBundle(deps.sql, req.bundle_id, base.upload_length, { ...base, bundle_id: req.bundle_id }, mayChange('add', 'holder'));
+    deps.bundles.invalidate(req.bundle_id);
+  } else if (meta.upload_token !== undefined) {
+    const bundle = await resolveUploadToken(deps, meta.upload_token);
+    await reserveInBundle(deps.sql, bundle.id, base.upload_length, { ...base, bundle_id: bundle.id }, mayChange('add', 'holder'));
+    deps.bundles.invalidate(bundle.id); // its room shrank (other processes hear it from the change feed)
+  } else {
+    if (base.upload_length !== null && base.upload_length > uploader.maxBundleBytes) {
+      throw new AppError('UPLOAD_TOO_LARGE', 'Upload-Length exceeds the bundle size limit');
+    }
+    const newBundle = await validateFields(deps, meta, uploader, caller);
+    await insertUpload(deps.sql, { ...base, new_bundle: newBundle });
+  }
+}
+
+/** Takes the creation's bytes, if any (a final upload's are its partials'), and answers 201. */
+async function answer(
+  ctx: Ctx,
+  deps: Deps,
+  base: NewUpload,
+  o: { tap: BodyTap | null; checksum: Checksum | null; partials: HeldPartials | null; withBody: boolean },
+): Promise<void> {
+  const { id } = base;
+  const { partials } = o;
+  const row = await findUpload(deps.sql, id);
+  if (!row) throw new AppError('INTERNAL', 'tus upload row vanished');
+  const location = `${deps.origin(ctx)}/api/v1/tus/${id}`;
+  const complete = o.withBody || base.upload_length === 0 || partials !== null;
+  const headers = complete ? await appendBody(ctx, deps, o.tap, row, o.checksum, null) : [];
+  // Joined into a file: the partials are spent.
+  if (partials && row.upload_offset === row.upload_length) await spendPartials(deps, partials.rows);
+  // Released before the answer goes out, so the client's next request never meets these locks.
+  await partials?.release();
+  if (ctx.aborted) return await discard(deps, id);
+  const all: Array<readonly [string, string]> = [...NO_STORE, ['Location', location], ...headers];
+  if (headers.length === 0) all.push(['Upload-Offset', '0'], ['Upload-Expires', httpDate(base.expires_at)]);
+  send(ctx, 201, '', all);
 }
 
 /**

@@ -1,10 +1,11 @@
-import { crc32 } from 'node:zlib';
 import { createHash, type Hash } from 'node:crypto';
-import type { Digest, Hasher, HashStream } from '../hasher.ts';
+import type { Hasher } from '../hasher.ts';
 import { createPartFile } from './part-file.ts';
 import { DIRECT_ALIGN, type DirectIo } from './direct-io.ts';
 import type { BlobWriter } from '../blob-store.ts';
-import { firstSlots, fullSlots, giveBack, INLINE_HASH_BYTES, ringLimit, ROOM_BYTES, SLOT_BYTES, type WriterCount } from './slots.ts';
+import { INLINE_HASH_BYTES, ringLimit, ROOM_BYTES, SLOT_BYTES, type WriterCount } from './slots.ts';
+import { openRing, putBack, releaseRing, ringIdle, takeSlot } from './ring.ts';
+import { hashFeed, hashStream, toHasher } from './hash-feed.ts';
 
 export interface PartResult {
   readonly size: number;
@@ -35,16 +36,6 @@ export interface PartWriter extends Pick<BlobWriter, 'write' | 'onDrain' | 'hold
   abort(): void;
 }
 
-interface Slot {
-  /** Null while the hash worker holds the buffer. */
-  view: Buffer | null;
-  len: number;
-  /** The part file is done with the buffer (written, or copied for a direct write). */
-  written: boolean;
-  /** File offset of the slot's bytes. */
-  at: number;
-}
-
 /**
  * Streams one file into `path`. Incoming chunks are copied into a ring of 1 MiB buffers (the first
  * one 64 KiB; plain ArrayBuffers, as copies into shared memory are 10× slower when unaligned); each
@@ -54,38 +45,9 @@ interface Slot {
  */
 export function createPartWriter(path: string, opts: PartWriterOptions): PartWriter {
   const { hasher, io, count, onError, append } = opts;
-  // Buffers are taken as the file needs them (a small file uses one small one) and given up when the
-  // writer finishes or aborts, so a request with many files holds at most one ring at a time.
-  const slots: Slot[] = [];
-  const free: number[] = [];
-  /** Slot numbers whose buffer was given back because the ring shrank (see slotBack). */
-  const retired: number[] = [];
-  /** Slots holding a buffer: slots.length less the retired ones. */
-  let live = 0;
-  const takeSlot = (): number | undefined => {
-    if (free.length > 0) {
-      const i = free.shift()!;
-      const s = slots[i]!;
-      // Reused means the file outgrew the small first slot: a full one takes its place.
-      if (s.view!.length < SLOT_BYTES) {
-        giveBack(s.view!);
-        s.view = fullSlots.take();
-      }
-      return i;
-    }
-    if (live < ringLimit(count)) {
-      live++;
-      const i = retired.pop();
-      if (i !== undefined) {
-        slots[i]!.view = fullSlots.take();
-        return i;
-      }
-      slots.push({ view: (slots.length === 0 ? firstSlots : fullSlots).take(), len: 0, written: false, at: 0 });
-      return slots.length - 1;
-    }
-    return undefined;
-  };
-  const idle = (): boolean => free.length === live;
+  const ring = openRing(count);
+  const { slots, free } = ring;
+  const feed = hashFeed(hasher, append, slots, slotBack);
   /**
    * Bytes the slot takes: all of it, except that a slot starting off a block boundary (the first of
    * an append at an unaligned offset) ends on the next one, so every later slot can go direct.
@@ -97,21 +59,7 @@ export function createPartWriter(path: string, opts: PartWriterOptions): PartWri
   /** Accepts more without holding a reference: nothing queued and ROOM_BYTES of ring left. */
   const roomy = (): boolean =>
     overflow.length === 0 &&
-    (cur >= 0 ? room(cur) - fill : 0) + (free.length + Math.max(0, ringLimit(count) - live)) * SLOT_BYTES >= ROOM_BYTES;
-  count.active++;
-  let counted = true;
-  /** Drops the ring; `reuse` only when idle (no write or hash holds a buffer). */
-  const release = (reuse: boolean): void => {
-    if (counted) count.active--;
-    counted = false;
-    if (reuse) for (const s of slots) if (s.view) giveBack(s.view);
-    slots.length = 0;
-    free.length = 0;
-    retired.length = 0;
-    live = 0;
-  };
-  /** Submitted slots in file order, until handed to the hasher. */
-  const order: number[] = [];
+    (cur >= 0 ? room(cur) - fill : 0) + (free.length + Math.max(0, ringLimit(count) - ring.live)) * SLOT_BYTES >= ROOM_BYTES;
   const overflow: Uint8Array[] = [];
   let cur = -1;
   let fill = 0;
@@ -123,26 +71,8 @@ export function createPartWriter(path: string, opts: PartWriterOptions): PartWri
   let drainFn: (() => void) | null = null;
   let idleFn: (() => void) | null = null;
 
-  /** Opened with the first slot handed over: a small file never needs one (see INLINE_HASH_BYTES). */
-  let stream: HashStream | null = null;
-  let inline = false;
-  let inlineDigest: Digest | null = null;
-  const hashStream = (): HashStream => (stream ??= hasher.open((slot, buf) => slotBack(slot, Buffer.from(buf))));
-
   function slotBack(slot: number, view: Buffer): void {
-    const s = slots[slot];
-    if (!s) return; // released after an abort
-    if (live > ringLimit(count)) {
-      // More writers joined since this ring grew: give the buffer to them (a burst of uploads holds
-      // BUSY_SLOTS each, which the spares kept cover, not the SLOTS its first writers grew to).
-      giveBack(view);
-      s.view = null;
-      live--;
-      retired.push(slot);
-    } else {
-      s.view = view;
-      free.push(slot);
-    }
+    if (!putBack(ring, slot, view)) return;
     pump();
     if (roomy()) releaseProducer();
     idleFn?.();
@@ -167,42 +97,17 @@ export function createPartWriter(path: string, opts: PartWriterOptions): PartWri
     releaseProducer();
   }
 
-  /** Hands written slots to the hasher strictly in file order. */
-  function toHasher(): void {
-    while (order.length > 0 && slots[order[0]!]!.written) {
-      const slot = order.shift()!;
-      const s = slots[slot]!;
-      const view = s.view!;
-      if (append) {
-        if (append.feedKey === null) slotBack(slot, view);
-        else {
-          s.view = null;
-          hasher.feedAhead(append.feedKey, s.at, view.buffer as ArrayBuffer, s.len, (buf) => slotBack(slot, Buffer.from(buf)));
-        }
-        continue;
-      }
-      if (inline) {
-        const bytesOfFile = view.subarray(0, s.len);
-        inlineDigest = { crc32: crc32(bytesOfFile) >>> 0 };
-        slotBack(slot, view);
-        continue;
-      }
-      s.view = null;
-      hashStream().update(view.buffer as ArrayBuffer, s.len, slot);
-    }
-  }
-
   function submit(slot: number, len: number): void {
     const s = slots[slot]!;
     s.len = len;
     s.written = false;
-    order.push(slot);
+    feed.order.push(slot);
     const at = position;
     s.at = at;
     position += len;
     const released = (): void => {
       s.written = true;
-      toHasher();
+      toHasher(feed);
     };
     file.write(s.view!, len, at, released, finishing);
   }
@@ -217,7 +122,7 @@ export function createPartWriter(path: string, opts: PartWriterOptions): PartWri
   function pump(): void {
     while (overflow.length > 0 && !aborted && !failed) {
       if (cur < 0) {
-        const next = takeSlot();
+        const next = takeSlot(ring);
         if (next === undefined) return;
         cur = next;
         fill = 0;
@@ -259,20 +164,20 @@ export function createPartWriter(path: string, opts: PartWriterOptions): PartWri
           if (overflow.length > 0) return; // the next ack pumps and calls us again
           // The whole file still sits in its first slot (nothing submitted, so nothing hashed): hash it
           // here. Once a slot went out, every slot goes to the worker, in order.
-          if (!append && stream === null && position === 0 && bytes <= INLINE_HASH_BYTES) inline = true;
+          if (!append && feed.stream === null && position === 0 && bytes <= INLINE_HASH_BYTES) feed.inline = true;
           if (cur >= 0) {
             sealCur();
             return;
           }
-          if (!idle() || file.busy()) return;
+          if (!ringIdle(ring) || file.busy()) return;
           idleFn = null;
-          release(true);
+          releaseRing(ring, true);
           const sha256 = sha ? sha.digest('hex') : null;
           file.close().then(() => {
             if (append) return resolve({ size: bytes, crc32: 0, sha256 });
-            if (!inline) return hashStream().digest().then((d) => resolve({ size: bytes, crc32: d.crc32, sha256 }), reject);
+            if (!feed.inline) return hashStream(feed).digest().then((d) => resolve({ size: bytes, crc32: d.crc32, sha256 }), reject);
             // (an empty file never filled a slot)
-            resolve({ size: bytes, crc32: inlineDigest?.crc32 ?? 0, sha256 });
+            resolve({ size: bytes, crc32: feed.inlineDigest?.crc32 ?? 0, sha256 });
           }, reject);
         };
         idleFn = complete;
@@ -282,9 +187,9 @@ export function createPartWriter(path: string, opts: PartWriterOptions): PartWri
     abort() {
       if (aborted) return;
       aborted = true;
-      stream?.discard();
+      feed.stream?.discard();
       overflow.length = 0;
-      release(false); // writes in flight still read their buffers
+      releaseRing(ring, false); // writes in flight still read their buffers
       file.abort();
       idleFn?.(); // a pending finish() rejects
       releaseProducer();

@@ -18,8 +18,8 @@ const SLOTS = 4;
  * With more than BUSY_WRITERS files streaming at once, a ring grows to only BUSY_SLOTS: they share
  * the disk and the hash worker, so each needs less in flight: 8 uploads hold 16 MiB of rings instead
  * of 32, at the same speed. Two is the floor: one fills while the other is out, and its return always
- * reopens room (see roomy), so a writer can never wait on itself. A ring that grew larger before
- * the others joined shrinks back as its slots return (slotBack), or each burst of uploads after the
+ * reopens room (see roomy in part-writer.ts), so a writer can never wait on itself. A ring that grew larger before
+ * the others joined shrinks back as its slots return (putBack in ring.ts), or each burst of uploads after the
  * first would allocate fresh slots beyond the spares kept (bench/RESULTS.md).
  */
 const BUSY_WRITERS = 2;

@@ -1,24 +1,14 @@
-import { UploadPartCommand, type S3Client } from '@aws-sdk/client-s3';
-import type { PartPool } from './part-pool.ts';
-
 import { MAX_PARTS, partSize } from '../../util/s3-sizes.ts';
+import { failUploads, partUploads, pump, settleUploads, type PartTarget, type UploadedPart } from './part-uploads.ts';
 
 export { MAX_PARTS, MIN_PART, partSize } from '../../util/s3-sizes.ts';
+export type { UploadedPart } from './part-uploads.ts';
 
 const EMPTY: Buffer = Buffer.alloc(0);
 
-/** How many parts of one writer upload at once; with the part being filled, at most three buffers. */
-const IN_FLIGHT = 2;
-
-export interface UploadedPart {
-  readonly PartNumber: number;
-  readonly ETag: string;
-  readonly size: number;
-}
-
 /**
  * Cuts a stream of chunks into parts of partSize(n) bytes and uploads them to one multipart upload,
- * at most IN_FLIGHT at a time. Each chunk is copied once, into the part's own buffer, so callers
+ * at most IN_FLIGHT (part-uploads.ts) at a time. Each chunk is copied once, into the part's own buffer, so callers
  * may reuse theirs. write() answers false while a full part waits for a free upload slot or no
  * part buffer is to be had from the pool: the caller's body pauses (backpressure to the socket)
  * until onDrain's callback runs.
@@ -44,74 +34,35 @@ export interface PartQueue {
   abort(): void;
 }
 
-export function createPartQueue(o: {
-  client: S3Client;
-  bucket: string;
-  key: string;
-  /** The multipart upload's id, created when the first part is cut (a small object never needs one). */
-  uploadId: () => Promise<string>;
+export interface PartQueueOptions extends PartTarget {
   /** Number of the first part this queue cuts (an append continues after the parts before it). */
   firstPart: number;
-  onError: (err: Error) => void;
-  pool: PartPool;
   /** Told the size of every chunk written: the body's buffers are garbage once copied into a part. */
   garbage?: (bytes: number) => void;
-}): PartQueue {
-  const ac = new AbortController();
-  const done: UploadedPart[] = [];
-  const waiting: { n: number; body: Buffer; buf: Buffer }[] = [];
+}
+
+export function createPartQueue(o: PartQueueOptions): PartQueue {
+  // Each uploaded part frees a slot, which may let the caller send more.
+  const up = partUploads(o, maybeDrain);
   let part: Buffer = EMPTY;
   const held: Buffer[] = [];
   let heldBytes = 0;
   let fill = 0;
   let nextPart = o.firstPart;
   let received = 0;
-  let inFlight = 0;
-  let error: Error | null = null;
   let drain: (() => void) | null = null;
-  let settled: (() => void) | null = null;
   /** When this queue was first refused a buffer (ms), null while it is not waiting for one. */
   let waitingSince: number | null = null;
 
-  const fail = (err: Error, report = true) => {
-    if (error) return;
-    error = err;
-    ac.abort();
-    if (report) o.onError(err);
-    for (const w of waiting.splice(0)) o.pool.give(w.buf);
-    settled?.();
-  };
-
   const cut = () => {
     if (nextPart > MAX_PARTS) {
-      fail(new Error(`an object may have at most ${MAX_PARTS} parts`));
+      failUploads(up, new Error(`an object may have at most ${MAX_PARTS} parts`));
       return;
     }
-    waiting.push({ n: nextPart++, body: part.subarray(0, fill), buf: part });
+    up.waiting.push({ n: nextPart++, body: part.subarray(0, fill), buf: part });
     part = EMPTY;
     fill = 0;
-    pump();
-  };
-
-  const pump = () => {
-    while (!error && inFlight < IN_FLIGHT && waiting.length > 0) {
-      const { n, body, buf } = waiting.shift()!;
-      inFlight++;
-      void upload(n, body).then(
-        () => {
-          inFlight--;
-          o.pool.give(buf);
-          pump();
-          maybeDrain();
-          if (inFlight === 0 && waiting.length === 0) settled?.();
-        },
-        (err: Error) => {
-          inFlight--;
-          o.pool.give(buf);
-          fail(err);
-        },
-      );
-    }
+    pump(up);
   };
 
   /** Whether the pool grants a new part buffer now; the first refusal starts this queue's wait. */
@@ -159,12 +110,12 @@ export function createPartQueue(o: {
   };
 
   /** Whether the caller may send more: no part waits for an upload slot, nothing is held, and a buffer is at hand or to be had. */
-  const ready = () => waiting.length === 0 && held.length === 0 && (part.length > 0 || mayTake());
+  const ready = () => up.waiting.length === 0 && held.length === 0 && (part.length > 0 || mayTake());
 
-  const maybeDrain = () => {
-    if (!drain || error) return;
+  function maybeDrain(): void {
+    if (!drain || up.error) return;
     if (held.length > 0) absorb();
-    if (waiting.length > 0) return; // the upload that frees a slot calls again
+    if (up.waiting.length > 0) return; // the upload that frees a slot calls again
     if (!ready()) {
       o.pool.onFree(maybeDrain);
       return;
@@ -172,20 +123,11 @@ export function createPartQueue(o: {
     const fn = drain;
     drain = null;
     fn();
-  };
-
-  const upload = async (n: number, body: Buffer) => {
-    const uploadId = await o.uploadId();
-    const r = await o.client.send(
-      new UploadPartCommand({ Bucket: o.bucket, Key: o.key, UploadId: uploadId, PartNumber: n, Body: body, ContentLength: body.length }),
-      { abortSignal: ac.signal },
-    );
-    done.push({ PartNumber: n, ETag: r.ETag ?? '', size: body.length });
-  };
+  }
 
   return {
     write(chunk) {
-      if (error) return true;
+      if (up.error) return true;
       received += chunk.length;
       o.garbage?.(chunk.length);
       if (held.length > 0) {
@@ -220,20 +162,10 @@ export function createPartQueue(o: {
       fill = 0;
       return out;
     },
-    settle() {
-      return new Promise((resolve, reject) => {
-        const check = () => {
-          if (error) reject(error);
-          else if (inFlight === 0 && waiting.length === 0) resolve([...done].sort((a, b) => a.PartNumber - b.PartNumber));
-          else return false;
-          return true;
-        };
-        if (!check()) settled = () => void check();
-      });
-    },
+    settle: () => settleUploads(up),
     abort() {
       // The caller's own decision: no onError for it.
-      fail(new Error('aborted'), false);
+      failUploads(up, new Error('aborted'), false);
       if (part.length > 0) o.pool.give(part);
       part = EMPTY;
       fill = 0;

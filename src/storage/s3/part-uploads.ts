@@ -1,0 +1,103 @@
+import { UploadPartCommand, type S3Client } from '@aws-sdk/client-s3';
+import type { PartPool } from './part-pool.ts';
+
+/** How many parts of one writer upload at once; with the part being filled, at most three buffers. */
+const IN_FLIGHT = 2;
+
+export interface UploadedPart {
+  readonly PartNumber: number;
+  readonly ETag: string;
+  readonly size: number;
+}
+
+/** Where a part queue's parts go, and who hears of a failure. */
+export interface PartTarget {
+  client: S3Client;
+  bucket: string;
+  key: string;
+  /** The multipart upload's id, created when the first part is cut (a small object never needs one). */
+  uploadId: () => Promise<string>;
+  onError: (err: Error) => void;
+  pool: PartPool;
+}
+
+/** A part cut and waiting for an upload slot: its bytes, and the pool buffer that holds them. */
+interface CutPart {
+  readonly n: number;
+  readonly body: Buffer;
+  readonly buf: Buffer;
+}
+
+/** The uploads of one part queue (parts.ts): the parts it cut, uploaded at most IN_FLIGHT at a time. */
+export interface PartUploads {
+  readonly o: PartTarget;
+  readonly ac: AbortController;
+  readonly done: UploadedPart[];
+  readonly waiting: CutPart[];
+  inFlight: number;
+  /** The first failure; nothing is uploaded after it. */
+  error: Error | null;
+  /** settle()'s check, while it waits. */
+  settled: (() => void) | null;
+  /** Runs after each part uploaded, once its slot is free again. */
+  readonly freed: () => void;
+}
+
+export function partUploads(o: PartTarget, freed: () => void): PartUploads {
+  return { o, ac: new AbortController(), done: [], waiting: [], inFlight: 0, error: null, settled: null, freed };
+}
+
+/** Starts uploads of waiting parts while a slot is free. */
+export function pump(u: PartUploads): void {
+  while (!u.error && u.inFlight < IN_FLIGHT && u.waiting.length > 0) {
+    const { n, body, buf } = u.waiting.shift()!;
+    u.inFlight++;
+    void upload(u, n, body).then(
+      () => {
+        u.inFlight--;
+        u.o.pool.give(buf);
+        pump(u);
+        u.freed();
+        if (u.inFlight === 0 && u.waiting.length === 0) u.settled?.();
+      },
+      (err: Error) => {
+        u.inFlight--;
+        u.o.pool.give(buf);
+        failUploads(u, err);
+      },
+    );
+  }
+}
+
+async function upload(u: PartUploads, n: number, body: Buffer): Promise<void> {
+  const { o } = u;
+  const uploadId = await o.uploadId();
+  const r = await o.client.send(
+    new UploadPartCommand({ Bucket: o.bucket, Key: o.key, UploadId: uploadId, PartNumber: n, Body: body, ContentLength: body.length }),
+    { abortSignal: u.ac.signal },
+  );
+  u.done.push({ PartNumber: n, ETag: r.ETag ?? '', size: body.length });
+}
+
+/** Cancels uploads in flight and drops waiting parts; `report`: tell onError. */
+export function failUploads(u: PartUploads, err: Error, report = true): void {
+  if (u.error) return;
+  u.error = err;
+  u.ac.abort();
+  if (report) u.o.onError(err);
+  for (const w of u.waiting.splice(0)) u.o.pool.give(w.buf);
+  u.settled?.();
+}
+
+/** Resolves once every cut part is uploaded, in part order; rejects with the first failure. */
+export function settleUploads(u: PartUploads): Promise<readonly UploadedPart[]> {
+  return new Promise((resolve, reject) => {
+    const check = () => {
+      if (u.error) reject(u.error);
+      else if (u.inFlight === 0 && u.waiting.length === 0) resolve([...u.done].sort((a, b) => a.PartNumber - b.PartNumber));
+      else return false;
+      return true;
+    };
+    if (!check()) u.settled = () => void check();
+  });
+}
