@@ -42,6 +42,13 @@ describe('a DATA_DIR others can write to', () => {
     }
     assert.deepEqual(fs.readdirSync(dir), []);
   });
+
+  test('a DATA_DIR that cannot be made (/proc/sluice) stops serve at once with one line, not a hang', async () => {
+    const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/root', DATA_DIR: '/proc/sluice', PORT: '0', HOST: '127.0.0.1' };
+    const r = await runCli(['serve'], env);
+    assert.equal(r.code, 1, r.stderr);
+    assert.match(r.stderr, /^sluice: DATA_DIR \/proc\/sluice: ENOENT: no such file or directory, mkdir '\/proc\/sluice'\n$/);
+  });
 });
 
 for (const backend of backends()) {

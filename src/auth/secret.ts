@@ -1,12 +1,13 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
+import { makeDir } from '../util/data-dir.ts';
 
 /** SECRET, or one generated once into DATA_DIR/secret (mode 0600) and reused by every process. */
 export function loadSecret(configured: string | undefined, dataDir: string): Buffer {
   if (configured) return Buffer.from(configured, 'utf8');
   const file = path.join(dataDir, 'secret');
-  fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  makeDir(dataDir);
   try {
     fs.writeFileSync(file, randomBytes(32).toString('hex'), { flag: 'wx', mode: 0o600 });
   } catch (err) {

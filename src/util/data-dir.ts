@@ -15,7 +15,7 @@ export const OWNER_ONLY_UMASK = 0o077;
 export function usableDataDir(dir: string): void {
   let st: fs.Stats;
   try {
-    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+    makeDir(dir);
     st = fs.statSync(dir);
     if (!st.isDirectory()) throw new Error('not a directory');
     fs.accessSync(dir, fs.constants.W_OK);
@@ -26,6 +26,27 @@ export function usableDataDir(dir: string): void {
   if ((st.mode & 0o022) !== 0) {
     const mode = (st.mode & 0o7777).toString(8).padStart(4, '0');
     throw new Error(`DATA_DIR ${dir}: other users can write to it (mode ${mode}); run chmod 700 ${dir}, or point DATA_DIR elsewhere`);
+  }
+}
+
+/**
+ * Makes `dir` and its missing parents (0700), one level at a time. Not `mkdir -p`: Node's recursive
+ * mkdir retries forever, on the main thread, where a directory cannot be made but its parent exists
+ * (/proc/sluice), so start-up would hang deaf to signals. Here such a directory fails with its errno.
+ */
+export function makeDir(dir: string): void {
+  const missing: string[] = [];
+  for (let p = path.resolve(dir); !fs.existsSync(p); p = path.dirname(p)) {
+    missing.push(p);
+    if (path.dirname(p) === p) break;
+  }
+  for (const p of missing.reverse()) {
+    try {
+      fs.mkdirSync(p, { mode: 0o700 });
+    } catch (err) {
+      // Made meanwhile by another process of this server: fine.
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    }
   }
 }
 
