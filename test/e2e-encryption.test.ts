@@ -254,6 +254,37 @@ describe(`end-to-end encryption with age (${backends()[0]})`, { skip }, () => {
     assert.deepEqual(problems, []);
   });
 
+  test('on a plain-HTTP address other than localhost the page offers no encryption and says why; an encrypted link says the same', async () => {
+    // Not a secure context: browsers give such a page no Web Crypto, which encryption needs.
+    const elsewhere = await launchChromium(['--host-resolver-rules=MAP sluice.test 127.0.0.1']);
+    try {
+      const page = await elsewhere.newPage();
+      const errors: string[] = [];
+      page.on('pageerror', (e) => errors.push(e.message));
+      const origin = `http://sluice.test:${new URL(srv.url).port}`;
+      await page.goto(`${origin}/`);
+      assert.equal(await page.evaluate(() => window.isSecureContext), false);
+      assert.equal(await page.isDisabled('#encrypt'), true);
+      assert.match(await page.locator('label.check').innerText(), /Not available on this address: browsers encrypt only on pages served over HTTPS or from localhost\./);
+
+      const keyFile = path.join(dir, 'insecure-key.txt');
+      execFileSync('age-keygen', ['-o', keyFile], { stdio: 'ignore' });
+      const recipient = execFileSync('age-keygen', ['-y', keyFile]).toString().trim();
+      const identity = fs.readFileSync(keyFile, 'utf8').match(/AGE-SECRET-KEY-1\S+/)![0];
+      const up = JSON.parse(execFileSync('sh', ['-c', `echo secret | age -r "$R" | curl -sf -F 'files[]=@-;filename=s.age' -F encrypted=1 "$BASE/api/v1/upload"`], {
+        env: { ...process.env, R: recipient, BASE: srv.url },
+      }).toString()) as { share_url: string };
+      await page.goto(`${origin}${up.share_url}#key=${identity}`);
+      await page.locator('#e2e-note.error').waitFor();
+      const note = (await page.locator('#e2e-note').textContent()) ?? '';
+      assert.match(note, /browsers decrypt only on pages served over HTTPS or from localhost/);
+      assert.doesNotMatch(note, /damaged/);
+      assert.deepEqual(errors, []);
+    } finally {
+      await elsewhere.close();
+    }
+  });
+
   // Minutes long: run with SLUICE_E2E_BIG=1 (figures in bench/RESULTS.md).
   const big = process.env.SLUICE_E2E_BIG === '1' ? false : 'a 2 GiB round trip: set SLUICE_E2E_BIG=1 to run it';
   test('a 2 GiB file through the page and back keeps the browser\'s memory bounded', { skip: big, timeout: 3_600_000 }, async (t) => {

@@ -21,6 +21,7 @@ export function chromiumSkip(what: string): string | false {
   });
 }
 
-export function launchChromium(): Promise<Browser> {
-  return chromium.launch({ executablePath: CHROMIUM, args: ARGS, headless: true });
+/** `args`: more Chromium switches (a host resolver rule, say). */
+export function launchChromium(args: readonly string[] = []): Promise<Browser> {
+  return chromium.launch({ executablePath: CHROMIUM, args: [...ARGS, ...args], headless: true });
 }

@@ -34,6 +34,11 @@ export function openSharePage(): void {
     say('The key in this link is damaged (it must read “#key=AGE-SECRET-KEY-1…”). Ask the sender for the full link.', true);
     return;
   }
+  // Decryption runs on Web Crypto, which browsers give only to secure pages: HTTPS, or localhost.
+  if (!window.isSecureContext || !globalThis.crypto?.subtle) {
+    say('These files are end-to-end encrypted, and browsers decrypt only on pages served over HTTPS or from localhost. Open this link at such an address, or save the files and open them with the age command.', true);
+    return;
+  }
   const start = (token: string | null): void => {
     say('Decrypting the file list…');
     open(code, key, token, say).catch((err: unknown) => say(`These files cannot be opened: ${failure(err)}.`, true));

@@ -47,16 +47,23 @@
   var KEY_STORE = 'sluice-api-key';
   var keyInput = $('api-key');
   var vanityRow = $('vanity-row');
+  // The cap of the pasted key's plan, once /my/usage told it; null: the page's own cap (data-max).
+  var keyCap = null;
   function apiKey() { return keyInput && /^sk_[A-Za-z0-9]{43}$/.test(keyInput.value.trim()) ? keyInput.value.trim() : null; }
   function authHeaders() { var k = token ? null : apiKey(); return k ? { Authorization: 'Bearer ' + k } : {}; }
   function checkKey() {
     var k = apiKey();
     try { if (k) localStorage.setItem(KEY_STORE, k); else if (keyInput.value === '') localStorage.removeItem(KEY_STORE); } catch (_) { /* storage off */ }
     vanityRow.hidden = true;
-    if (!k) return;
+    keyCap = null;
+    if (!k) return renderQueue();
     fetch('/api/v1/my/usage', { headers: { Authorization: 'Bearer ' + k } })
       .then(function (r) { return r.ok ? r.json() : null; })
-      .then(function (body) { vanityRow.hidden = !(body && body.key && body.key.plan === 'premium'); })
+      .then(function (body) {
+        vanityRow.hidden = !(body && body.key && body.key.plan === 'premium');
+        keyCap = body && body.key ? { bytes: body.key.max_bundle_size_bytes, plan: body.key.plan } : null;
+        renderQueue();
+      })
       .catch(function () { /* offline: no vanity field */ });
   }
   if (keyInput && vanityRow) {
@@ -87,12 +94,24 @@
       queue.appendChild(li);
     });
     var size = picked.reduce(function (n, it) { return n + it.file.size; }, 0);
-    sendBtn.disabled = busy || (picked.length === 0 && !manifestDue());
+    var over = !busy && overCap(size);
+    if (!busy) showError(over || '');
+    sendBtn.disabled = busy || !!over || (picked.length === 0 && !manifestDue());
     if (!busy) sendBtn.textContent = picked.length ? (token ? 'Add ' : 'Upload ') + picked.length + (picked.length === 1 ? ' file' : ' files') + ' \u00b7 ' + human(size) : (token ? 'Add files' : 'Upload');
+  }
+  // Files that cannot fit are named when picked, not after they were sent.
+  function overCap(size) {
+    var max = Number(form.getAttribute('data-max'));
+    if (token) {
+      return size > max ? 'These files total ' + human(size) + ', but this bundle has ' + human(max) + ' of room left. Remove some to add the rest.' : '';
+    }
+    if (keyCap) {
+      return size > keyCap.bytes ? 'These files total ' + human(size) + '; a bundle of your API key\u2019s ' + keyCap.plan + ' plan holds at most ' + human(keyCap.bytes) + '. A larger plan holds more (see /api-keys).' : '';
+    }
+    return size > max ? 'These files total ' + human(size) + '; a bundle without an API key holds at most ' + human(max) + '. An API key\u2019s plan holds more (see /api-keys).' : '';
   }
   function add(files) {
     for (var i = 0; i < files.length; i++) picked.push({ file: files[i] });
-    showError('');
     renderQueue();
   }
   window.SluiceUi.dropTarget(add, function () { return busy; });
@@ -106,6 +125,12 @@
   // manifest's entries (the real names), kept with `made` across a failed attempt.
   var e2e = null;
   var encryptBox = $('encrypt');
+  // Encryption runs on Web Crypto, which browsers give only to secure pages: HTTPS, or localhost.
+  if (encryptBox && !(window.isSecureContext && window.crypto && window.crypto.subtle)) {
+    encryptBox.checked = false;
+    encryptBox.disabled = true;
+    encryptBox.parentNode.appendChild(el('span', 'muted', ' · Not available on this address: browsers encrypt only on pages served over HTTPS or from localhost.'));
+  }
   function appendToken() { return token || (made && made.token); }
   function bundleFields() {
     var out = {};
