@@ -14,7 +14,8 @@ describe(`sharing pages in Chromium (${backends()[0]})`, { skip }, () => {
   let browser: Browser;
   const problems: string[] = [];
   before(async () => {
-    srv = await startServer(backends()[0]!);
+    // A small anonymous cap, so the upload page's check at pick time costs little to cross.
+    srv = await startServer(backends()[0]!, { ANON_MAX_BUNDLE_BYTES: String(1024 * 1024) });
     browser = await launchChromium();
   });
   after(async () => {
@@ -74,6 +75,18 @@ describe(`sharing pages in Chromium (${backends()[0]})`, { skip }, () => {
     const [reason, details, contact] = [await box('select[name=reason]'), await box('textarea[name=details]'), await box('input[name=contact]')];
     assert.equal(reason.x, details.x, 'the reason and the details start at the same left edge');
     assert.ok(reason.y + reason.height <= details.y && details.y + details.height <= contact.y, 'reason, details and contact each on a line of its own');
+    assert.deepEqual(problems, []);
+  });
+
+  test('upload page: files over the cap are named when picked, with the cap and how to get more, and are not sent', async () => {
+    const page = await newPage();
+    await page.goto(`${srv.url}/`);
+    await page.setInputFiles('#pick', [{ name: 'big.bin', mimeType: 'application/octet-stream', buffer: Buffer.alloc(1536 * 1024) }]);
+    await page.locator('#error').waitFor({ state: 'visible' });
+    assert.equal(await page.locator('#error').innerText(), 'These files total 1.5 MB; a bundle without an API key holds at most 1 MB. An API key\u2019s plan holds more (see /api-keys).');
+    assert.equal(await page.isDisabled('#send'), true);
+    await page.locator('#queue button.x').click();
+    assert.equal(await page.locator('#error').isVisible(), false, 'removing the file clears it');
     assert.deepEqual(problems, []);
   });
 

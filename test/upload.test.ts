@@ -5,11 +5,14 @@ import fs from 'node:fs';
 import net from 'node:net';
 import zlib from 'node:zlib';
 import path from 'node:path';
+import os from 'node:os';
+import { spawnSync } from 'node:child_process';
 import { backends, startServer, storedBlobs, type TestServer } from './helpers/server.ts';
 import { multipart } from './helpers/multipart.ts';
 import { MiB, DAY_MS, sha, created, type FileJson, download, assertError, ensureRunning, assertServes, assertNoServerErrors, snapshot, assertNothingKept, assertDiskMatchesRows, dispositionName, survives, rawConnect, write, type Reply } from './upload-util.ts';
 import { file, upload, call } from './helpers/http.ts';
 import { waitFor } from './helpers/wait.ts';
+import { MAX_FORM_OVERHEAD } from '../src/ingest/multipart.ts';
 
 /** Per-server anonymous cap: small enough to cross cheaply, large enough for the 5 MiB round trip. */
 const CAP = 8 * MiB;
@@ -373,13 +376,41 @@ for (const backend of backends()) {
       assert.equal(status.json.total_size_bytes, CAP);
       assert.equal(status.json.space_remaining, 0);
       const before = await snapshot(srv);
-      assertError(await survives(srv, upload(srv, [file('over.bin', randomBytes(CAP + 1))])), 400, /size|limit|large/i);
+      // The refusal names the cap in bytes and in words, and how to raise it.
+      const overCap = /^Bundle size limit exceeded: a bundle without an API key holds at most 8388608 bytes \(8 MB\)\. An API key's plan holds 5 GB or more: see \/api-keys\.$/;
+      assertError(await survives(srv, upload(srv, [file('over.bin', randomBytes(CAP + 1))])), 400, overCap);
       const halves = [file('half1.bin', randomBytes(CAP / 2)), file('half2.bin', randomBytes(CAP / 2 + 1))];
       assertError(await survives(srv, upload(srv, halves)), 400, /size|limit|large/i);
       await assertNothingKept(srv, before);
-      assertError(await survives(srv, upload(srv, [file('one.bin', 'x')], { path: `/api/v1/upload/${exact.upload_token}` })), 400, /size|limit|large/i);
+      assertError(await survives(srv, upload(srv, [file('one.bin', 'x')], { path: `/api/v1/upload/${exact.upload_token}` })), 400,
+        /^Bundle size limit exceeded: this bundle holds at most 8388608 bytes \(8 MB\), and 0 bytes \(0 B\) of it are left\.$/);
       await assertNothingKept(srv, before);
       await assertServes(srv);
+    });
+
+    it('a Content-Length that cannot fit is refused before any body byte is read: curl with Expect: 100-continue sends none', async () => {
+      const before = await snapshot(srv);
+      const conn = await rawConnect(srv.port);
+      let first = '';
+      conn.sock.once('data', (d: Buffer) => (first = d.toString('latin1')));
+      await write(conn.sock, 'POST /api/v1/upload HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: multipart/form-data; boundary=xyz\r\n' +
+        `Content-Length: ${CAP + MAX_FORM_OVERHEAD + 1}\r\nExpect: 100-continue\r\n\r\n`);
+      await waitFor('the refusal', () => first.includes('\r\n\r\n{'));
+      conn.sock.destroy();
+      // uWS answers 100 Continue before any handler runs; the refusal goes out in the same write.
+      assert.match(first, /^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 400 /);
+      assert.match(first, /Bundle size limit exceeded: a bundle without an API key holds at most 8388608 bytes \(8 MB\)/);
+      // curl reads both at once and sends no byte of the body.
+      const big = path.join(os.tmpdir(), `sl-sparse-${process.pid}.bin`);
+      fs.closeSync(fs.openSync(big, 'w'));
+      fs.truncateSync(big, CAP + MAX_FORM_OVERHEAD + 1);
+      try {
+        const curl = spawnSync('curl', ['-s', '-o', '/dev/null', '-w', '%{http_code} %{size_upload}', '-F', `files[]=@${big}`, `${srv.url}/api/v1/upload`], { encoding: 'utf8' });
+        assert.equal(curl.stdout, '400 0', curl.stderr);
+      } finally {
+        fs.rmSync(big, { force: true });
+      }
+      await assertNothingKept(srv, before);
     });
   });
 }

@@ -28,6 +28,12 @@ export interface Route {
   readonly isMiss?: (ctx: Ctx) => boolean;
   /** Writes this route's error replies (an HTML page) instead of the JSON error shape. */
   readonly renderError?: (ctx: Ctx, err: AppError) => void;
+  /**
+   * A refusal decided on the request line and headers alone (a body too long to ever fit): answered
+   * before admission, in the same write as the 100 Continue uWS sends first, so a client that waits
+   * for it (curl's Expect: 100-continue) sends none of the body. Null lets the request in.
+   */
+  readonly refuseEarly?: (ctx: Ctx) => AppError | null;
 }
 
 /** Resolves the caller and spends its budget (throws RATE_LIMITED), stating it in the X-RateLimit headers. */
@@ -217,6 +223,8 @@ export function createHttpServer(deps: {
         return;
       }
       for (const [k, v] of route.replyHeaders ?? []) ctx.replyHeaders.push([k, v]);
+      const early = route.refuseEarly?.(ctx);
+      if (early) return sendError(ctx, early, true);
       // Draining: a new request on a kept-alive connection is refused and the connection closed, so
       // the client retries elsewhere (or after the restart) instead of starting what will be cut.
       if (draining) return refuseDraining(ctx, admission);

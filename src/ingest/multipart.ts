@@ -87,6 +87,12 @@ function start(f: Form, setupError: AppError | null, reserve: (n: number) => boo
     fail(f, setupError ?? new AppError('NOT_MULTIPART'));
     return done;
   }
+  // A body longer than the room plus the most a form adds cannot fit, whatever its parts: refused
+  // before a byte of it is read (with Expect: 100-continue, before the client sends one).
+  if (room !== undefined && Number(f.ctx.headers['content-length']) > room + MAX_FORM_OVERHEAD) {
+    fail(f, new AppError('SIZE_EXCEEDED'));
+    return done;
+  }
   f.started = true;
   if (room !== undefined) limitBody(f.ctx, room + MAX_FORM_OVERHEAD, () => fail(f, new AppError('SIZE_EXCEEDED')));
   listen(f, f.bb, reserve);

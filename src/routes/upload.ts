@@ -1,7 +1,7 @@
 import type { Ctx } from '../http/context.ts';
 import { sendError, sendJson } from '../http/reply.ts';
 import type { Route } from '../http/server.ts';
-import { ingestMultipart, type IngestedFile, type IngestResult } from '../ingest/multipart.ts';
+import { ingestMultipart, MAX_FORM_OVERHEAD, type IngestedFile, type IngestResult } from '../ingest/multipart.ts';
 import { AppError, toAppError } from '../errors.ts';
 import type { NewFile } from '../db/bundles.ts';
 import { appendParts, checkFileCount, createFromParts, removeBundle, resolveUploadToken, validateFields } from '../bundles/service.ts';
@@ -11,6 +11,7 @@ import type { Deps } from '../deps.ts';
 import type { Caller } from '../auth/caller.ts';
 import type { FileRow } from '../db/rows.ts';
 import { sharingJson } from '../bundles/fields.ts';
+import { beyondEveryPlanText, MOST_ANY_BUNDLE_HOLDS, overCapText, overRoomText } from '../bundles/cap.ts';
 
 /** A file as the interface lists it. */
 export const fileJson = (f: FileRow): Record<string, unknown> => ({
@@ -29,9 +30,23 @@ export function uploadRoutes(deps: Deps): Route[] {
    */
   const inflightByBundle = new Map<number, AppendState>();
   return [
-    { method: 'post', pattern: '/api/v1/upload', transfer: 'upload', handler: (ctx) => createBundle(ctx, deps) },
-    { method: 'post', pattern: '/api/v1/upload/:token', transfer: 'upload', handler: (ctx) => appendToBundle(ctx, deps, inflightByBundle) },
+    { method: 'post', pattern: '/api/v1/upload', transfer: 'upload', refuseEarly: (ctx) => cannotFit(ctx, deps, true), handler: (ctx) => createBundle(ctx, deps) },
+    { method: 'post', pattern: '/api/v1/upload/:token', transfer: 'upload', refuseEarly: (ctx) => cannotFit(ctx, deps, false), handler: (ctx) => appendToBundle(ctx, deps, inflightByBundle) },
   ];
+}
+
+/**
+ * A Content-Length that no form within the parser's limits can bring under the cap: the anonymous
+ * cap for a new bundle sent without a key, else the largest a plan allows (the caller's own plan, or
+ * the bundle's room, is checked once known, still before the body is read).
+ */
+function cannotFit(ctx: Ctx, deps: Deps, newBundle: boolean): AppError | null {
+  const length = Number(ctx.headers['content-length']);
+  const anonymous = newBundle && !/^bearer\s/i.test(ctx.headers.authorization ?? '');
+  const cap = anonymous ? deps.config.anonMaxBundleBytes : MOST_ANY_BUNDLE_HOLDS;
+  if (!(length > cap + MAX_FORM_OVERHEAD)) return null;
+  deps.metrics?.capRejected();
+  return new AppError('SIZE_EXCEEDED', anonymous ? overCapText(cap, null) : beyondEveryPlanText());
 }
 
 interface AppendState {
@@ -56,10 +71,11 @@ async function createBundle(ctx: Ctx, deps: Deps): Promise<void> {
   }
   let used = 0;
   const cap = uploader.maxBundleBytes;
+  const overCap = (): string => overCapText(cap, caller.apiKey?.plan ?? null);
   try {
     result = await ingest.start((n) => (used += n) <= cap, cap);
   } catch (err) {
-    return failUpload(ctx, deps, err);
+    return failUpload(ctx, deps, sized(err, overCap));
   }
   try {
     const fields = await validateFields(deps, result.fields, uploader, caller);
@@ -85,7 +101,7 @@ async function createBundle(ctx: Ctx, deps: Deps): Promise<void> {
     });
   } catch (err) {
     await discard(result.files);
-    return failUpload(ctx, deps, err);
+    return failUpload(ctx, deps, sized(err, overCap));
   }
 }
 
@@ -117,6 +133,7 @@ async function appendToBundle(ctx: Ctx, deps: Deps, inflightByBundle: Map<number
     if (--state.requests === 0) inflightByBundle.delete(id);
   };
   let result: IngestResult;
+  const overRoom = (): string => overRoomText(bundle.max_size_bytes, bundle.room);
   try {
     const room = bundle.room;
     result = await ingest.start((n) => {
@@ -127,7 +144,7 @@ async function appendToBundle(ctx: Ctx, deps: Deps, inflightByBundle: Map<number
     }, room);
   } catch (err) {
     release(false);
-    return failUpload(ctx, deps, err);
+    return failUpload(ctx, deps, sized(err, overRoom));
   }
   let stored = false;
   try {
@@ -145,11 +162,15 @@ async function appendToBundle(ctx: Ctx, deps: Deps, inflightByBundle: Map<number
     });
   } catch (err) {
     await discard(result.files);
-    return failUpload(ctx, deps, err);
+    return failUpload(ctx, deps, sized(err, overRoom));
   } finally {
     release(stored);
   }
 }
+
+/** A refusal over the cap says the cap, in bytes and in words, and how to raise it. */
+const sized = (err: unknown, text: () => string): unknown =>
+  err instanceof AppError && err.code === 'SIZE_EXCEEDED' ? new AppError('SIZE_EXCEEDED', text()) : err;
 
 /** Publishes every finished (durable) object under its key; the rows are committed after. */
 export async function publishAll(files: readonly IngestedFile[]): Promise<NewFile[]> {

@@ -29,7 +29,7 @@
       if (status === 429) {
         var wait = Number(retryAfter);
         msg = 'Too many uploads from your address. ' + (wait > 0 ? 'Try again in ' + (wait < 120 ? wait + ' seconds.' : Math.ceil(wait / 60) + ' minutes.') : 'Try again later.');
-      } else if ((status === 400 || status === 413) && /size|limit/i.test(msg)) {
+      } else if ((status === 400 || status === 413) && /size|limit/i.test(msg) && !/at most/.test(msg)) {
         msg = msg + ': the bundle can hold at most ' + human(Number(form.getAttribute('data-max'))) + '.';
       } else if (status === 413) {
         msg = 'These files are too large to send in one request.';
