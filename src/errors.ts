@@ -62,7 +62,6 @@ export const ERRORS = {
   UPLOAD_UNFINISHED: [404, 'The upload is not finished yet'],
   UPLOAD_LOCKED: [423, 'Another request is writing to this upload'],
   OFFSET_MISMATCH: [409, "Upload-Offset does not match the upload's offset"],
-  UPLOAD_COMPLETE: [400, 'The upload is already complete'],
   FINAL_UPLOAD: [403, "A final upload takes no PATCH: its bytes are its partial uploads'"],
   // tus answers a length past the limit with 413, where a multipart upload gets SIZE_EXCEEDED (400).
   UPLOAD_TOO_LARGE: [413, 'Upload-Length or the body goes past the size limit'],

@@ -3,6 +3,7 @@
 import { after, before, beforeEach, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import { spawn } from 'node:child_process';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -92,6 +93,11 @@ interface Relay {
   readonly port: number;
   /** The connection that carries more than `bytes` upward from now on is destroyed (once). */
   cutNext(bytes: number): void;
+  /**
+   * The next request whose bytes match `request` has its answer held back, never forwarded: resolves
+   * once that answer arrives (the server has done its work, and the client has not heard of it).
+   */
+  holdAnswer(request: RegExp): Promise<void>;
   cuts(): number;
   close(): void;
 }
@@ -103,9 +109,11 @@ interface Relay {
 function relay(target: () => number): Promise<Relay> {
   let cuts = 0;
   let armed: number | null = null;
+  let hold: { request: RegExp; heard: () => void } | null = null;
   const open = new Set<net.Socket>();
   const server = net.createServer((client) => {
     const upstream = net.connect(target(), '127.0.0.1');
+    let holding: (() => void) | null = null;
     for (const sock of [client, upstream]) {
       open.add(sock);
       sock.on('close', () => open.delete(sock));
@@ -118,10 +126,18 @@ function relay(target: () => number): Promise<Relay> {
         upstream.destroy();
         return;
       }
+      if (hold && hold.request.test(chunk.toString('latin1'))) {
+        holding = hold.heard;
+        hold = null;
+      }
       if (!upstream.write(chunk)) client.pause();
     });
     upstream.on('drain', () => client.resume());
-    upstream.pipe(client);
+    upstream.on('data', (chunk: Buffer) => {
+      if (holding) return holding();
+      if (!client.write(chunk)) upstream.pause();
+    });
+    client.on('drain', () => upstream.resume());
     client.on('error', () => upstream.destroy());
     upstream.on('error', () => client.destroy());
     client.on('close', () => upstream.destroy());
@@ -132,6 +148,7 @@ function relay(target: () => number): Promise<Relay> {
       resolve({
         port: addr.port,
         cutNext: (bytes) => void (armed = bytes),
+        holdAnswer: (request) => new Promise<void>((heard) => void (hold = { request, heard })),
         cuts: () => cuts,
         close: () => {
           server.close();
@@ -317,6 +334,61 @@ for (const backend of backends()) {
       assert.equal(resumed[0], MiB);
       const [f] = await bundleFiles(srv, done.shortCode);
       assert.equal(await downloadedSha(srv, f!.id), e.sha);
+      assertNoServerErrors(srv);
+    });
+
+    /**
+     * Runs the resume client (fixtures/tus-resume-client.mjs) once: killed as soon as the request
+     * matching `killAt` has been answered by the server, before the client hears that answer; then
+     * again, resuming from what the first run stored. Returns the second run's report.
+     */
+    async function killedAndResumed(file: string, parallel: number, killAt: RegExp): Promise<Done> {
+      const store = path.join(dir, `store-${parallel}-${path.basename(file)}.json`);
+      const client = path.join(import.meta.dirname, 'fixtures/tus-resume-client.mjs');
+      const args = [client, file, endpoint, store, String(parallel), String(MiB)];
+      const answered = proxy.holdAnswer(killAt).then(() => 'held');
+      const first = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+      let firstErr = '';
+      first.stderr.on('data', (c: Buffer) => (firstErr += String(c)));
+      const exited = new Promise((r) => first.once('exit', r));
+      assert.equal(await Promise.race([answered, exited.then(() => 'exited')]), 'held', `the first run ended before that request: ${firstErr}`);
+      first.kill('SIGKILL');
+      await exited;
+      const second = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+      let out = '';
+      let err = '';
+      second.stdout.on('data', (c: Buffer) => (out += String(c)));
+      second.stderr.on('data', (c: Buffer) => (err += String(c)));
+      const code = await new Promise((r) => second.once('exit', r));
+      assert.equal(code, 0, `the resumed client failed: ${err}`);
+      const r = JSON.parse(out) as { shortCode: string | null; fileId: string | null; uploadToken: string | null };
+      return { shortCode: r.shortCode ?? '', fileId: Number(r.fileId), uploadToken: r.uploadToken ?? undefined };
+    }
+
+    /** The new bundle's link, file and token as the server holds them. */
+    async function assertAnswered(done: Done, d: { sha: string; size: number }): Promise<void> {
+      assert.match(done.shortCode, /^[A-Za-z0-9]{5}$/, 'the resumed client learned the link');
+      const [f] = await bundleFiles(srv, done.shortCode);
+      assert.equal(f!.id, done.fileId);
+      assert.equal(f!.size, d.size);
+      assert.equal(await downloadedSha(srv, f!.id), d.sha);
+      const [b] = await srv.sql<{ upload_token_hash: Uint8Array }[]>`select upload_token_hash from bundles where short_code = ${done.shortCode}`;
+      assert.equal(Buffer.from(b!.upload_token_hash).toString('hex'), createHash('sha256').update(done.uploadToken ?? '').digest('hex'), 'and its upload token');
+    }
+
+    test('killed while its final concatenation is committed, a parallel upload resumes to the same link', async () => {
+      const d = makeFile(dir, 'parallel.bin', 3 * MiB + 17);
+      const done = await killedAndResumed(d.file, 2, /^POST [^\r]*\r\n(?:[^\r]+\r\n)*upload-concat: final;/i);
+      await assertAnswered(done, d);
+      const finals = await srv.sql`select id from tus_uploads where concat like 'final;%' and bundle_id = (select id from bundles where short_code = ${done.shortCode})`;
+      assert.equal(finals.length, 1, 'one final upload made the bundle');
+      assertNoServerErrors(srv);
+    });
+
+    test('killed while its last PATCH is committed, an upload resumed later is told its link by HEAD', async () => {
+      const d = makeFile(dir, 'last-patch.bin', 3 * MiB + 5);
+      const done = await killedAndResumed(d.file, 1, new RegExp(`^PATCH [^\\r]*\\r\\n(?:[^\\r]+\\r\\n)*upload-offset: ${2 * MiB}\\r\\n`, 'i'));
+      await assertAnswered(done, d);
       assertNoServerErrors(srv);
     });
   });

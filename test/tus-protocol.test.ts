@@ -162,6 +162,13 @@ const CORE: Row[] = [
     for (const at of [0, 2, 4, 10, 11]) assertRefused(await tusPatch(srv, loc, at, Buffer.from('zz')), 409);
     assert.equal(await offsetOf(srv, loc), 3);
   } },
+  { sentence: 'PATCH on a finished upload at its length: a body goes past the length (413, as docs/tus.md says); an empty one answers the offset', async check(srv) {
+    const { loc } = await finished(srv, Buffer.from('done'));
+    assertRefused(await tusPatch(srv, loc, 4, Buffer.from('more')), 413);
+    const empty = await tusPatch(srv, loc, 4, Buffer.alloc(0));
+    assert.equal(empty.status, 204);
+    assert.equal(empty.headers['upload-offset'], '4');
+  } },
   { sentence: 'PATCH: "The Server MUST acknowledge successful PATCH requests with the 204 No Content status. It MUST include the Upload-Offset header containing the new offset."', async check(srv) {
     const loc = await tusCreate(srv, 10);
     const r = await tusPatch(srv, loc, 0, Buffer.from('abcd'));
@@ -230,7 +237,7 @@ const CREATION: Row[] = [
   } },
   { sentence: 'Upload-Metadata: "The key MUST NOT contain spaces and commas and MUST NOT be empty … the value MUST be Base64 encoded. All keys MUST be unique." (malformed metadata is refused)', async check(srv) {
     const b64 = Buffer.from('x').toString('base64');
-    for (const bad of [`a ${b64} extra`, `a ${b64},a ${b64}`, 'a not*base64', `a ${b64},,b`, 'a eA=,b eA==', ',']) {
+    for (const bad of [`a ${b64} extra`, `a ${b64},a ${b64}`, 'a not*base64', `a ${b64},,b`, 'a eA=,b eA==', ',', '', ' ']) {
       await storesNothing(srv, async () => assertRefused(await tusCall(srv, 'POST', '/api/v1/tus/', { 'upload-length': '1', 'upload-metadata': bad }), 400));
     }
     const ok = await tusCall(srv, 'POST', '/api/v1/tus/', { 'upload-length': '1', 'upload-metadata': `filename ${b64},is_confidential` });

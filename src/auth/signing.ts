@@ -12,6 +12,11 @@ export interface Signer {
   /** Signature of an unsubscribe link for one address (its key, see addressKey); it never expires. */
   unsubscribeSig(addressKey: string): string;
   verifyUnsubscribe(addressKey: string, sig: string | null): boolean;
+  /**
+   * The upload token of the bundle a tus upload creates (64 hex digits, like a random one): derived
+   * from the upload's id, so its creator, who alone holds the upload's URL, can be told it again.
+   */
+  tusUploadToken(uploadId: string): string;
 }
 
 /** HMAC-SHA256 tokens keyed by SECRET; each purpose has its own label so one can never stand for another. */
@@ -26,6 +31,7 @@ export function createSigner(secret: Buffer): Signer {
   };
   const b64 = (b: Buffer): string => b.toString('base64url');
   return {
+    tusUploadToken: (uploadId) => mac(`tus-upload-token|${uploadId}`).toString('hex'),
     accessToken(bundleId, ip, nowMs = Date.now()) {
       const exp = Math.floor(nowMs / 1000) + HOUR_S;
       // `<expiry>.<mac>`: the bundle and the IP are inside the MAC, not the token, so it reveals

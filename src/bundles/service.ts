@@ -146,8 +146,8 @@ export async function createFromParts(
   fields: NewBundleFields,
   apiKeyId: number | null,
   files: NewFile[],
+  token = newUploadToken(),
 ): Promise<CreatedBundle> {
-  const token = newUploadToken();
   const { bundle, files: rows } = await deps.newBundles.insert(
     {
       uploadTokenHash: hashSecret(token),

@@ -20,11 +20,13 @@ export interface TusRow {
   concat: string | null;
   completed_at: Date | null;
   file_id: number | null;
+  /** A spent partial: the final upload that joined it. */
+  joined_into: string | null;
   expires_at: Date;
   is_expired: boolean;
 }
 
-export type NewUpload = Omit<TusRow, 'upload_offset' | 'completed_at' | 'file_id' | 'is_expired'>;
+export type NewUpload = Omit<TusRow, 'upload_offset' | 'completed_at' | 'file_id' | 'joined_into' | 'is_expired'>;
 
 // With the quarantine of the bundle it appends to: every request to the upload answers 451 then.
 const COLS = 'u.*, u.expires_at <= now() as is_expired, (select b.quarantined_at from bundles b where b.id = u.bundle_id) as quarantined_at';
@@ -112,9 +114,17 @@ export async function deleteUpload(sql: Sql, id: string): Promise<void> {
   await sql`delete from tus_uploads where id = ${id}`;
 }
 
-/** Partial uploads joined into a final one: finished, with no file of their own. */
-export async function markSpent(sql: Sql, ids: readonly string[]): Promise<void> {
-  await sql`update tus_uploads set completed_at = now() where id = any(${ids as string[]})`;
+/** Partial uploads joined into final upload `into`: finished, with no file of their own. */
+export async function markSpent(sql: Sql, ids: readonly string[], into: string): Promise<void> {
+  await sql`update tus_uploads set completed_at = now(), joined_into = ${into} where id = any(${ids as string[]})`;
+}
+
+/** What a finished upload's answer names of its bundle (undefined: the bundle is gone). */
+export async function answerOfBundle(sql: Sql, bundleId: number): Promise<{ short_code: string; vanity: string | null; upload_token_hash: Uint8Array; via_request: boolean } | undefined> {
+  const [b] = await sql<{ short_code: string; vanity: string | null; upload_token_hash: Uint8Array; via_request: boolean }[]>`
+    select b.short_code, b.vanity, b.upload_token_hash, exists (select 1 from upload_requests r where r.bundle_id = b.id) as via_request
+    from bundles b where b.id = ${bundleId}`;
+  return b;
 }
 
 /** Deletes up to 200 expired sessions (skipping rows another sweeper holds); completed ones have no object left. */

@@ -2,7 +2,7 @@ import type { Deps } from '../deps.ts';
 import type { Ctx } from '../http/context.ts';
 import type { BodyTap } from './patch.ts';
 import { BlobError, AppError } from '../errors.ts';
-import { completeUpload } from './complete.ts';
+import { completeUpload, completionHeaders } from './complete.ts';
 import { setProgress, type TusRow } from '../db/tus-uploads.ts';
 import type { UploadLock } from '../db/upload-locks.ts';
 import { httpDate, type Checksum } from './protocol.ts';
@@ -61,10 +61,7 @@ export async function appendBody(
   if (length !== null && offset === length && row.concat !== 'partial') {
     const done = await completeUpload(deps, { ...row, upload_offset: offset });
     if (done.viaRequest) return headers; // an upload request's sender learns nothing of the bundle
-    headers.push(['Sluice-Short-Code', done.bundle.short_code], ['Sluice-Share-Url', `/${done.bundle.short_code}`]);
-    headers.push(['Sluice-File-Id', String(done.fileId)]);
-    if (done.uploadToken) headers.push(['Sluice-Upload-Token', done.uploadToken]);
-    if (done.bundle.vanity) headers.push(['Sluice-Vanity-Url', `/${done.bundle.vanity}`]);
+    headers.push(...completionHeaders(done.bundle, done.fileId, done.uploadToken));
   }
   return headers;
 }

@@ -2,7 +2,9 @@ import type { Deps } from '../deps.ts';
 import type { NewFile } from '../db/bundles.ts';
 import type { BundleRow } from '../db/rows.ts';
 import { createFromParts } from '../bundles/service.ts';
-import { deleteUpload, markCompleted, type TusRow } from '../db/tus-uploads.ts';
+import { answerOfBundle, deleteUpload, markCompleted, type TusRow } from '../db/tus-uploads.ts';
+import { hashSecret, secretMatches } from '../util/tokens.ts';
+import { findBundleByTokenHash, listFiles } from '../db/bundles.ts';
 import { appendToBundle } from '../bundles/requests.ts';
 import { AppError } from '../errors.ts';
 
@@ -23,12 +25,20 @@ export interface Completed {
  * (an empty PATCH at the final offset retries).
  */
 export async function completeUpload(deps: Deps, row: TusRow): Promise<Completed> {
-  const { key, digest } = await deps.blobs.completeResumable(row.id, row.upload_offset).catch(async (err: unknown) => {
+  let published: Awaited<ReturnType<Deps['blobs']['completeResumable']>>;
+  try {
+    published = await deps.blobs.completeResumable(row.id, row.upload_offset);
+  } catch (err) {
     // A refused file (malware, blocked content: see abuse/inspected-store.ts) is gone already; its
     // upload goes too, so nothing of it is kept and later requests to it answer 404.
     if (err instanceof AppError && err.status === 422) await deleteUpload(deps.sql, row.id);
+    // Its object gone (on disk, ENOENT; in a bucket, no such upload) because it was published and
+    // made into a bundle before, and the process died before the row said so.
+    const recovered = await recoverCompletion(deps, row).catch(() => null);
+    if (recovered) return recovered;
     throw err;
-  });
+  }
+  const { key, digest } = published;
   const file: NewFile = {
     storageKey: key, name: row.file_name, size: digest.size, mimeType: row.mime_type, crc32: digest.crc32, sha256: digest.sha256,
   };
@@ -38,7 +48,7 @@ export async function completeUpload(deps: Deps, row: TusRow): Promise<Completed
       const { rows, bundle, viaRequest } = await appendToBundle(deps, row.bundle_id, [file], row.id);
       done = { bundle, fileId: rows[0]!.id, uploadToken: null, viaRequest };
     } else {
-      const created = await createFromParts(deps, row.new_bundle!, row.api_key_id, [file]);
+      const created = await createFromParts(deps, row.new_bundle!, row.api_key_id, [file], deps.signer.tusUploadToken(row.id));
       done = { bundle: created.bundle, fileId: created.files[0]!.id, uploadToken: created.uploadToken };
     }
   } catch (err) {
@@ -50,8 +60,47 @@ export async function completeUpload(deps: Deps, row: TusRow): Promise<Completed
     throw err;
   }
   // An append was marked completed with its file (appendFiles). A crash before this line leaves a
-  // new bundle's row at offset == length whose object is gone: HEAD still answers, the completing
-  // PATCH fails with 500 and the upload expires (the file itself is kept).
+  // new bundle's row at offset == length whose object is gone: recoverCompletion finds its bundle.
   if (row.bundle_id === null) await markCompleted(deps.sql, row.id, done.fileId, done.bundle.id);
   return done;
+}
+
+/**
+ * A new bundle's upload at its full length whose row was never marked completed (a crash between
+ * the bundle's commit and markCompleted): its bundle is the one holding the token derived from the
+ * upload's id, with the upload's file first. Marks the row completed; null when no such bundle exists.
+ */
+export async function recoverCompletion(deps: Deps, row: TusRow): Promise<Completed | null> {
+  if (row.completed_at !== null || row.new_bundle === null || row.upload_length !== row.upload_offset) return null;
+  const token = deps.signer.tusUploadToken(row.id);
+  const bundle = await findBundleByTokenHash(deps.sql, hashSecret(token));
+  const [file] = bundle ? await listFiles(deps.sql, bundle.id) : [];
+  if (!bundle || !file) return null;
+  await markCompleted(deps.sql, row.id, file.id, bundle.id);
+  return { bundle, fileId: file.id, uploadToken: token };
+}
+
+type Header = readonly [string, string];
+
+/** What a completion tells its client: the bundle's link, the file and, for a bundle it made, the upload token. */
+export function completionHeaders(bundle: { short_code: string; vanity: string | null }, fileId: number, uploadToken: string | null): Header[] {
+  const out: Header[] = [['Sluice-Short-Code', bundle.short_code], ['Sluice-Share-Url', `/${bundle.short_code}`], ['Sluice-File-Id', String(fileId)]];
+  if (uploadToken) out.push(['Sluice-Upload-Token', uploadToken]);
+  if (bundle.vanity) out.push(['Sluice-Vanity-Url', `/${bundle.vanity}`]);
+  return out;
+}
+
+/**
+ * The same headers for an upload that finished earlier, to whoever holds its URL (HEAD, a final
+ * request repeated), so a client that lost the completing answer still learns its link. None for a
+ * partial, for an upload request's sender (who is told nothing of the bundle), or once the bundle is gone.
+ */
+export async function finishedHeaders(deps: Deps, row: TusRow): Promise<Header[]> {
+  if (row.completed_at === null || row.concat === 'partial' || row.bundle_id === null || row.file_id === null) return [];
+  const bundle = await answerOfBundle(deps.sql, row.bundle_id);
+  if (!bundle || bundle.via_request) return [];
+  // The token of a bundle this upload made is derived from the upload's id (it is stored only as a
+  // hash); it is told only while it is still the bundle's token.
+  const token = row.new_bundle !== null ? deps.signer.tusUploadToken(row.id) : null;
+  return completionHeaders(bundle, row.file_id, token !== null && secretMatches(token, bundle.upload_token_hash) ? token : null);
 }

@@ -1,5 +1,5 @@
 import type { Deps } from '../deps.ts';
-import { holdUpload, markSpent, type TusRow } from '../db/tus-uploads.ts';
+import { findUpload, holdUpload, markSpent, type TusRow } from '../db/tus-uploads.ts';
 import type { UploadLock } from '../db/upload-locks.ts';
 import { AppError } from '../errors.ts';
 
@@ -38,6 +38,11 @@ export function parseConcat(raw: string | undefined): Concat | null {
 }
 
 export interface HeldPartials {
+  /**
+   * Not null: every partial named was already joined, in this order, into this final upload (the
+   * same request repeated); nothing is held, and the answer is the first one again.
+   */
+  readonly joinedInto: string | null;
   readonly rows: readonly TusRow[];
   /** Their bytes in all. */
   readonly length: number;
@@ -66,16 +71,31 @@ export async function holdPartials(deps: Deps, ids: readonly string[]): Promise<
       rows.push(row);
       if (row.is_expired) throw bad('Upload-Concat names an upload that does not exist or has expired');
       if (row.concat !== 'partial') throw bad('Upload-Concat names an upload that is not a partial upload');
-      if (row.completed_at !== null) throw bad('A partial upload named in Upload-Concat was already joined into a final upload');
-      if (row.upload_length === null || row.upload_offset !== row.upload_length) {
+      if (row.completed_at === null && (row.upload_length === null || row.upload_offset !== row.upload_length)) {
         throw bad('A partial upload named in Upload-Concat is not finished');
       }
     }
+    const joinedInto = await joinedBefore(deps, rows, ids);
+    if (joinedInto !== null) await release();
+    return { joinedInto, rows, length: rows.reduce((n, r) => n + (r.upload_length ?? 0), 0), release };
   } catch (err) {
     await release();
     throw err;
   }
-  return { rows, length: rows.reduce((n, r) => n + (r.upload_length ?? 0), 0), release };
+}
+
+/**
+ * The final upload these partials were joined into, in this very order, when the request repeats one
+ * whose answer its client lost; null when none of them was joined. Any other mix is refused.
+ */
+async function joinedBefore(deps: Deps, rows: readonly TusRow[], ids: readonly string[]): Promise<string | null> {
+  if (rows.every((r) => r.completed_at === null)) return null;
+  const into = rows[0]!.joined_into;
+  const final = into === null || !rows.every((r) => r.joined_into === into) ? undefined : await findUpload(deps.sql, into);
+  const before = final?.concat ? parseConcat(final.concat) : null;
+  const sameOrder = before?.kind === 'final' && before.ids.join() === ids.join();
+  if (!final || final.is_expired || !sameOrder) throw bad('A partial upload named in Upload-Concat was already joined into a final upload');
+  return final.id;
 }
 
 /**
@@ -83,7 +103,7 @@ export async function holdPartials(deps: Deps, ids: readonly string[]): Promise<
  * its own, and its part goes. The sessions stay until they expire, so a client that terminates the
  * partials after the final (tus-js-client's abort(true) does) gets its 204s; they cannot be joined again.
  */
-export async function spendPartials(deps: Deps, rows: readonly TusRow[]): Promise<void> {
-  await markSpent(deps.sql, rows.map((r) => r.id));
+export async function spendPartials(deps: Deps, rows: readonly TusRow[], into: string): Promise<void> {
+  await markSpent(deps.sql, rows.map((r) => r.id), into);
   for (const r of rows) await deps.blobs.removeResumable(r.id);
 }

@@ -7,12 +7,14 @@ import { randomHex } from '../util/random.ts';
 import { cleanFileName, cleanMimeType } from '../util/names.ts';
 import { checkRequestFiles, resolveRequestToken } from '../bundles/requests.ts';
 import { AppError } from '../errors.ts';
+import { finishedHeaders } from './complete.ts';
 import { refuseOtherSite } from '../http/cross-site.ts';
 import { mayChange } from '../bundles/guard.ts';
 import { tapBody, type BodyTap } from './patch.ts';
 import { appendBody, hasBody } from './body.ts';
 import { deleteUpload, findUpload, insertUpload, reserveInBundle, setProgress, type NewUpload } from '../db/tus-uploads.ts';
 import { spendPartials, holdPartials, parseConcat, type Concat, type HeldPartials } from './concat.ts';
+import { overCapText } from '../bundles/cap.ts';
 import {
   NO_STORE, checkResumable, httpDate, intHeader, OFFSET_TYPE, parseChecksum, parseMetadata, replyError, storableMetadata,
   UPLOAD_TTL_MS, type Checksum,
@@ -52,7 +54,10 @@ export async function createUpload(ctx: Ctx, deps: Deps): Promise<void> {
     const concat = parseConcat(h['upload-concat']);
     let length = declaredLength(h, concat, withBody);
     if (concat?.kind === 'final') {
-      partials = await holdPartials(deps, concat.ids);
+      const held = await holdPartials(deps, concat.ids);
+      // The same final request again (its client lost the answer): the first answer again.
+      if (held.joinedInto !== null) return await answerAgain(ctx, deps, held.joinedInto);
+      partials = held;
       length = partials.length;
     }
     const checksum = withBody ? checkBody(h, length ?? uploader.maxBundleBytes) : null;
@@ -142,7 +147,7 @@ async function insertRow(
 ): Promise<void> {
   if (concat?.kind === 'partial') {
     // A piece of a file: no bundle until a final upload joins it (which reserves or checks the room).
-    if (base.upload_length! > uploader.maxBundleBytes) throw new AppError('UPLOAD_TOO_LARGE', 'Upload-Length exceeds the bundle size limit');
+    if (base.upload_length! > uploader.maxBundleBytes) throw new AppError('UPLOAD_TOO_LARGE', overCapText(uploader.maxBundleBytes, caller.apiKey?.plan ?? null));
     await insertUpload(deps.sql, base);
   } else if (meta.request_token !== undefined) {
     // An upload request's link: an append to its bundle, within the request's room and files.
@@ -156,7 +161,7 @@ async function insertRow(
     deps.bundles.invalidate(bundle.id); // its room shrank (other processes hear it from the change feed)
   } else {
     if (base.upload_length !== null && base.upload_length > uploader.maxBundleBytes) {
-      throw new AppError('UPLOAD_TOO_LARGE', 'Upload-Length exceeds the bundle size limit');
+      throw new AppError('UPLOAD_TOO_LARGE', overCapText(uploader.maxBundleBytes, caller.apiKey?.plan ?? null));
     }
     const newBundle = await validateFields(deps, meta, uploader, caller);
     await insertUpload(deps.sql, { ...base, new_bundle: newBundle });
@@ -178,13 +183,29 @@ async function answer(
   const complete = o.withBody || base.upload_length === 0 || partials !== null;
   const headers = complete ? await appendBody(ctx, deps, o.tap, row, o.checksum, null) : [];
   // Joined into a file: the partials are spent.
-  if (partials && row.upload_offset === row.upload_length) await spendPartials(deps, partials.rows);
+  const joined = partials !== null && row.upload_offset === row.upload_length;
+  if (joined) await spendPartials(deps, partials!.rows, id);
   // Released before the answer goes out, so the client's next request never meets these locks.
   await partials?.release();
-  if (ctx.aborted) return await discard(deps, id);
+  // A client gone before the answer never learns this upload's URL, unless it joined partials: the
+  // same final request repeated finds it through them (answerAgain), so it stays.
+  if (ctx.aborted && !joined) return await discard(deps, id);
   const all: Array<readonly [string, string]> = [...NO_STORE, ['Location', location], ...headers];
   if (headers.length === 0) all.push(['Upload-Offset', '0'], ['Upload-Expires', httpDate(base.expires_at)]);
   send(ctx, 201, '', all);
+}
+
+/** A final upload's 201 again, for the same request repeated: its URL and what its completion told. */
+async function answerAgain(ctx: Ctx, deps: Deps, finalId: string): Promise<void> {
+  const row = await findUpload(deps.sql, finalId);
+  if (!row) throw new AppError('INVALID_CONCAT', 'A partial upload named in Upload-Concat was already joined into a final upload');
+  send(ctx, 201, '', [
+    ...NO_STORE,
+    ['Location', `${deps.origin(ctx)}/api/v1/tus/${finalId}`],
+    ['Upload-Offset', String(row.upload_offset)],
+    ['Upload-Expires', httpDate(row.expires_at)],
+    ...(await finishedHeaders(deps, row)),
+  ]);
 }
 
 /**

@@ -54,10 +54,14 @@ export function intHeader(headers: Readonly<Record<string, string>>, name: strin
   return n;
 }
 
-/** Upload-Metadata: comma-separated `key base64value` pairs (value optional); keys unique. */
+/**
+ * Upload-Metadata: comma-separated `key base64value` pairs (value optional); keys unique. The header,
+ * when sent, holds one pair or more: an empty one is malformed.
+ */
 export function parseMetadata(raw: string | undefined): Record<string, string> {
   const out: Record<string, string> = {};
-  if (raw === undefined || raw.trim() === '') return out;
+  if (raw === undefined) return out;
+  if (raw.trim() === '') throw new AppError('INVALID_METADATA', 'Upload-Metadata is empty: send key and value pairs, or leave the header out');
   if (raw.length > 8192) throw new AppError('INVALID_METADATA', 'Upload-Metadata too long');
   for (const pair of raw.split(',')) {
     const [key, value, extra] = pair.trim().split(' ');

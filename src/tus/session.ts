@@ -5,6 +5,7 @@ import type { Deps } from '../deps.ts';
 import type { Caller } from '../auth/caller.ts';
 import { tapBody, type BodyTap } from './patch.ts';
 import { appendBody, hasBody } from './body.ts';
+import { finishedHeaders, recoverCompletion } from './complete.ts';
 import { findDownloadableFile } from '../db/files.ts';
 import { changeState } from '../db/bundle-room.ts';
 import { mayChange, refuseChange } from '../bundles/guard.ts';
@@ -68,9 +69,12 @@ export function notFound(): AppError {
 
 export async function head(ctx: Ctx, deps: Deps): Promise<void> {
   try {
-    const row = uploadOf(ctx);
+    let row = uploadOf(ctx);
     checkResumable(ctx.headers);
     if (!row) throw notFound();
+    // Its bundle committed, and then the process died before its row said so: found and recorded now.
+    const recovered = await recoverCompletion(deps, row);
+    if (recovered) row = { ...row, completed_at: new Date(), bundle_id: recovered.bundle.id, file_id: recovered.fileId };
     const headers: Array<readonly [string, string]> = [
       ...NO_STORE,
       ['Upload-Offset', String(row.upload_offset)],
@@ -79,6 +83,8 @@ export async function head(ctx: Ctx, deps: Deps): Promise<void> {
     ];
     if (row.metadata !== '') headers.push(['Upload-Metadata', row.metadata]);
     if (row.concat !== null) headers.push(['Upload-Concat', row.concat]);
+    // Finished: what its completion told, for a client that resumes after losing that answer.
+    headers.push(...(await finishedHeaders(deps, row)));
     send(ctx, 200, '', headers);
   } catch (err) {
     replyError(ctx, err, logFailure(deps, ctx));
@@ -131,7 +137,8 @@ export async function patch(ctx: Ctx, deps: Deps): Promise<void> {
         throw new AppError('OFFSET_MISMATCH', `Upload-Offset ${offset} does not match the upload's offset ${row.upload_offset}`);
       }
       if (row.completed_at !== null) {
-        if (tap) throw new AppError('UPLOAD_COMPLETE', 'The upload is already complete');
+        // Nothing is left to send: any body goes past the length, as it would one byte before the end.
+        if (tap) throw new AppError('UPLOAD_TOO_LARGE', 'The upload is complete: a body goes past its Upload-Length');
         return [['Upload-Offset', String(row.upload_offset)], ['Upload-Expires', httpDate(row.expires_at)]] as const;
       }
       let maxBytes = row.max_bytes;
