@@ -496,6 +496,26 @@ const SLUICE: Row[] = [
     assert.equal(r.statusCode, 200);
     assert.equal(await r.body.text(), 'secret bytes');
   } },
+  { sentence: 'Sluice: HEAD of a finished upload tells its creator what the completion told; so does HEAD after a crash left its row unmarked', async check(srv) {
+    const { loc, done } = await finished(srv, Buffer.from('kept'));
+    const told = ['sluice-short-code', 'sluice-share-url', 'sluice-file-id', 'sluice-upload-token'];
+    const first = Object.fromEntries(told.map((h) => [h, done.headers[h]]));
+    assert.match(first['sluice-upload-token']!, /^[0-9a-f]{64}$/);
+    const head = await tusCall(srv, 'HEAD', loc);
+    assert.deepEqual(Object.fromEntries(told.map((h) => [h, head.headers[h]])), first);
+    // The state a crash between the bundle's commit and the row's leaves: the row at its full offset, unmarked.
+    const id = uploadPath(loc).split('/').pop()!;
+    await srv.sql`update tus_uploads set completed_at = null, file_id = null, bundle_id = null where id = ${id}`;
+    const again = await tusCall(srv, 'HEAD', loc);
+    assert.deepEqual(Object.fromEntries(told.map((h) => [h, again.headers[h]])), first);
+    const [row] = await srv.sql<{ completed: boolean }[]>`select completed_at is not null as completed from tus_uploads where id = ${id}`;
+    assert.equal(row!.completed, true, 'and the row is marked again');
+    // An empty PATCH at the end (a client retrying the completion) is told the same.
+    await srv.sql`update tus_uploads set completed_at = null, file_id = null, bundle_id = null where id = ${id}`;
+    const retried = await tusPatch(srv, loc, 4, Buffer.alloc(0));
+    assert.equal(retried.status, 204, retried.body);
+    assert.deepEqual(Object.fromEntries(told.map((h) => [h, retried.headers[h]])), first);
+  } },
 ];
 
 for (const backend of backends()) {
