@@ -20,6 +20,7 @@ import { wireDeps, type Wired } from './wiring.ts';
 import { closeAfterFailure, shutdown, type Opened } from './shutdown.ts';
 import { createMailTransport } from './mail/transport.ts';
 import { mailReports } from './abuse/report-mail.ts';
+import { startWebhookDelivery } from './notify/webhook-delivery.ts';
 import { startBackground, type Background } from './util/background.ts';
 import { ensurePortFree } from './http/port-free.ts';
 import { configureSlowReaders } from './http/client-waits.ts';
@@ -55,6 +56,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
     rateStore: createMemoryRateStore(),
     mailTransport: createMailTransport({ smtpUrl: config.smtpUrl, dataDir: config.dataDir }),
     background: null,
+    webhooks: null,
     blobs: null,
   };
   const metrics = createMetrics(link && { gather: () => link.gatherMetrics() });
@@ -67,6 +69,8 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
     const { server, port } = await listen({ config, log, wired, secret, binding, metrics, opened });
     const sweepTimer = startSweeps({ config, log, db, blobs, hashes, metrics, sweeper });
     opened.background = startBackgroundWork({ config, log, db, wired });
+    // Every node delivers: each event is claimed by one of them (db/webhooks.ts claimDueEvents).
+    opened.webhooks = startWebhookDelivery({ sql: db.sql, sealer: wired.deps.webhookSealer, log, allowPrivate: config.webhookAllowPrivate });
     log.info({ mail: opened.mailTransport.kind, billing: wired.billing.configured }, 'mail and billing ready');
     const { downloadCounts, viewCounts } = wired;
     return {

@@ -30,6 +30,8 @@ export interface Config {
   readonly abuseEmail: string | undefined;
   /** CLAMD_URL (`unix:///path` or `tcp://host:port`): every new file is scanned by clamd; unset: no scanning. */
   readonly clamdUrl: string | undefined;
+  /** WEBHOOK_ALLOW_PRIVATE=1: webhooks may reach loopback and private addresses (tests, intranets). */
+  readonly webhookAllowPrivate: boolean;
   /** CLAMD_CONF: clamd's configuration file, read for its StreamMaxLength (how much of a file clamd scans). */
   readonly clamdConf: string;
   readonly stripeSecretKey: string | undefined;
@@ -128,6 +130,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
     mailFrom,
     abuseEmail,
     clamdUrl,
+    webhookAllowPrivate: read.oneOf('WEBHOOK_ALLOW_PRIVATE', ['0', '1'], '0') === '1',
     clamdConf: path.resolve(cwd, read.str('CLAMD_CONF') ?? '/etc/clamav/clamd.conf'),
     stripeSecretKey,
     stripeWebhookSecret,

@@ -6,6 +6,7 @@ import type { RateStore } from './state/rate-store.ts';
 import type { BlobStore } from './storage/blob-store.ts';
 import type { Hasher } from './storage/hasher.ts';
 import type { Background } from './util/background.ts';
+import type { WebhookDelivery } from './notify/webhook-delivery.ts';
 import type { BatchedCounts } from './db/download-counts.ts';
 
 /**
@@ -19,6 +20,7 @@ export interface Opened {
   rateStore: RateStore;
   readonly mailTransport: MailTransport;
   background: Background | null;
+  webhooks: WebhookDelivery | null;
   blobs: BlobStore | null;
 }
 
@@ -53,6 +55,7 @@ export async function shutdown(o: {
   await phase(log, 'download counts', () => o.downloadCounts.flush());
   await phase(log, 'view counts', () => o.viewCounts.flush());
   await phase(log, 'background work', async () => opened.background?.close());
+  await phase(log, 'webhook deliveries', async () => opened.webhooks?.close());
   await phase(log, 'mail', async () => opened.mailTransport.close());
   await phase(log, 'database', () => opened.db.close());
   await phase(log, 'redis', () => opened.rateStore.close());
@@ -63,6 +66,7 @@ export async function shutdown(o: {
 /** Start-up failed: closes what it had opened, without the grace and bounds of a shutdown. */
 export async function closeAfterFailure(opened: Opened): Promise<void> {
   await opened.background?.close();
+  await opened.webhooks?.close();
   opened.mailTransport.close();
   await opened.db.close().catch(() => {});
   await opened.rateStore.close();

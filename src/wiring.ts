@@ -93,6 +93,7 @@ export async function wireDeps(o: {
       fallback: () => config.baseUrl,
     }),
     signer,
+    webhookSealer: createSealer(o.secret, 'webhooks'),
     store: opened.rateStore,
     passwords: createPasswords(),
     binding: o.binding,

@@ -96,7 +96,8 @@ for (const file of DOCS) {
     let work: string;
     before(async () => {
       // The anonymous budget as shipped: following the examples in order must not run out of it.
-      srv = await startServer(backends()[0]!, { RATE_LIMIT_ANON_PER_HOUR: '60' });
+      // The webhook example's receiver runs on this machine, which the server may reach only when allowed.
+      srv = await startServer(backends()[0]!, { RATE_LIMIT_ANON_PER_HOUR: '60', WEBHOOK_ALLOW_PRIVATE: '1' });
       // Inside the clone, so that `npx sluice` finds the project's own command.
       work = fs.mkdtempSync(path.join(ROOT, '.docs-run-'));
     });

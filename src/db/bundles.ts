@@ -6,6 +6,7 @@ import { newShortCode } from '../util/tokens.ts';
 import { ACTIVE_BUNDLE, BUNDLE_COLS, lockForChange, tusReserved, type ChangeCheck } from './bundle-room.ts';
 import { refuseQuarantined } from './quarantine.ts';
 import { blockedAmong } from './abuse.ts';
+import { filesJson, queueBundleEvents, queueEventsSql, queueFilesEvent } from './webhooks.ts';
 
 /** A new bundle's fields once checked (the password already hashed), and the uploader's limits. */
 export interface NewBundleFields {
@@ -134,6 +135,8 @@ export async function insertBundles(
       join b on b.short_code = x.short_code
       order by y.m
       returning *
+    ), e as (
+      ${sql.unsafe(queueEventsSql('bundle.created', `select b.api_key_id, b.short_code, ${filesJson('f where f.bundle_id = b.id')} as files from b where b.api_key_id is not null`))}
     )
     select b.*, false as is_expired, ${sql.unsafe(FILE_COLS_AS)} from b join f on f.bundle_id = b.id order by f.seq`;
   const byCode = new Map<string, InsertedBundle>();
@@ -197,6 +200,9 @@ export async function appendFiles(
     await tx`update bundles set total_size_bytes = total_size_bytes + ${added}, file_count = file_count + ${files.length}
              where id = ${bundleId}`;
     const rows = await insertFiles(tx as unknown as Sql, bundleId, files);
+    // Events go to the owner's endpoints; files arriving through an upload request are news of that request.
+    const event = b.request_open === null ? 'bundle.files_added' : 'request.upload_received';
+    if (b.api_key_id !== null) await queueFilesEvent(tx as unknown as Sql, event, bundleId, rows.map((r) => r.id));
     if (completingTus !== null) {
       await tx`update tus_uploads set completed_at = now(), file_id = ${rows[0]!.id} where id = ${completingTus}`;
     }
@@ -246,7 +252,9 @@ export const listFiles = (sql: Sql, bundleId: number): Promise<FileRow[]> =>
 export async function deleteBundle(sql: Sql, bundleId: number, check: ChangeCheck): Promise<string[]> {
   return sql.begin(async (tx) => {
     // Lock the bundle first: an append committing meanwhile would add rows whose keys we never saw.
-    if (!(await lockForChange(tx as unknown as Sql, bundleId, check))) return [];
+    const b = await lockForChange(tx as unknown as Sql, bundleId, check);
+    if (!b) return [];
+    if (b.api_key_id !== null) await queueBundleEvents(tx as unknown as Sql, 'bundle.deleted', [bundleId]);
     const keys = await tx<{ storage_key: string }[]>`delete from files where bundle_id = ${bundleId} returning storage_key`;
     await tx`delete from bundles where id = ${bundleId}`;
     return keys.map((k) => k.storage_key);

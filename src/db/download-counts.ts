@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { Sql } from './sql.ts';
+import { filesJson, queueEventsSql } from './webhooks.ts';
 
 /**
  * Counters written in batches: files' download_count and bundles' view_count. A completed download
@@ -22,10 +23,18 @@ type CountWriter = (sql: Sql, ids: number[], counts: number[]) => Promise<unknow
 
 /** The one statement per counter: each row gains its interval's count. */
 const WRITERS = {
+  // Each download counted is a file.downloaded event, written by the same statement.
   downloads: (sql, ids, counts) => sql`
-    update files f set download_count = f.download_count + v.n
-    from unnest(${ids}::int8[], ${counts}::int4[]) as v(id, n)
-    where f.id = v.id`,
+    with v as (select * from unnest(${ids}::int8[], ${counts}::int4[]) as v(id, n)),
+    u as (
+      update files f set download_count = f.download_count + v.n from v where f.id = v.id
+      returning f.id, f.bundle_id, f.name, f.size, f.seq
+    ), e as (
+      ${sql.unsafe(queueEventsSql('file.downloaded', `select b.api_key_id, b.short_code, ${filesJson('u f where f.id = u1.id')} as files
+        from u u1 join v on v.id = u1.id cross join generate_series(1, v.n) join bundles b on b.id = u1.bundle_id
+        where b.api_key_id is not null`))}
+    )
+    select count(*) from u`,
   // view_count is not among the columns whose change is announced (sql/0006): no cache is dropped.
   views: (sql, ids, counts) => sql`
     update bundles b set view_count = b.view_count + v.n

@@ -1,5 +1,6 @@
 import type { Sql } from './sql.ts';
 import { EXPIRED_BUNDLE } from './bundle-room.ts';
+import { queueBundleEvents } from './webhooks.ts';
 
 /**
  * Deletes up to 200 expired bundles (skipping rows another sweeper holds) in one short transaction,
@@ -13,6 +14,7 @@ export function deleteExpiredBundles(sql: Sql): Promise<{ bundles: number; keys:
       limit 200 for update skip locked`;
     if (ids.length === 0) return null;
     const list = ids.map((r) => r.id);
+    await queueBundleEvents(tx as unknown as Sql, 'bundle.expired', list);
     const files = await tx<{ storage_key: string }[]>`select storage_key from files where bundle_id = any(${list})`;
     await tx`delete from bundles where id = any(${list})`;
     return { bundles: ids.length, keys: files.map((f) => f.storage_key) };

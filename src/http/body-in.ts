@@ -24,3 +24,16 @@ export function readSmallBody(ctx: Ctx, limit: number): Promise<Buffer> {
     }, true);
   });
 }
+
+/** A small JSON body that must be an object (an empty body is `{}`); anything else is INVALID_JSON. */
+export async function jsonObject(body: Promise<Buffer>): Promise<Record<string, unknown>> {
+  const text = (await body).toString('utf8');
+  let v: unknown;
+  try {
+    v = text.trim() === '' ? {} : JSON.parse(text);
+  } catch {
+    throw new AppError('INVALID_JSON');
+  }
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new AppError('INVALID_JSON');
+  return v as Record<string, unknown>;
+}

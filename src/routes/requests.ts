@@ -1,6 +1,6 @@
 import type { Ctx } from '../http/context.ts';
 import { sendJson } from '../http/reply.ts';
-import { readSmallBody } from '../http/body-in.ts';
+import { jsonObject, readSmallBody } from '../http/body-in.ts';
 import { refuseOtherSite } from '../http/cross-site.ts';
 import type { Route } from '../http/server.ts';
 import { ingestMultipart, type IngestResult } from '../ingest/multipart.ts';
@@ -57,15 +57,7 @@ async function createRequest(ctx: Ctx, deps: Deps): Promise<void> {
   body.catch(() => {}); // awaited below; if the key is refused first, its rejection is moot
   const key = deps.access.requireKey(await deps.access.callerOf(ctx));
   const plan = PLANS[key.plan];
-  let o: Record<string, unknown>;
-  try {
-    const text = (await body).toString('utf8');
-    const v: unknown = text.trim() === '' ? {} : JSON.parse(text);
-    if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new Error('not an object');
-    o = v as Record<string, unknown>;
-  } catch {
-    throw new AppError('INVALID_JSON');
-  }
+  const o = await jsonObject(body);
   const label = o.label ?? null;
   if (label !== null && (typeof label !== 'string' || label.length > 200 || label.includes('\0'))) {
     throw new AppError('INVALID_REQUEST_FIELD', 'label must be text of at most 200 characters');

@@ -8,6 +8,7 @@ import { bundleRoutes } from './bundle.ts';
 import { downloadRoutes } from './download.ts';
 import { healthRoutes } from './health.ts';
 import { myRoutes } from './my.ts';
+import { webhookRoutes } from './webhooks.ts';
 import { vanityRoutes } from './vanity.ts';
 import { requestRoutes } from './requests.ts';
 import { verifyAccessRoutes } from './verify-access.ts';
@@ -27,6 +28,7 @@ export function routeTable(deps: Deps & ReportDeps & { billing: Billing }): Rout
     ...bundleRoutes(deps),
     ...downloadRoutes(deps),
     ...myRoutes(deps),
+    ...webhookRoutes(deps),
     ...vanityRoutes(deps),
     ...requestRoutes(deps),
     ...verifyAccessRoutes(deps),

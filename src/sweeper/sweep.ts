@@ -3,6 +3,7 @@ import { deleteExpiredBundles, knownStorageKeys, pruneCopyRecords, pruneVanityHo
 import type { BlobStore } from '../storage/blob-store.ts';
 import type { HashBackfill } from '../abuse/backfill.ts';
 import { sweepTus } from './tus.ts';
+import { pruneWebhookEvents } from '../db/webhooks.ts';
 
 export type SweepResult = {
   expiredBundles: number;
@@ -74,6 +75,7 @@ export async function sweep(sql: Sql, store: BlobStore, opts: SweepOptions = {})
   result.cacheFiles = await store.cache.prune(24 * 3_600_000);
   result.copyRecords = await pruneCopyRecords(sql);
   await pruneVanityHolds(sql);
+  await pruneWebhookEvents(sql);
   // Last, on what the pass kept; under the sweep lock, so nodes take turns rather than read a file twice.
   result.hashedFiles = (await opts.hashes?.sweep()) ?? 0;
   return result;

@@ -147,12 +147,14 @@ export async function startServer(backend: Backend, extraEnv: Record<string, str
 }
 
 function spawnServer(env: Record<string, string>): Promise<{ proc: ChildProcess; port: number }> {
+  const serve = [process.execPath, path.join(ROOT, 'bin/sluice.js'), 'serve'];
+  // SLUICE_TEST_HOSTS: the server resolves names through that hosts file, mounted over /etc/hosts in a
+  // mount namespace of its own (root only), so a test can make a name resolve to any address.
+  const [cmd, ...args] = env.SLUICE_TEST_HOSTS
+    ? ['unshare', '-m', 'sh', '-c', 'mount --bind "$SLUICE_TEST_HOSTS" /etc/hosts && exec "$0" "$@"', ...serve]
+    : serve;
   return new Promise((resolve, reject) => {
-    const proc = spawn(process.execPath, [path.join(ROOT, 'bin/sluice.js'), 'serve'], {
-      cwd: ROOT,
-      env,
-      stdio: ['ignore', 'ignore', 'pipe'],
-    });
+    const proc = spawn(cmd!, args, { cwd: ROOT, env, stdio: ['ignore', 'ignore', 'pipe'] });
     let log = '';
     const timer = setTimeout(() => {
       proc.kill('SIGKILL');

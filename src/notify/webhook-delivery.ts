@@ -1,0 +1,136 @@
+import type { Logger } from 'pino';
+import { Agent, request } from 'undici';
+import { Webhook } from 'standardwebhooks';
+import type { Sql } from '../db/sql.ts';
+import { claimDueEvents, recordAttempt, type DueEvent } from '../db/webhooks.ts';
+import type { Sealer } from '../util/sealer.ts';
+import { vettedAddresses } from '../util/public-address.ts';
+import { secretContext } from './webhooks.ts';
+
+/**
+ * Seconds before the next attempt after attempt n (1-based) failed; past the list, the event is given
+ * up. The schedule Standard Webhooks suggests: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h (27 h in all).
+ */
+const RETRY_SECONDS = [5, 300, 1800, 7200, 18000, 36000, 36000];
+/** An endpoint whose every attempt failed this long is disabled, saying why. */
+const DISABLE_AFTER_HOURS = 72;
+/** A claimed event is left alone this long: longer than any delivery may take. */
+const LEASE_SECONDS = 60;
+const CONCURRENCY = 8;
+const CONNECT_TIMEOUT_MS = 5_000;
+const REQUEST_TIMEOUT_MS = 15_000;
+/** Of a receiver's answer, only this much is read. */
+const ANSWER_READ_BYTES = 64 * 1024;
+
+export interface WebhookDelivery {
+  /** Look for due events now, not at the next tick. */
+  kick(): void;
+  /** Stops claiming; waits for deliveries in flight. */
+  close(): Promise<void>;
+}
+
+interface DeliveryDeps {
+  readonly sql: Sql;
+  readonly sealer: Sealer;
+  readonly log: Logger;
+  readonly allowPrivate: boolean;
+  readonly tickMs?: number;
+}
+
+/**
+ * Delivers the outbox of webhook events (at least once; the webhook-id is the same on every attempt):
+ * claims due events, up to CONCURRENCY in flight, each on its own, so a slow or broken receiver holds
+ * up nobody else's events and nothing else of the server.
+ */
+export function startWebhookDelivery(deps: DeliveryDeps): WebhookDelivery {
+  const inflight = new Set<Promise<void>>();
+  let closed = false;
+  let claiming = false;
+  const tick = async (): Promise<void> => {
+    if (closed || claiming || inflight.size >= CONCURRENCY) return;
+    claiming = true;
+    try {
+      for (const e of await claimDueEvents(deps.sql, CONCURRENCY - inflight.size, LEASE_SECONDS)) {
+        const p: Promise<void> = deliver(deps, e)
+          .catch((err: unknown) => deps.log.error({ err, webhookId: e.webhook_id }, 'webhook attempt not recorded'))
+          .finally(() => {
+            inflight.delete(p);
+            kick();
+          });
+        inflight.add(p);
+      }
+    } catch (err) {
+      deps.log.warn({ err }, 'webhook events not claimed');
+    } finally {
+      claiming = false;
+    }
+  };
+  const kick = (): void => void tick();
+  const timer = setInterval(kick, deps.tickMs ?? 1000);
+  timer.unref();
+  return {
+    kick,
+    async close() {
+      closed = true;
+      clearInterval(timer);
+      await Promise.all(inflight);
+    },
+  };
+}
+
+/** One attempt at one event, recorded whatever happens. */
+async function deliver(deps: DeliveryDeps, e: DueEvent): Promise<void> {
+  let status: number | null = null;
+  let error: string | null = null;
+  try {
+    status = await post(deps, e);
+    if (status < 200 || status > 299) error = `the receiver answered HTTP ${status}`;
+  } catch (err) {
+    error = (err as Error).message.slice(0, 300);
+  }
+  const delivered = error === null;
+  const retrySeconds = delivered ? null : (RETRY_SECONDS[e.attempts - 1] ?? null);
+  await recordAttempt(deps.sql, e, { status, error, delivered, retrySeconds, disableAfterHours: DISABLE_AFTER_HOURS });
+}
+
+/**
+ * POSTs the event, signed as Standard Webhooks says, to an address checked now (not only when the
+ * endpoint was registered), connecting to that very address so a second lookup cannot swap it.
+ * Redirects are not followed. Returns the status.
+ */
+async function post(deps: DeliveryDeps, e: DueEvent): Promise<number> {
+  const url = new URL(e.url);
+  const [addr] = await vettedAddresses(url.hostname, deps.allowPrivate);
+  const secret = deps.sealer.open(e.secret_sealed, secretContext(Number(e.webhook_id)));
+  const at = new Date();
+  const agent = new Agent({
+    connect: {
+      timeout: CONNECT_TIMEOUT_MS,
+      lookup: (_host, opts, cb) => (opts.all ? cb(null, [addr!]) : cb(null, addr!.address, addr!.family)),
+    },
+  });
+  try {
+    const res = await request(url, {
+      method: 'POST',
+      dispatcher: agent,
+      body: e.body,
+      headers: {
+        'content-type': 'application/json',
+        'user-agent': 'Sluice-Webhooks/1',
+        'webhook-id': e.id,
+        'webhook-timestamp': String(Math.floor(at.getTime() / 1000)),
+        'webhook-signature': new Webhook(secret).sign(e.id, at, e.body),
+      },
+      signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+    });
+    let read = 0;
+    for await (const chunk of res.body) {
+      read += (chunk as Buffer).length;
+      if (read >= ANSWER_READ_BYTES) break;
+    }
+    res.body.destroy();
+    return res.statusCode;
+  } finally {
+    void agent.close().catch(() => {});
+  }
+}
