@@ -26,6 +26,8 @@ const NO_BUNDLE: Record<string, string> = {
   'POST /api-keys/portal': 'billing portal',
   'POST /api-keys/portal/open': 'billing portal',
   'POST /unsubscribe': 'mail preferences',
+  'POST /api/v1/my/webhooks': 'registers a webhook endpoint of the key',
+  'DELETE /api/v1/my/webhooks/:id': 'removes a webhook endpoint',
 };
 
 const mutatingRoutes = (): string[] => [

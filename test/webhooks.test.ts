@@ -180,10 +180,12 @@ describe(`webhook endpoints (${backends()[0]})`, () => {
 
   test('without WEBHOOK_ALLOW_PRIVATE, a loopback endpoint is refused at registration', async () => {
     const key = await mintKey(strict);
-    for (const url of ['http://127.0.0.1:9/', 'http://localhost:9/', 'http://[::1]:9/', 'http://169.254.169.254/latest/meta-data/', 'http://10.0.0.1/']) {
+    const literals = ['http://127.0.0.1:9/', 'http://localhost:9/', 'http://[::1]:9/', 'http://169.254.169.254/latest/meta-data/', 'http://10.0.0.1/',
+      'http://[::ffff:7f00:1]/', 'http://[::ffff:a9fe:a9fe]/', 'http://[64:ff9b::a00:5]/', 'http://[fd00::1]/', 'http://[fe80::1]/'];
+    for (const url of literals) {
       const r = await register(strict, key, url);
       assert.equal(r.status, 400, url);
-      assert.match(r.json.error as string, /is not a public address/);
+      assert.match(r.json.error as string, /resolves to a loopback, private, link-local or metadata address$/, url);
     }
   });
 
@@ -290,10 +292,11 @@ describe(`webhook addresses by name (${backends()[0]})`, { skip: prerequisite({ 
 
   test('names of loopback, private, metadata and IPv6 loopback addresses are refused; the address is checked again at delivery', async () => {
     const key = await mintKey(srv);
-    for (const [name, address] of [['loopy.test', '127.0.0.1'], ['tenten.test', '10.1.2.3'], ['metadata.test', '169.254.169.254'], ['sixer.test', '::1']]) {
+    // The refusal names the host, never the address it resolved to (which would map the server's network).
+    for (const name of ['loopy.test', 'tenten.test', 'metadata.test', 'sixer.test']) {
       const r = await register(srv, key, `http://${name}:${new URL(rx.url).port}/hook`);
       assert.equal(r.status, 400, name);
-      assert.equal(r.json.error, `url: ${name} resolves to ${address}, which is not a public address`);
+      assert.equal(r.json.error, `url: ${name} resolves to a loopback, private, link-local or metadata address`);
     }
     // A name that resolved to a public address when registered, and to loopback when delivered to.
     const made = await register(srv, key, `http://flip.test:${new URL(rx.url).port}/hook`, ['bundle.created']);
@@ -305,7 +308,7 @@ describe(`webhook addresses by name (${backends()[0]})`, { skip: prerequisite({ 
       return (r.json.deliveries as Json[])[0];
     });
     assert.equal(attempt.status, null);
-    assert.equal(attempt.error, 'flip.test resolves to 127.0.0.1, which is not a public address');
+    assert.equal(attempt.error, 'flip.test resolves to a loopback, private, link-local or metadata address');
     assert.equal(rx.got.length, 0, 'the receiver was never contacted');
   });
 });

@@ -34,7 +34,9 @@ export function queueEventsSql(type: EventType, source: string): string {
            json_build_object('type', '${type}', 'timestamp', ${NOW_ISO},
                              'data', json_build_object('short_code', s.short_code, 'files', s.files))::text
     from (${source}) s join webhooks w on w.api_key_id = s.api_key_id
-    where w.disabled_at is null and '${type}' = any(w.events)`;
+    where w.disabled_at is null and '${type}' = any(w.events)
+      and not exists (select 1 from api_keys k where k.id = w.api_key_id and k.revoked_at is not null)
+    for key share of w`;
 }
 
 /** Queues `type` for bundles `bundleIds` with all their files (a deletion or an expiry, before the rows go). */
@@ -109,11 +111,16 @@ export interface DueEvent {
  * update skip locked`: several workers, on several nodes, never claim the same event at once; one
  * that dies mid-delivery leaves it to be claimed again when the lease ends.
  */
-export function claimDueEvents(sql: Sql, batch: number, leaseSeconds: number): Promise<DueEvent[]> {
+export function claimDueEvents(sql: Sql, batch: number, leaseSeconds: number, busy: readonly number[]): Promise<DueEvent[]> {
   return sql<DueEvent[]>`
     with due as (
       select e.id from webhook_events e join webhooks w on w.id = e.webhook_id
       where e.delivered_at is null and e.given_up_at is null and e.next_attempt_at <= now() and w.disabled_at is null
+        and e.webhook_id <> all(${busy as number[]}::int8[])
+        -- One event per endpoint per claim: an endpoint's events go one at a time, and a slow one takes one slot.
+        and e.id = (select e2.id from webhook_events e2
+                    where e2.webhook_id = e.webhook_id and e2.delivered_at is null and e2.given_up_at is null and e2.next_attempt_at <= now()
+                    order by e2.next_attempt_at, e2.id limit 1)
       order by e.next_attempt_at limit ${batch}
       for update of e skip locked
     ), claimed as (
@@ -147,9 +154,14 @@ export async function recordAttempt(
     if (outcome.retrySeconds === null) await tx`update webhook_events set given_up_at = now() where id = ${e.id}`;
     else await tx`update webhook_events set next_attempt_at = now() + make_interval(secs => ${outcome.retrySeconds}) where id = ${e.id}`;
     await tx`update webhooks set failing_since = coalesce(failing_since, now()) where id = ${e.webhook_id}`;
-    await tx`update webhooks set disabled_at = now(),
+    const disabled = await tx`update webhooks set disabled_at = now(),
                disabled_reason = 'every delivery failed since ' || to_char(failing_since at time zone 'utc', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') || ': ' || ${outcome.error ?? `HTTP ${outcome.status}`}
-             where id = ${e.webhook_id} and disabled_at is null and failing_since <= now() - make_interval(hours => ${outcome.disableAfterHours})`;
+             where id = ${e.webhook_id} and disabled_at is null and failing_since <= now() - make_interval(hours => ${outcome.disableAfterHours})
+             returning 1`;
+    // A disabled endpoint's waiting events are given up with it (and pruned in a week).
+    if (disabled.length > 0) {
+      await tx`update webhook_events set given_up_at = now() where webhook_id = ${e.webhook_id} and delivered_at is null and given_up_at is null`;
+    }
   });
 }
 

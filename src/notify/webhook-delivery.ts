@@ -43,29 +43,30 @@ interface DeliveryDeps {
  * up nobody else's events and nothing else of the server.
  */
 export function startWebhookDelivery(deps: DeliveryDeps): WebhookDelivery {
-  const inflight = new Set<Promise<void>>();
+  const inflight = new Map<Promise<void>, number>();
   let closed = false;
-  let claiming = false;
-  const tick = async (): Promise<void> => {
-    if (closed || claiming || inflight.size >= CONCURRENCY) return;
-    claiming = true;
+  let claiming: Promise<void> | null = null;
+  const claim = async (): Promise<void> => {
     try {
-      for (const e of await claimDueEvents(deps.sql, CONCURRENCY - inflight.size, LEASE_SECONDS)) {
+      // An endpoint with a delivery in flight gets no other until it ends: a slow one holds one slot.
+      const busy = [...new Set(inflight.values())];
+      for (const e of await claimDueEvents(deps.sql, CONCURRENCY - inflight.size, LEASE_SECONDS, busy)) {
         const p: Promise<void> = deliver(deps, e)
           .catch((err: unknown) => deps.log.error({ err, webhookId: e.webhook_id }, 'webhook attempt not recorded'))
           .finally(() => {
             inflight.delete(p);
             kick();
           });
-        inflight.add(p);
+        inflight.set(p, Number(e.webhook_id));
       }
     } catch (err) {
       deps.log.warn({ err }, 'webhook events not claimed');
-    } finally {
-      claiming = false;
     }
   };
-  const kick = (): void => void tick();
+  const kick = (): void => {
+    if (closed || claiming || inflight.size >= CONCURRENCY) return;
+    claiming = claim().finally(() => (claiming = null));
+  };
   const timer = setInterval(kick, deps.tickMs ?? 1000);
   timer.unref();
   return {
@@ -73,7 +74,8 @@ export function startWebhookDelivery(deps: DeliveryDeps): WebhookDelivery {
     async close() {
       closed = true;
       clearInterval(timer);
-      await Promise.all(inflight);
+      await claiming;
+      await Promise.all(inflight.keys());
     },
   };
 }

@@ -43,7 +43,7 @@ export function uploadRoutes(deps: Deps): Route[] {
 function cannotFit(ctx: Ctx, deps: Deps, newBundle: boolean): AppError | null {
   const length = Number(ctx.headers['content-length']);
   const anonymous = newBundle && !/^bearer\s/i.test(ctx.headers.authorization ?? '');
-  const cap = anonymous ? deps.config.anonMaxBundleBytes : MOST_ANY_BUNDLE_HOLDS;
+  const cap = anonymous ? deps.config.anonMaxBundleBytes : Math.max(MOST_ANY_BUNDLE_HOLDS, deps.config.anonMaxBundleBytes);
   if (!(length > cap + MAX_FORM_OVERHEAD)) return null;
   deps.metrics?.capRejected();
   return new AppError('SIZE_EXCEEDED', anonymous ? overCapText(cap, null) : beyondEveryPlanText());
