@@ -39,6 +39,9 @@ const LIMITS = { fieldSize: 4096, fields: 32, files: 1000, parts: 1100, headerPa
  */
 export const MAX_FORM_OVERHEAD = LIMITS.parts * (2 + 70 + 4 + 16 * 1024) + LIMITS.fields * LIMITS.fieldSize + 1024;
 
+/** Whether the request's Content-Length alone proves its form cannot fit `room` bytes of files (none sent: no). */
+export const cannotFitRoom = (ctx: Ctx, room: number): boolean => Number(ctx.headers['content-length']) > room + MAX_FORM_OVERHEAD;
+
 /**
  * Streams a multipart body from uWS through busboy into temp parts. Must be called before the
  * handler's first await: the body is held (body-flow.ts) until start(). Backpressure runs disk →
@@ -89,7 +92,7 @@ function start(f: Form, setupError: AppError | null, reserve: (n: number) => boo
   }
   // A body longer than the room plus the most a form adds cannot fit, whatever its parts: refused
   // before a byte of it is read (with Expect: 100-continue, before the client sends one).
-  if (room !== undefined && Number(f.ctx.headers['content-length']) > room + MAX_FORM_OVERHEAD) {
+  if (room !== undefined && cannotFitRoom(f.ctx, room)) {
     fail(f, new AppError('SIZE_EXCEEDED'));
     return done;
   }

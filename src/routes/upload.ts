@@ -1,7 +1,7 @@
 import type { Ctx } from '../http/context.ts';
 import { sendError, sendJson } from '../http/reply.ts';
 import type { Route } from '../http/server.ts';
-import { ingestMultipart, MAX_FORM_OVERHEAD, type IngestedFile, type IngestResult } from '../ingest/multipart.ts';
+import { cannotFitRoom, ingestMultipart, type IngestedFile, type IngestResult } from '../ingest/multipart.ts';
 import { AppError, toAppError } from '../errors.ts';
 import type { NewFile } from '../db/bundles.ts';
 import { appendParts, checkFileCount, createFromParts, removeBundle, resolveUploadToken, validateFields } from '../bundles/service.ts';
@@ -41,10 +41,9 @@ export function uploadRoutes(deps: Deps): Route[] {
  * the bundle's room, is checked once known, still before the body is read).
  */
 function cannotFit(ctx: Ctx, deps: Deps, newBundle: boolean): AppError | null {
-  const length = Number(ctx.headers['content-length']);
   const anonymous = newBundle && !/^bearer\s/i.test(ctx.headers.authorization ?? '');
   const cap = anonymous ? deps.config.anonMaxBundleBytes : Math.max(MOST_ANY_BUNDLE_HOLDS, deps.config.anonMaxBundleBytes);
-  if (!(length > cap + MAX_FORM_OVERHEAD)) return null;
+  if (!cannotFitRoom(ctx, cap)) return null;
   deps.metrics?.capRejected();
   return new AppError('SIZE_EXCEEDED', anonymous ? overCapText(cap, null) : beyondEveryPlanText());
 }
