@@ -76,6 +76,8 @@ export const ERRORS = {
   VANITY_NEEDS_PREMIUM: [403, 'vanity URLs are a Premium plan feature'],
   INVALID_JSON: [400, 'Expected a JSON object body'],
   INVALID_MAX_DOWNLOADS: [400, 'max_downloads must be a whole number from 1 to 1000'],
+  // The message names the caller's own limit (bundles/expiry.ts); this one stands when it cannot.
+  INVALID_EXPIRY: [400, "expires_in_days must be a whole number of days from 1 to your plan's expiry"],
   REQUEST_NOT_FOUND: [404, 'Upload request not found, closed or expired'],
   INVALID_REQUEST_FIELD: [400, 'Invalid upload request field'],
   // Abuse handling (src/abuse/).

@@ -38,6 +38,8 @@ describe(`sharing pages in Chromium (${backends()[0]})`, { skip }, () => {
     await page.goto(`${srv.url}/`);
     await page.locator('details.options summary').click();
     assert.equal(await page.locator('#vanity-row').isVisible(), false, 'no key: no vanity field');
+    const offered = (): Promise<string[]> => page.$eval('#expiry', (s) => [...(s as HTMLSelectElement).options].filter((o) => !o.disabled).map((o) => o.value));
+    assert.deepEqual(await offered(), ['', '1', '2', '3'], 'no key: up to the anonymous expiry');
     await page.fill('#api-key', key);
     await page.locator('#api-key').dispatchEvent('change');
     await page.locator('#vanity-row').waitFor({ state: 'visible' });
@@ -48,6 +50,9 @@ describe(`sharing pages in Chromium (${backends()[0]})`, { skip }, () => {
     await page.locator('#vanity-row').waitFor({ state: 'visible' });
     await page.fill('input[name=vanity]', 'browser-named');
     await page.fill('input[name=max_downloads]', '3');
+    assert.deepEqual(await offered(), ['', '1', '2', '3', '7', '14', '30', '90', '365', '3650'], 'Premium: up to ten years');
+    assert.equal(await page.locator('#expiry option[value=""]').innerText(), 'Default (never expires)');
+    await page.selectOption('#expiry', '14');
     await page.setInputFiles('#pick', [{ name: 'a.txt', mimeType: 'text/plain', buffer: Buffer.from('page upload') }]);
     await page.click('#send');
     await page.locator('#result').waitFor({ state: 'visible' });
@@ -55,6 +60,8 @@ describe(`sharing pages in Chromium (${backends()[0]})`, { skip }, () => {
     const mine = (await call(srv, 'GET', '/api/v1/my/bundles', { headers: bearer(key) })).json.bundles as Json[];
     assert.equal(mine[0].vanity_url, '/browser-named');
     assert.equal(mine[0].max_downloads, 3);
+    const days = (Date.parse(`${mine[0].expires_at.replace(' ', 'T')}Z`) - Date.now()) / 86_400_000;
+    assert.ok(days > 13.99 && days <= 14, mine[0].expires_at);
     const share = await newPage();
     await share.goto(`${srv.url}/browser-named`);
     assert.match(await share.locator('#files').innerText(), /3 downloads left/);

@@ -10,6 +10,7 @@ import { assertNoServerErrors, ensureRunning, MiB, rawConnect, sha, write } from
 import { waitFor } from './helpers/wait.ts';
 import { call, type Res } from './helpers/http.ts';
 import { uploadLocked } from './helpers/tus.ts';
+import { mintKey } from './access-util.ts';
 
 const CAP = 8 * MiB;
 const RATE = 5;
@@ -346,6 +347,42 @@ for (const backend of backends()) {
       assert.equal(tooBig.status, 413);
       const badToken = await tus(srv, 'POST', '/api/v1/tus/', { 'upload-length': '1', 'upload-metadata': meta({ upload_token: 'f'.repeat(64) }) });
       assert.equal(badToken.status, 403);
+    });
+
+    test('expires_in_days metadata shortens the new bundle\'s expiry within the plan; out of range 400 at creation; appends ignore it', async () => {
+      const DAY_MS = 86_400_000;
+      const premium = await mintKey(srv, 'premium');
+      /** Days from now to the expiry of the bundle a one-request upload with metadata `m` made (null: never). */
+      const made = async (m: Record<string, string>, extra: Record<string, string> = {}): Promise<{ days: number | null; token: string; code: string }> => {
+        const r = await tus(srv, 'POST', '/api/v1/tus/', {
+          'upload-length': '2', 'upload-metadata': meta({ filename: 'e.txt', ...m }), 'content-type': 'application/offset+octet-stream', ...extra,
+        }, Buffer.from('ok'));
+        assert.equal(r.status, 201, r.text);
+        const code = r.headers['sluice-short-code']!;
+        const [row] = await srv.sql<{ expires_at: Date | null }[]>`select expires_at from bundles where short_code = ${code}`;
+        const days = row!.expires_at === null ? null : Math.round((row!.expires_at.getTime() - Date.now()) / (DAY_MS / 100)) / 100;
+        return { days, token: r.headers['sluice-upload-token']!, code };
+      };
+      assert.equal((await made({ expires_in_days: '1' })).days, 1);
+      assert.equal((await made({})).days, 3);
+      assert.equal((await made({ expires_in_days: '3650' }, { authorization: `Bearer ${premium}` })).days, 3650);
+      assert.equal((await made({}, { authorization: `Bearer ${premium}` })).days, null);
+      const refused = async (days: string, most: number, extra: Record<string, string> = {}): Promise<void> => {
+        const r = await tus(srv, 'POST', '/api/v1/tus/', { 'upload-length': '2', 'upload-metadata': meta({ filename: 'e.txt', expires_in_days: days }), ...extra });
+        assert.equal(r.status, 400, r.text);
+        assert.deepEqual(JSON.parse(r.text), { success: false, error: `expires_in_days must be a whole number from 1 to ${most}`, code: 'INVALID_EXPIRY' });
+      };
+      const rowsBefore = (await srv.sql`select id from tus_uploads`).length;
+      for (const days of ['4', '0', '1.5', 'x']) await refused(days, 3);
+      await refused('3651', 3650, { authorization: `Bearer ${premium}` });
+      assert.equal((await srv.sql`select id from tus_uploads`).length, rowsBefore, 'a refused creation keeps no session');
+      // An append's metadata names no new bundle: the field is ignored, the bundle keeps its expiry.
+      const first = await made({ expires_in_days: '2' });
+      const loc = await create(srv, 1, { filename: 'f.txt', upload_token: first.token, expires_in_days: '999' });
+      assert.equal((await patch(srv, loc, 0, Buffer.from('x'))).status, 204);
+      const [after] = await srv.sql<{ expires_at: Date; file_count: number }[]>`select expires_at, file_count from bundles where short_code = ${first.code}`;
+      assert.equal(after!.file_count, 2);
+      assert.equal(Math.round((after!.expires_at.getTime() - Date.now()) / (DAY_MS / 100)) / 100, 2);
     });
 
     test('a password, upload token or notify_email in the metadata is used, never stored or echoed', async () => {

@@ -12,6 +12,7 @@ import { multipart } from './helpers/multipart.ts';
 import { MiB, DAY_MS, sha, created, type FileJson, download, assertError, ensureRunning, assertServes, assertNoServerErrors, snapshot, assertNothingKept, assertDiskMatchesRows, dispositionName, survives, rawConnect, write, type Reply } from './upload-util.ts';
 import { file, upload, call } from './helpers/http.ts';
 import { waitFor } from './helpers/wait.ts';
+import { mintKey } from './access-util.ts';
 import { MAX_FORM_OVERHEAD } from '../src/ingest/multipart.ts';
 
 /** Per-server anonymous cap: small enough to cross cheaply, large enough for the 5 MiB round trip. */
@@ -411,6 +412,52 @@ for (const backend of backends()) {
         fs.rmSync(big, { force: true });
       }
       await assertNothingKept(srv, before);
+    });
+
+    it('expires_in_days shortens a new bundle\'s expiry within the plan; anything else is 400 INVALID_EXPIRY; appends ignore it', async () => {
+      /** How many days from now `expires_at` of the answer and of bundle info name (both must agree). */
+      const daysLeft = async (j: { short_code: string; expires_at: string | null }): Promise<number | null> => {
+        const info = await call(srv, 'GET', `/api/v1/bundle/${j.short_code}`, { json: true });
+        if (j.expires_at === null) {
+          assert.equal(info.json.expires_at, null);
+          return null;
+        }
+        assert.ok(Math.abs(Date.parse(`${info.json.expires_at.replace(' ', 'T')}Z`) - Date.parse(j.expires_at)) < 1000);
+        return Math.round((Date.parse(j.expires_at) - Date.now()) / (DAY_MS / 100)) / 100;
+      };
+      const send = (days: string | undefined, key?: string): ReturnType<typeof upload> =>
+        upload(srv, [file('e.txt', 'expiry')], { key, fields: days === undefined ? {} : { expires_in_days: days } });
+      const ok = async (days: string | undefined, key?: string): Promise<number | null> => {
+        const r = await send(days, key);
+        assert.equal(r.status, 201, r.text);
+        return daysLeft(r.json);
+      };
+      const starter = await mintKey(srv, 'starter');
+      const premium = await mintKey(srv, 'premium');
+      assert.equal(await ok('1'), 1);
+      assert.equal(await ok('3'), 3);
+      assert.equal(await ok(''), 3, 'empty: the plan\'s expiry');
+      assert.equal(await ok('2', starter), 2);
+      assert.equal(await ok('7', starter), 7);
+      assert.equal(await ok(undefined, premium), null, 'a Premium bundle without the field never expires');
+      assert.equal(await ok('3650', premium), 3650);
+      const before = await snapshot(srv);
+      for (const [days, key, most] of [['4', undefined, 3], ['0', undefined, 3], ['-1', undefined, 3], ['1.5', undefined, 3], ['2.0', undefined, 3],
+        [' 2', undefined, 3], ['two', undefined, 3], ['1e1', undefined, 3], ['8', starter, 7], ['3651', premium, 3650], ['99999999999', premium, 3650]] as const) {
+        const r = await send(days, key);
+        assertError(r, 400, new RegExp(`^expires_in_days must be a whole number from 1 to ${most}$`));
+        assert.equal(r.json.code, 'INVALID_EXPIRY', days);
+      }
+      // The form field's name is a text field: a file part under it is refused like any bundle field's.
+      assertError(await upload(srv, [file('e.txt', 'x')], { parts: [{ name: 'expires_in_days', filename: 'd.txt', data: Buffer.from('1') }] }), 400);
+      await assertNothingKept(srv, before);
+      // An append takes no new-bundle field: the bundle keeps its expiry.
+      const made = await send('2');
+      const appended = await upload(srv, [file('more.txt', 'more')], { path: `/api/v1/upload/${made.json.upload_token}`, fields: { expires_in_days: '999' } });
+      assert.equal(appended.status, 200, appended.text);
+      const info = await call(srv, 'GET', `/api/v1/bundle/${made.json.short_code}`, { json: true });
+      assert.equal(info.json.file_count, 2);
+      assert.ok(Math.abs(Date.parse(`${info.json.expires_at.replace(' ', 'T')}Z`) - Date.parse(made.json.expires_at)) < 1000, info.json.expires_at);
     });
   });
 }

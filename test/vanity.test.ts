@@ -71,6 +71,25 @@ for (const backend of backends()) {
       assert.equal((await call(srv, 'GET', '/zip/locked-box', { headers: bearer(premium) })).status, 200, 'the owner opens it');
     });
 
+    test('the share page names the bundle\'s code in Sluice-Short-Code: vanity and plain links, GET and HEAD, the password gate too', async () => {
+      const plain = await uploaded(srv, FILE);
+      const named1 = await named('header-name');
+      const locked = await named('header-locked', premium, { access_password: 'pw123456' });
+      for (const [p, code] of [[`/${plain.short_code}`, plain.short_code], ['/Header-Name', named1.json.short_code],
+        [`/${named1.json.short_code}`, named1.json.short_code], ['/header-locked', locked.json.short_code]]) {
+        for (const method of ['GET', 'HEAD']) {
+          const page = await call(srv, method, p);
+          assert.equal(page.status, 200, `${method} ${p}`);
+          assert.equal(page.headers['sluice-short-code'], code, `${method} ${p}`);
+        }
+      }
+      assert.ok(!(await call(srv, 'GET', '/header-locked')).text.includes('hello.txt'), 'the gate, not the list');
+      // A miss names nothing.
+      const miss = await call(srv, 'GET', '/no-such-header');
+      assert.equal(miss.status, 404);
+      assert.equal(miss.headers['sluice-short-code'], undefined);
+    });
+
     test('names differing only in case collide: 409, nothing kept', async () => {
       assert.equal((await named('CaseName')).status, 201);
       const before = await bundleCount();

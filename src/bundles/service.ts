@@ -11,6 +11,7 @@ import { cleanDescription, descriptionProblem, isEmail } from '../util/names.ts'
 import { DAY_MS } from '../util/time.ts';
 import { checkVanity } from './vanity.ts';
 import { parseMaxDownloads } from './limits.ts';
+import { parseExpiryDays } from './expiry.ts';
 import { checkVanityFree, claimVanity } from '../db/vanity.ts';
 import { ANY_STATE, mayChange, refuseChange } from './guard.ts';
 import { changeState } from '../db/bundle-room.ts';
@@ -44,6 +45,8 @@ export interface BundleDeps {
 /** Who uploads, as the checks of some fields need it (a vanity name needs a Premium key). */
 interface FieldContext {
   readonly caller: Caller;
+  /** The caller's plan's expiry in days (null: never), which `expires_in_days` may only shorten. */
+  readonly expiryDays: number | null;
   readonly reservedNames: ReadonlySet<string>;
 }
 
@@ -75,6 +78,9 @@ const FIELD_CHECKS: Readonly<Record<string, (raw: RawBundleFields, out: NewBundl
   max_downloads(raw, out) {
     out.maxDownloads = parseMaxDownloads(raw.max_downloads);
   },
+  expires_in_days(raw, out, cx) {
+    out.expiryDays = parseExpiryDays(raw.expires_in_days, cx.expiryDays);
+  },
 };
 
 /** Every text field name of a new bundle, the password's included. */
@@ -101,7 +107,7 @@ export async function validateFields(
     vanity: null,
     maxDownloads: null,
   };
-  const cx: FieldContext = { caller, reservedNames: deps.reservedNames };
+  const cx: FieldContext = { caller, reservedNames: deps.reservedNames, expiryDays: limits.expiryDays };
   for (const check of Object.values(FIELD_CHECKS)) check(raw, out, cx);
   if (out.vanity) await checkVanityFree(deps.sql, out.vanity, limits.apiKeyId);
   const password = optional(raw.access_password);

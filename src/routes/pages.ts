@@ -62,6 +62,8 @@ async function sharePageOf(ctx: Ctx, deps: Deps, view: View, notFound: (ctx: Ctx
   // An opened locked bundle lists private names and carries its token in every link: kept nowhere.
   const cache = readable && bundle.access_password_hash !== null ? 'no-store' : 'private, no-cache';
   const page = pageNumber(ctx.query.get('page'), bundle.files.length);
+  // A client given a vanity link learns the code the API paths take (the password gate tells it too).
+  ctx.replyHeaders.push(['Sluice-Short-Code', bundle.short_code]);
   sendHtml(ctx, 200, sharePage(view, bundle, readable ? bundle.files : null, query, page), cache);
   // Counted in memory and written in batches: a flood of views costs one statement per interval.
   if (ctx.method === 'get') deps.viewCounts?.add(bundle.id);

@@ -2,6 +2,7 @@ import { layout } from './html.ts';
 import { html, humanSize, plural, type Safe } from '../util/html.ts';
 import { isoUtc, sqlUtc } from '../util/time.ts';
 import { DEFAULT_UPLOAD_OPTIONS, type UploadOptions } from './upload-options.ts';
+import { expirySelect } from './expiry-select.ts';
 
 import { hasPreview } from '../thumbs/previewable.ts';
 
@@ -184,18 +185,19 @@ export const dropZone = (): Safe => html`<label class="drop" id="drop">
 </label>
 <ul class="queue" id="queue"></ul>`;
 
-/** The upload form; with `token` it appends to that bundle instead of creating one. */
-function uploadForm(v: View, o: { token?: string; maxBytes: number; upload: UploadOptions }): Safe {
+/** The upload form; with `token` it appends to that bundle instead of creating one (`expiryDays`: the new bundle's default). */
+function uploadForm(v: View, o: { token?: string; maxBytes: number; expiryDays?: number; upload: UploadOptions }): Safe {
   const endpoint = o.token ? `/api/v1/upload/${o.token}` : '/api/v1/upload';
   return html`<form id="upload" class="upload" data-endpoint="${endpoint}" data-base="${v.baseUrl}" data-mode="${o.token ? 'append' : 'new'}" data-max="${o.maxBytes}" data-tus-threshold="${o.upload.tusThresholdBytes}" data-tus-chunk="${o.upload.tusChunkBytes}">
 ${dropZone()}
 ${o.token
   ? null
-  : html`<details class="options"><summary>Description, password, notification, download limit</summary>
+  : html`<details class="options"><summary>Description, password, notification, download limit, expiry</summary>
 <label>Description <textarea name="description" maxlength="1000" rows="2" placeholder="What is this?"></textarea></label>
 <label>Password <input type="password" name="access_password" autocomplete="new-password" placeholder="Leave empty for a public link"></label>
 <label>Notify me of downloads <input type="email" name="notify_email" maxlength="255" placeholder="you@example.com"></label>
 <label>Download limit <input type="number" name="max_downloads" min="1" max="1000" step="1" inputmode="numeric" placeholder="Unlimited: each file can be downloaded this many times"></label>
+${o.expiryDays === undefined ? null : expirySelect(o.expiryDays)}
 <label>API key <input type="password" id="api-key" autocomplete="off" spellcheck="false" placeholder="sk_… kept in this browser only, sent only to this site"></label>
 <label id="vanity-row" hidden>Vanity name (Premium) <input name="vanity" maxlength="48" spellcheck="false" placeholder="team-photos"></label>
 </details>
@@ -217,7 +219,7 @@ export function uploadPage(v: View, maxBytes: number, expiryDays: number, upload
 <h1>Share files, simply.</h1>
 <p class="lead">Up to ${humanSize(maxBytes)} per bundle, no account. Links expire after ${plural(expiryDays, 'day')}.
 Bigger bundles and longer-lasting links come with an <a href="/api-keys">API key</a>.</p>
-${uploadForm(v, { maxBytes, upload })}
+${uploadForm(v, { maxBytes, expiryDays, upload })}
 </section>
 <section class="card result" id="result" hidden>
 <p class="eyebrow">Done</p>

@@ -49,6 +49,19 @@
   var vanityRow = $('vanity-row');
   // The cap of the pasted key's plan, once /my/usage told it; null: the page's own cap (data-max).
   var keyCap = null;
+  var expiry = $('expiry');
+  function lasting(d) { var y = d % 365 === 0, n = y ? d / 365 : d; return n + (y ? ' year' : ' day') + (n === 1 ? '' : 's'); }
+  // "Expires after" offers what the plan allows: `days` of its expiry, null when its bundles never expire.
+  function fitExpiry(days) {
+    if (!expiry) return;
+    var most = days === null ? Number(expiry.dataset.longest) : days;
+    for (var i = 1; i < expiry.options.length; i++) {
+      var o = expiry.options[i];
+      o.hidden = o.disabled = Number(o.value) > most;
+    }
+    if (expiry.selectedOptions[0] && expiry.selectedOptions[0].disabled) expiry.value = '';
+    expiry.options[0].textContent = 'Default (' + (days === null ? 'never expires' : lasting(days)) + ')';
+  }
   function apiKey() { return keyInput && /^sk_[A-Za-z0-9]{43}$/.test(keyInput.value.trim()) ? keyInput.value.trim() : null; }
   function authHeaders() { var k = token ? null : apiKey(); return k ? { Authorization: 'Bearer ' + k } : {}; }
   function checkKey() {
@@ -56,12 +69,14 @@
     try { if (k) localStorage.setItem(KEY_STORE, k); else if (keyInput.value === '') localStorage.removeItem(KEY_STORE); } catch (_) { /* storage off */ }
     vanityRow.hidden = true;
     keyCap = null;
+    if (expiry) fitExpiry(Number(expiry.dataset.anon));
     if (!k) return renderQueue();
     fetch('/api/v1/my/usage', { headers: { Authorization: 'Bearer ' + k } })
       .then(function (r) { return r.ok ? r.json() : null; })
       .then(function (body) {
         vanityRow.hidden = !(body && body.key && body.key.plan === 'premium');
         keyCap = body && body.key ? { bytes: body.key.max_bundle_size_bytes, plan: body.key.plan } : null;
+        if (keyCap) fitExpiry(body.key.default_expiry_days);
         renderQueue();
       })
       .catch(function () { /* offline: no vanity field */ });
@@ -134,7 +149,7 @@
   function appendToken() { return token || (made && made.token); }
   function bundleFields() {
     var out = {};
-    ['description', 'access_password', 'notify_email', 'max_downloads', 'vanity'].forEach(function (name) {
+    ['description', 'access_password', 'notify_email', 'max_downloads', 'vanity', 'expires_in_days'].forEach(function (name) {
       var f = form.elements[name];
       // An encrypted bundle's description travels inside its manifest, never in clear.
       if (f && f.value !== '' && !(e2e && name === 'description')) out[name] = f.value;
