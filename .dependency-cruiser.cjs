@@ -5,6 +5,7 @@ const EDGES = '^src/(routes|tus|web|ingest)/';
 const DOMAIN = '^src/(bundles|auth|abuse|billing|notify|sweeper)/';
 const INFRA = '^src/(http|db|storage|state|mail|metrics|thumbs|zip)/';
 const BASE = '^src/(config|errors|log|paths|plans)\\.ts$|^src/util/';
+const CLIENT = '^src/client/';
 
 module.exports = {
   forbidden: [
@@ -51,10 +52,24 @@ module.exports = {
       to: { path: '^src/', pathNot: BASE },
     },
     {
+      name: 'client-stands-apart',
+      comment: 'The command-line client talks to a server over HTTP: it imports only the base, and only the CLI imports it.',
+      severity: 'error',
+      from: { path: CLIENT },
+      to: { path: '^src/', pathNot: [BASE, CLIENT] },
+    },
+    {
+      name: 'only-the-cli-runs-the-client',
+      comment: 'No part of the server imports the client.',
+      severity: 'error',
+      from: { path: '^src/', pathNot: [CLIENT, '^src/cli/main\\.ts$'] },
+      to: { path: CLIENT },
+    },
+    {
       name: 'every-folder-has-a-layer',
       comment: 'A new folder or top-level file of src/ is placed in a layer here and in docs/internals.md.',
       severity: 'error',
-      from: { path: '^src/', pathNot: [ENTRY, EDGES, DOMAIN, INFRA, BASE] },
+      from: { path: '^src/', pathNot: [ENTRY, EDGES, DOMAIN, INFRA, BASE, CLIENT] },
       to: {},
     },
   ],

@@ -4,13 +4,13 @@ import { after, before, beforeEach, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { spawn } from 'node:child_process';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { createHash, randomBytes } from 'node:crypto';
 import { request } from 'undici';
 import { Upload, type HttpResponse, type PreviousUpload, type UploadOptions } from 'tus-js-client';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
+import { relay, type Relay } from './helpers/relay.ts';
 import { assertNoServerErrors, ensureRunning, MiB } from './upload-util.ts';
 
 interface Done { shortCode: string; fileId: number; uploadToken: string | undefined }
@@ -87,77 +87,6 @@ async function bundleFiles(srv: TestServer, code: string): Promise<BundleFile[]>
   const res = await request(`${srv.url}/api/v1/bundle/${code}`);
   assert.equal(res.statusCode, 200);
   return ((await res.body.json()) as { files: BundleFile[] }).files;
-}
-
-interface Relay {
-  readonly port: number;
-  /** The connection that carries more than `bytes` upward from now on is destroyed (once). */
-  cutNext(bytes: number): void;
-  /**
-   * The next request whose bytes match `request` has its answer held back, never forwarded: resolves
-   * once that answer arrives (the server has done its work, and the client has not heard of it).
-   */
-  holdAnswer(request: RegExp): Promise<void>;
-  cuts(): number;
-  close(): void;
-}
-
-/**
- * A TCP relay in front of the server (BASE_URL names it, so upload URLs go through it too): it can
- * drop one connection mid-PATCH, like a network that goes away.
- */
-function relay(target: () => number): Promise<Relay> {
-  let cuts = 0;
-  let armed: number | null = null;
-  let hold: { request: RegExp; heard: () => void } | null = null;
-  const open = new Set<net.Socket>();
-  const server = net.createServer((client) => {
-    const upstream = net.connect(target(), '127.0.0.1');
-    let holding: (() => void) | null = null;
-    for (const sock of [client, upstream]) {
-      open.add(sock);
-      sock.on('close', () => open.delete(sock));
-    }
-    client.on('data', (chunk: Buffer) => {
-      if (armed !== null && (armed -= chunk.length) < 0) {
-        armed = null;
-        cuts++;
-        client.destroy();
-        upstream.destroy();
-        return;
-      }
-      if (hold && hold.request.test(chunk.toString('latin1'))) {
-        holding = hold.heard;
-        hold = null;
-      }
-      if (!upstream.write(chunk)) client.pause();
-    });
-    upstream.on('drain', () => client.resume());
-    upstream.on('data', (chunk: Buffer) => {
-      if (holding) return holding();
-      if (!client.write(chunk)) upstream.pause();
-    });
-    client.on('drain', () => upstream.resume());
-    client.on('error', () => upstream.destroy());
-    upstream.on('error', () => client.destroy());
-    client.on('close', () => upstream.destroy());
-  });
-  return new Promise((resolve) => {
-    server.listen(0, '127.0.0.1', () => {
-      const addr = server.address() as net.AddressInfo;
-      resolve({
-        port: addr.port,
-        cutNext: (bytes) => void (armed = bytes),
-        holdAnswer: (request) => new Promise<void>((heard) => void (hold = { request, heard })),
-        cuts: () => cuts,
-        close: () => {
-          server.close();
-          // Kept-alive client connections would hold the test process open.
-          for (const sock of open) sock.destroy();
-        },
-      });
-    });
-  });
 }
 
 for (const backend of backends()) {

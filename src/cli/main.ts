@@ -22,6 +22,8 @@ import { OWNER_ONLY_UMASK, usableDataDir } from '../util/data-dir.ts';
 
 const USAGE = `usage: sluice <command>
   help                    this text
+  send FILE…              upload into a new bundle from a shell; prints its link (sluice send --help)
+  get LINK [-o DIR]       download a bundle's files (sluice get --help)
   serve                   run the server (what npm start runs)
   migrate                 apply sql/ migrations
   sweep                   one pass of expiry and orphan clean-up
@@ -55,6 +57,14 @@ async function main(argv: string[]): Promise<void> {
   // configuration, so it shows even while a setting is wrong.
   if ((cmd === 'help' || cmd === '--help' || cmd === '-h') && rest.length === 0) {
     process.stdout.write(`${USAGE}\n`);
+    return;
+  }
+  // The command-line client talks to a server over HTTP: it reads none of the server's settings.
+  if (cmd === 'send' || cmd === 'get') {
+    const { runClient } = await import('../client/main.ts');
+    const status = await runClient(argv, process.env);
+    // Idle keep-alive sockets would hold the process open for seconds after the work is done.
+    process.stdout.write('', () => process.exit(status));
     return;
   }
   let config: Config;

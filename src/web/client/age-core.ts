@@ -1,23 +1,7 @@
 // What the upload page, the share page and the service worker share: age keys, streams and the
 // encrypted manifest's format. Browser code: bundled by esbuild (see ../assets.ts), never run by node.
 import { Decrypter, Encrypter, generateX25519Identity, identityToRecipient } from 'age-encryption';
-
-/** The stored name of a bundle's encrypted manifest (file names, types, description). */
-export const MANIFEST_NAME = 'manifest.age';
-
-export interface ManifestEntry {
-  /** The name the file is stored under (`1.age`, …). */
-  readonly stored: string;
-  readonly name: string;
-  readonly type: string;
-  readonly size: number;
-}
-
-export interface Manifest {
-  readonly sluice_manifest: 1;
-  readonly description: string | null;
-  readonly files: readonly ManifestEntry[];
-}
+export { MANIFEST_MAX, MANIFEST_NAME, parseManifest, type Manifest, type ManifestEntry } from '../../util/age-manifest.ts';
 
 /** A fresh X25519 identity (`AGE-SECRET-KEY-1…`) and its recipient (`age1…`). */
 export async function newKey(): Promise<{ identity: string; recipient: string }> {
@@ -119,22 +103,6 @@ export async function decryptStream(identity: string, body: ReadableStream<Uint8
 
 export async function decryptText(identity: string, bytes: Uint8Array): Promise<string> {
   return decrypter(identity).decrypt(bytes, 'text');
-}
-
-/** A manifest read back, or null if the JSON is not one (then names are shown as stored). */
-export function parseManifest(text: string): Manifest | null {
-  let m: unknown;
-  try {
-    m = JSON.parse(text);
-  } catch {
-    return null;
-  }
-  const o = m as Partial<Manifest> | null;
-  if (!o || o.sluice_manifest !== 1 || !Array.isArray(o.files)) return null;
-  const files = o.files.filter(
-    (f) => f && typeof f.stored === 'string' && typeof f.name === 'string' && typeof f.size === 'number',
-  ).map((f) => ({ stored: f.stored, name: f.name, type: typeof f.type === 'string' ? f.type : 'application/octet-stream', size: f.size }));
-  return { sluice_manifest: 1, description: typeof o.description === 'string' ? o.description : null, files };
 }
 
 /** A Content-Disposition value for a download named `name` (any characters). */

@@ -1,7 +1,7 @@
 // The share page of an encrypted bundle (#share[data-encrypted]): reads the key from the link's
 // fragment, decrypts the manifest to show the real names and description, and saves files
 // decrypted, through the service worker (any size) or, without one, in memory (small files only).
-import { decryptStream, decryptText, failure, isIdentity, keyFromHash, MANIFEST_NAME, parseManifest, type Manifest, type ManifestEntry } from './age-core.ts';
+import { decryptStream, decryptText, failure, isIdentity, keyFromHash, MANIFEST_MAX, MANIFEST_NAME, parseManifest, type Manifest, type ManifestEntry } from './age-core.ts';
 import { saveDecrypted, type SaveItem } from './age-save.ts';
 
 interface FileRow {
@@ -10,9 +10,6 @@ interface FileRow {
   readonly size: number;
   readonly mime_type: string;
 }
-
-/** The manifest is a few kilobytes; anything far bigger is not one. */
-const MANIFEST_MAX = 8 * 1024 * 1024;
 
 const $ = (id: string): HTMLElement | null => document.getElementById(id);
 
