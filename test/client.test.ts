@@ -143,6 +143,50 @@ describe('sluice send and sluice get', () => {
     assert.equal(wrong.code, 7, wrong.stderr);
   });
 
+  test('Ctrl-C during an encrypted send ends with 130; the same command resumes from the same ciphertext', async () => {
+    fresh();
+    const f = fileOf('enc-int/movie.mkv', 40 * MiB);
+    const server = `http://127.0.0.1:${proxy.port}`;
+    proxy.reset();
+    const stalled = proxy.stallUpAfter(20 * MiB);
+    const first = spawn(process.execPath, [path.join(ROOT, 'bin/sluice.js'), 'send', '--encrypt', '--server', server, f], { env: clientEnv() });
+    let stderr = '';
+    first.stderr.on('data', (c) => (stderr += c));
+    const ended = new Promise<number | null>((resolve) => first.on('exit', resolve));
+    await stalled;
+    first.kill('SIGINT');
+    assert.equal(await ended, 130, stderr);
+    assert.match(stderr, /interrupted: run the same command again to resume/);
+    proxy.reset();
+    const link = linkOf(await client(['send', '--encrypt', '--server', server, f]));
+    assert.ok(proxy.up() < 30 * MiB, `the rest of the ciphertext only (${proxy.up()} bytes)`);
+    assert.deepEqual(sends(), [], 'the state and its ciphertext are gone once sent');
+    const dir = path.join(work, 'got-enc-int');
+    assert.equal((await client(['get', link, '-o', dir])).code, 0);
+    assert.equal(await hashFile(path.join(dir, 'movie.mkv')), await hashFile(f));
+  });
+
+  test('a send whose bundle was deleted meanwhile says so once, then starts a new bundle', async () => {
+    fresh();
+    const small = fileOf('gone/a.txt', 1000);
+    const large = fileOf('gone/b.bin', 20 * MiB);
+    const server = `http://127.0.0.1:${proxy.port}`;
+    const stalled = proxy.stallUpAfter(12 * MiB);
+    const first = spawn(process.execPath, [path.join(ROOT, 'bin/sluice.js'), 'send', '--server', server, small, large], { env: clientEnv() });
+    const ended = new Promise((resolve) => first.on('exit', resolve));
+    await stalled;
+    first.kill('SIGKILL');
+    await ended;
+    const [state] = sends();
+    const { shareUrl } = JSON.parse(fs.readFileSync(path.join(stateHome, 'sluice/sends', state!), 'utf8')) as { shareUrl: string };
+    assert.equal((await srv.cli(['bundles', 'delete', shareUrl.slice(1)])).code, 0);
+    const refused = await client(['send', '--server', server, small, large]);
+    assert.equal(refused.code, 3, refused.stderr);
+    assert.match(refused.stderr, /the bundle is gone, so the same command now starts a new one/);
+    const again = await client(['send', '--server', server, small, large]);
+    assert.notEqual(linkOf(again), `${server}${shareUrl}`);
+  });
+
   test('a password-protected bundle: get takes --password-file, says which password is missing or wrong', async () => {
     fresh();
     const f = fileOf('locked.bin', 1000);
@@ -159,6 +203,24 @@ describe('sluice send and sluice get', () => {
     const ok = await client(['get', link, '--password-file', pw, '-o', path.join(work, 'got-locked')]);
     assert.equal(ok.code, 0, ok.stderr);
     assert.equal(await hashFile(path.join(work, 'got-locked/locked.bin')), await hashFile(f));
+  });
+
+  test('a Premium key names the link; get follows a vanity link; a taken name is refused with 3', async () => {
+    fresh();
+    const made = await srv.cli(['keys', 'create', '--plan', 'premium']);
+    assert.equal(made.code, 0, made.stderr);
+    const key = made.stdout.trim();
+    const f = fileOf('named.txt', 123);
+    const name = `cli-${randomBytes(4).toString('hex')}`;
+    const r = await runCli(['send', '--vanity', name, '--server', srv.url, f], { ...clientEnv(), SLUICE_KEY: key });
+    assert.equal(linkOf(r), `${srv.url}/${name}`);
+    const dir = path.join(work, 'got-named');
+    const g = await client(['get', `${srv.url}/${name}`, '-o', dir]);
+    assert.equal(g.code, 0, g.stderr);
+    assert.equal(await hashFile(path.join(dir, 'named.txt')), await hashFile(f));
+    const taken = await client(['send', '--key', key, '--vanity', name, '--server', srv.url, f]);
+    assert.equal(taken.code, 3, taken.stderr);
+    assert.match(taken.stderr, /already in use/);
   });
 
   test('get resumes a partial file with a range request', async () => {
@@ -209,5 +271,42 @@ describe('sluice send and sluice get', () => {
     assert.match(plain, /100% \| 40 MB\/40 MB \| [\d.]+ [KMG]?B\/s \| ETA \d+s \| pty\.bin/);
     const last = lines(plain.replace(/\r/g, '\n')).pop();
     assert.match(last ?? '', /^http:\/\/127\.0\.0\.1:\d+\/[A-Za-z0-9]{5}$/);
+  });
+
+  describe('against the limits of a small plan', () => {
+    let tight: TestServer;
+    before(async () => {
+      tight = await startServer(backends()[0]!, { ANON_MAX_BUNDLE_BYTES: String(MiB), RATE_LIMIT_ANON_PER_HOUR: '4', ANON_EXPIRY_DAYS: '3' });
+    });
+    after(async () => {
+      await tight?.close();
+    });
+
+    test('options reach the bundle; over the cap is 5; out of budget is 4 with the time to retry', async () => {
+      fresh();
+      const f = fileOf('opt.bin', 1000);
+      const link = linkOf(await client(['send', '--expires-days', '1', '--max-downloads', '2', '--server', tight.url, f]));
+      const info = (await (await request(`${tight.url}/api/v1/bundle/${new URL(link).pathname.slice(1)}`)).body.json()) as { expires_at: string; max_downloads: number };
+      assert.equal(info.max_downloads, 2);
+      const hours = (Date.parse(`${info.expires_at.replace(' ', 'T')}Z`) - Date.now()) / 3_600_000;
+      assert.ok(hours > 23 && hours <= 24, `expires in a day (${hours.toFixed(2)} h)`);
+      const tooLong = await client(['send', '--expires-days', '4', '--server', tight.url, f]);
+      assert.equal(tooLong.code, 3, tooLong.stderr);
+      assert.match(tooLong.stderr, /expires_in_days must be a whole number from 1 to 3/);
+      const big = fileOf('over.bin', 2 * MiB);
+      const over = await client(['send', '--server', tight.url, big]);
+      assert.equal(over.code, 5, over.stderr);
+      assert.match(over.stderr, /over the size cap/);
+      // Spend what is left of the hour's budget, then one more send.
+      for (let status = 0; status !== 429; ) {
+        const res = await request(`${tight.url}/api/v1/bundle/AAAAA`);
+        await res.body.dump();
+        status = res.statusCode;
+      }
+      const limited = await client(['send', '--server', tight.url, f]);
+      assert.equal(limited.code, 4, limited.stderr);
+      assert.match(limited.stderr, /rate limited, try again in \d+ (seconds|minutes) \(at \d\d:\d\d UTC\)/);
+      for (const r of [tooLong, over, limited]) assert.equal(lines(r.stderr).length, 1, r.stderr);
+    });
   });
 });

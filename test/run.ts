@@ -27,11 +27,12 @@ const S3_FILES = [
 
 /**
  * What the Node 22 and Node 24 legs of CI run (`.ci/node-leg MAJOR`, `npm test -- --leg`): every
- * file that touches the HTTP transport, whose uWebSockets.js build differs from Node 20's.
+ * file that touches the HTTP transport, whose uWebSockets.js build differs from Node 20's, and the
+ * command-line client, which people run on whatever Node they have.
  */
 const LEG_FILES = [
   'smoke', 'uws-binding', 'framing', 'memory', 'upload', 'upload-abort', 'upload-append', 'upload-large', 'upload-buffers',
-  'fast-paths', 'tus', 'tus-protocol', 'tus-e2e', 'tus-client', 'range', 'download', 'slow-reader', 'zip', 'pages', 'browser',
+  'fast-paths', 'tus', 'tus-protocol', 'tus-e2e', 'tus-client', 'client', 'range', 'download', 'slow-reader', 'zip', 'pages', 'browser',
 ].map((f) => path.join('test', `${f}.test.ts`));
 
 /**

@@ -141,7 +141,14 @@ async function transfer(run: Run, fst: FileState, source: string | Buffer, meta:
     },
     progress: (sent) => progress.at(scale(sent)),
   });
-  const done = await run.stop.race(t.done, () => t.stop());
+  const done = await run.stop.race(t.done, () => t.stop()).catch(async (err: unknown) => {
+    // The bundle an earlier run made is gone (expired, deleted): this state can only fail again.
+    if (joining && err instanceof ClientFailure && err.exit === EXIT.REFUSED) {
+      await dropState(run.stateFile);
+      throw new ClientFailure(err.exit, `${err.message}; the bundle is gone, so the same command now starts a new one`);
+    }
+    throw err;
+  });
   progress.fileDone();
   if (!joining) {
     st.shareUrl = done.shareUrl;

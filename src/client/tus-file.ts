@@ -41,6 +41,16 @@ function failed(err: DetailedError | Error, endpoint: string, label: string): Cl
   return failureOf(res.getStatus(), res.getBody() ?? '', res.getHeader('Retry-After') ?? null, `sending ${label}`);
 }
 
+/**
+ * Tries again after no answer, a server error or a locked upload, and after a PATCH's offset
+ * conflict (tus: ask the offset anew); a refusal (a vanity name taken, a rate limit) stands.
+ */
+function retryable(err: DetailedError): boolean {
+  const status = err.originalResponse?.getStatus() ?? 0;
+  if (status === 0 || status >= 500 || status === 423) return true;
+  return status === 409 && err.originalRequest?.getMethod() === 'PATCH';
+}
+
 export function sendThroughTus(job: TusJob): TusTransfer {
   let upload: Upload;
   const done = new Promise<TusDone>((resolve, reject) => {
@@ -58,6 +68,7 @@ export function sendThroughTus(job: TusJob): TusTransfer {
         if (upload.url) job.urlKnown(upload.url);
       },
       onProgress: (sent, size) => job.progress(sent, size),
+      onShouldRetry: retryable,
       onSuccess: ({ lastResponse: res }) => {
         const shareUrl = res.getHeader('Sluice-Vanity-Url') || res.getHeader('Sluice-Share-Url');
         const fileId = Number(res.getHeader('Sluice-File-Id'));

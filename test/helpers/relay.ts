@@ -16,7 +16,7 @@ export interface Relay {
   up(): number;
   down(): number;
   reset(): void;
-  /** Stops carrying upward once `bytes` more have gone up (the sender stalls); resolves then. */
+  /** Carries nothing more upward on the connection that passes `bytes` more (they are lost); resolves then. */
   stallUpAfter(bytes: number): Promise<void>;
   close(): void;
 }
@@ -36,7 +36,7 @@ export function relay(target: () => number): Promise<Relay> {
   const server = net.createServer((client) => {
     const upstream = net.connect(target(), '127.0.0.1');
     let holding: (() => void) | null = null;
-    let stalledHere = false;
+    let lost = false;
     for (const sock of [client, upstream]) {
       open.add(sock);
       sock.on('close', () => open.delete(sock));
@@ -53,13 +53,14 @@ export function relay(target: () => number): Promise<Relay> {
         holding = hold.heard;
         hold = null;
       }
+      if (lost) return;
       if (stall && (stall.left -= chunk.length) <= 0) {
-        // The bytes past the mark are not sent, and the client is read no more: it stalls.
+        // The bytes past the mark are lost on the way, as on a network that went away: the client
+        // may go on sending, the server hears no more, and either end closing still closes both.
         const keep = chunk.length + stall.left;
         up += keep;
         upstream.write(chunk.subarray(0, keep));
-        client.pause();
-        stalledHere = true;
+        lost = true;
         stall.stalled();
         stall = null;
         return;
@@ -67,7 +68,7 @@ export function relay(target: () => number): Promise<Relay> {
       up += chunk.length;
       if (!upstream.write(chunk)) client.pause();
     });
-    upstream.on('drain', () => stalledHere || client.resume());
+    upstream.on('drain', () => client.resume());
     upstream.on('data', (chunk: Buffer) => {
       if (holding) return holding();
       down += chunk.length;
