@@ -4,6 +4,7 @@ import type { Sql } from './db/sql.ts';
 import type { BlobStore } from './storage/blob-store.ts';
 import type { UwsBinding } from './http/uws.ts';
 import type { Signer } from './auth/signing.ts';
+import type { AdminAuth } from './auth/admin-sessions.ts';
 import type { Sealer } from './util/sealer.ts';
 import type { RateStore } from './state/rate-store.ts';
 import type { Metrics } from './metrics/metrics.ts';
@@ -31,6 +32,8 @@ export interface Deps {
   readonly origin: OriginOf;
   readonly passwords: Passwords;
   readonly signer: Signer;
+  /** The operator console's sign-in links and sessions. */
+  readonly admin: AdminAuth;
   /** Seals webhook signing secrets at rest (delivery needs them back; see notify/webhooks.ts). */
   readonly webhookSealer: Sealer;
   /** Shared counters (rate limits, password attempts): Redis or in-process. */

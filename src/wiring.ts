@@ -1,3 +1,4 @@
+import { createAdminAuth } from './auth/admin-sessions.ts';
 import type { Logger } from 'pino';
 import type { Config } from './config.ts';
 import type { Deps } from './deps.ts';
@@ -93,6 +94,7 @@ export async function wireDeps(o: {
       fallback: () => config.baseUrl,
     }),
     signer,
+    admin: createAdminAuth({ sql: db.sql, secret: o.secret }),
     webhookSealer: createSealer(o.secret, 'webhooks'),
     store: opened.rateStore,
     passwords: createPasswords(),

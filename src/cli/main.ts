@@ -15,6 +15,8 @@ import { operatorName } from '../abuse/audit.ts';
 import { audit } from '../db/abuse.ts';
 import { auditCommand, blockCommand, bundlesCommand, reportsCommand, takeBy } from './operator.ts';
 import { keysCommand, UsageError } from './keys.ts';
+import { adminCommand } from './admin.ts';
+import { loadSecret } from '../auth/secret.ts';
 import { supervise } from './supervise.ts';
 import { createWorkerLink } from './worker-link.ts';
 import { createNotifier } from './sd-notify.ts';
@@ -42,12 +44,14 @@ const USAGE = `usage: sluice <command>
   reports list [--open]   abuse reports, oldest first
   reports close ID        mark a report handled
   audit [--since DATE]    operator actions, oldest first
+  admin link [--label NAME] [--minutes N]   a one-time sign-in link to the operator console
+  admin sessions | admin revoke ID|all      the console's sessions
 Operator actions (revoke, bundles, block, reports close) are recorded in the audit trail
 with --by NAME, or the name of the user running the command.`;
 
 class CliError extends Error {}
 
-const COMMANDS = new Set(['help', '--help', '-h', 'migrate', 'sweep', 'bundles', 'keys', 'block', 'reports', 'audit', 'import-pglite', 'storage']);
+const COMMANDS = new Set(['help', '--help', '-h', 'migrate', 'sweep', 'bundles', 'keys', 'block', 'reports', 'audit', 'import-pglite', 'storage', 'admin']);
 const OPERATOR_COMMANDS = { bundles: bundlesCommand, block: blockCommand, reports: reportsCommand, audit: auditCommand } as const;
 const TAKES_NOTHING = new Set(['serve', 'help', '--help', '-h', 'migrate', 'sweep', 'import-pglite']);
 
@@ -111,6 +115,11 @@ async function main(argv: string[]): Promise<void> {
       if (cmd === 'storage') {
         // Not an audited action: no --by.
         await storageMigrate(config, db.sql, rest, out);
+        return;
+      }
+      if (cmd === 'admin') {
+        const secret = loadSecret(config.secret, config.dataDir);
+        await adminCommand({ sql: db.sql, secret, origin: config.baseUrl, args, operator, out });
         return;
       }
       if (cmd === 'keys') {

@@ -19,6 +19,7 @@ import { unsubscribeRoutes } from './unsubscribe.ts';
 import { billingRoutes } from './billing.ts';
 import { tusRoutes } from '../tus/routes.ts';
 import { reportRoutes, type ReportDeps } from './reports.ts';
+import { adminRoutes } from './admin/index.ts';
 
 /** Every route the server mounts, in the order uWS tries them (the catch-alls last). */
 export function routeTable(deps: Deps & ReportDeps & { billing: Billing }): Route[] {
@@ -35,6 +36,8 @@ export function routeTable(deps: Deps & ReportDeps & { billing: Billing }): Rout
     ...zipRoutes(deps),
     ...contentRoutes(deps),
     ...billingRoutes(deps),
+    // Before the pages: `/admin` would otherwise be taken for a bundle's code.
+    ...adminRoutes(deps),
     ...unsubscribeRoutes(deps),
     ...pageRoutes(deps),
     ...tusRoutes(deps),
