@@ -28,6 +28,8 @@ import { configureBodyFlow } from './http/body-spill.ts';
 import path from 'node:path';
 import { OWNER_ONLY_UMASK, ownedDirs, usableDataDir } from './util/data-dir.ts';
 import { enableFastPaths, type FastPaths } from './ingest/fast-paths.ts';
+import { createHistory, readTraffic, startSampler, type History, type Sampler } from './metrics/history.ts';
+import { CLUSTER_EVERY, clusterSampler } from './db/console-samples.ts';
 
 export interface RunningApp {
   readonly port: number;
@@ -58,6 +60,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
     background: null,
     webhooks: null,
     blobs: null,
+    sampler: null,
   };
   const metrics = createMetrics(link && { gather: () => link.gatherMetrics() });
   link?.serveMetrics(() => metrics.registry.getMetricsAsJSON());
@@ -65,9 +68,11 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
   try {
     const { blobs, hashes } = await openStores({ config, log, opened, metrics, sweeper });
     const secret = loadSecret(config.secret, config.dataDir);
-    const wired = await wireDeps({ config, log, opened, blobs, secret, metrics, binding, fastPaths });
+    const history = createHistory(config.consoleSampleMs / 1000);
+    const wired = await wireDeps({ config, log, opened, blobs, secret, metrics, binding, fastPaths, history });
     const { server, port } = await listen({ config, log, wired, secret, binding, metrics, opened });
     const sweepTimer = startSweeps({ config, log, db, blobs, hashes, metrics, sweeper });
+    opened.sampler = startConsoleSampler({ config, log, db, metrics, history });
     opened.background = startBackgroundWork({ config, log, db, wired });
     // Every node delivers: each event is claimed by one of them (db/webhooks.ts claimDueEvents).
     opened.webhooks = startWebhookDelivery({ sql: db.sql, sealer: wired.deps.webhookSealer, log, allowPrivate: config.webhookAllowPrivate });
@@ -164,6 +169,21 @@ function startSweeps(o: { config: Config; log: Logger; db: Db; blobs: BlobStore;
   }, o.config.sweepIntervalMs);
   timer.unref();
   return timer;
+}
+
+/**
+ * The console overview's history: this node's traffic every CONSOLE_SAMPLE_SECONDS, in memory; the
+ * cluster's figures every CLUSTER_EVERY samples, into PostgreSQL by whichever node claims the step.
+ */
+function startConsoleSampler(o: { config: Config; log: Logger; db: Db; metrics: Metrics; history: History }): Sampler {
+  const seconds = o.config.consoleSampleMs / 1000;
+  return startSampler({
+    history: o.history,
+    intervalMs: o.config.consoleSampleMs,
+    read: () => readTraffic(o.metrics),
+    also: clusterSampler(o.db.sql, seconds * CLUSTER_EVERY),
+    log: o.log,
+  });
 }
 
 /** The loop for mail, notifications, abuse reports and billing housekeeping. */

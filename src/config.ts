@@ -51,6 +51,8 @@ export interface Config {
   readonly shutdownGraceMs: number;
   /** A response whose client takes no byte for this long is closed (slow-reader defence). */
   readonly downloadStallMs: number;
+  /** CONSOLE_SAMPLE_SECONDS: how often the console overview samples this node's traffic (the cluster's figures: every 6th). */
+  readonly consoleSampleMs: number;
   /** Set by systemd for Type=notify units: where READY=1 and STOPPING=1 go. */
   readonly notifySocket: string | undefined;
   /** LOG_FORMAT: `auto` is short text lines on a terminal and JSON otherwise (systemd, files, pipes). */
@@ -145,6 +147,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
     sweepIntervalMs: read.int('SWEEP_INTERVAL_SECONDS', 300, 1, 86400) * 1000,
     shutdownGraceMs: read.int('SHUTDOWN_GRACE_SECONDS', 30, 0, 3600) * 1000,
     downloadStallMs: read.int('DOWNLOAD_STALL_TIMEOUT_SECONDS', 60, 1, 3600) * 1000,
+    consoleSampleMs: read.int('CONSOLE_SAMPLE_SECONDS', 10, 1, 60) * 1000,
     notifySocket: read.str('NOTIFY_SOCKET'),
     logFormat: read.oneOf('LOG_FORMAT', LOG_FORMATS, 'auto'),
     // Last: every setting above has been read, so `known` is complete.

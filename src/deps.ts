@@ -17,6 +17,7 @@ import type { OriginOf } from './http/origin.ts';
 import type { FastPaths } from './ingest/fast-paths.ts';
 import type { ArrivalNotifier } from './notify/arrivals.ts';
 import type { Access, Passwords } from './auth/caller.ts';
+import type { History } from './metrics/history.ts';
 
 /** What every route module is given; nothing is imported as a singleton. */
 export interface Deps {
@@ -58,4 +59,6 @@ export interface Deps {
   readonly reservedNames: ReadonlySet<string>;
   /** Files arriving through upload requests are mailed here. Absent in tests that build route tables. */
   readonly arrivals?: ArrivalNotifier;
+  /** This node's traffic over the last hour and day (the console overview). Absent in tests that build route tables. */
+  readonly history?: History;
 }

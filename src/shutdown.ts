@@ -8,6 +8,7 @@ import type { Hasher } from './storage/hasher.ts';
 import type { Background } from './util/background.ts';
 import type { WebhookDelivery } from './notify/webhook-delivery.ts';
 import type { BatchedCounts } from './db/download-counts.ts';
+import type { Sampler } from './metrics/history.ts';
 
 /**
  * What start-up has opened so far, each closed once: by `shutdown`, or by `closeAfterFailure` when a
@@ -22,6 +23,8 @@ export interface Opened {
   background: Background | null;
   webhooks: WebhookDelivery | null;
   blobs: BlobStore | null;
+  /** The console overview's sampler (metrics/history.ts). */
+  sampler: Sampler | null;
 }
 
 /**
@@ -56,6 +59,7 @@ export async function shutdown(o: {
   await phase(log, 'view counts', () => o.viewCounts.flush());
   await phase(log, 'background work', async () => opened.background?.close());
   await phase(log, 'webhook deliveries', async () => opened.webhooks?.close());
+  await phase(log, 'console history', async () => opened.sampler?.close());
   await phase(log, 'mail', async () => opened.mailTransport.close());
   await phase(log, 'database', () => opened.db.close());
   await phase(log, 'redis', () => opened.rateStore.close());
@@ -67,6 +71,7 @@ export async function shutdown(o: {
 export async function closeAfterFailure(opened: Opened): Promise<void> {
   await opened.background?.close();
   await opened.webhooks?.close();
+  await opened.sampler?.close();
   opened.mailTransport.close();
   await opened.db.close().catch(() => {});
   await opened.rateStore.close();

@@ -6,6 +6,7 @@ import type { Db } from './db/client.ts';
 import type { UwsBinding } from './http/uws.ts';
 import type { FastPaths } from './ingest/fast-paths.ts';
 import type { Metrics } from './metrics/metrics.ts';
+import type { History } from './metrics/history.ts';
 import type { BlobStore } from './storage/blob-store.ts';
 import type { Opened } from './shutdown.ts';
 import { createAccess } from './auth/access.ts';
@@ -66,6 +67,7 @@ export async function wireDeps(o: {
   metrics: Metrics;
   binding: UwsBinding;
   fastPaths: FastPaths;
+  history: History;
 }): Promise<Wired> {
   const { config, log, opened, metrics } = o;
   const db = opened.db;
@@ -110,6 +112,7 @@ export async function wireDeps(o: {
     // Filled from the route table when the server is built (app.ts), so a new route's first segment is reserved with it.
     reservedNames: new Set<string>(),
     arrivals,
+    history: o.history,
   };
   return { deps, access, content, billing, outbox, downloads, arrivals, downloadCounts, viewCounts };
 }

@@ -17,22 +17,28 @@ export function newApiKey(): string {
   return `sk_${body}`;
 }
 
+/**
+ * Mints a key. `within`, when given, runs in the insert's transaction (an audit record commits with
+ * the key, or neither does).
+ */
 export async function createApiKey(
   sql: Sql,
   opts: { plan: PlanName; label?: string | null; email?: string | null; days?: number | null },
+  within?: (tx: Sql, row: ApiKeyRow) => Promise<void>,
 ): Promise<{ key: string; row: ApiKeyRow }> {
   const expires = opts.days ? new Date(Date.now() + opts.days * 86_400_000) : null;
   for (let attempt = 0; ; attempt++) {
     const key = newApiKey();
+    const insert = (q: Sql): Promise<ApiKeyRow> =>
+      insertApiKey(q, { hash: hashSecret(key), prefix: key.slice(0, 12), label: opts.label ?? null, plan: opts.plan, email: opts.email ?? null, expires });
     try {
-      const row = await insertApiKey(sql, {
-        hash: hashSecret(key),
-        prefix: key.slice(0, 12),
-        label: opts.label ?? null,
-        plan: opts.plan,
-        email: opts.email ?? null,
-        expires,
-      });
+      const row = within
+        ? await (sql.begin(async (tx) => {
+            const r = await insert(tx as unknown as Sql);
+            await within(tx as unknown as Sql, r);
+            return r;
+          }) as Promise<ApiKeyRow>)
+        : await insert(sql);
       return { key, row };
     } catch (err) {
       // A prefix collision (1 in 62^9 per pair) just draws another key.

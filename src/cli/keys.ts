@@ -1,14 +1,13 @@
 import type { Sql } from '../db/sql.ts';
 import { createApiKey } from '../auth/api-keys.ts';
 import { listApiKeys, revokeApiKey } from '../db/api-keys.ts';
-import { isPlanName } from '../plans.ts';
-import { CONTROL_CHARS, isEmail } from '../util/names.ts';
+import { checkKeyFields } from '../auth/key-request.ts';
+import { CONTROL_CHARS } from '../util/names.ts';
 import { sqlUtc } from '../util/time.ts';
 
 export class UsageError extends Error {}
 
-const CONTROL = new RegExp(`[${CONTROL_CHARS}]`);
-const CONTROL_ALL = new RegExp(CONTROL.source, 'g');
+const CONTROL_ALL = new RegExp(`[${CONTROL_CHARS}]`, 'g');
 
 /**
  * `sluice keys create|list|revoke`: prints results to stdout, throws UsageError for bad input.
@@ -17,18 +16,9 @@ const CONTROL_ALL = new RegExp(CONTROL.source, 'g');
 export async function keysCommand(sql: Sql, args: string[], out: (line: string) => void, tty = false): Promise<void> {
   const [action, ...rest] = args;
   if (action === 'create') {
-    const flags = parseFlags(rest, ['plan', 'label', 'email', 'days']);
-    const plan = flags.plan;
-    if (plan === undefined || !isPlanName(plan)) throw new UsageError('--plan must be one of starter, power, max, premium');
-    if (flags.email !== undefined && !isEmail(flags.email)) throw new UsageError(`invalid --email: ${flags.email}`);
-    // `keys list` prints one tab-separated row per key: a label must not break its row.
-    if (flags.label !== undefined && CONTROL.test(flags.label)) throw new UsageError('--label must not contain tabs, line breaks or other control characters');
-    let days: number | null = null;
-    if (flags.days !== undefined) {
-      if (!/^[1-9]\d{0,4}$/.test(flags.days)) throw new UsageError(`invalid --days: ${flags.days}`);
-      days = Number(flags.days);
-    }
-    const { key } = await createApiKey(sql, { plan, label: flags.label ?? null, email: flags.email ?? null, days });
+    const checked = checkKeyFields(parseFlags(rest, ['plan', 'label', 'email', 'days']), (f) => `--${f}`);
+    if (!checked.ok) throw new UsageError(checked.error);
+    const { key } = await createApiKey(sql, checked.key);
     out(key);
     return;
   }

@@ -1,18 +1,16 @@
 import type { Sql } from '../db/sql.ts';
-import { deleteBundle } from '../db/bundles.ts';
 import { SHORT_CODE_RE } from '../util/tokens.ts';
 import { CONTROL_CHARS, oneLine } from '../util/names.ts';
 import { sqlUtc } from '../util/time.ts';
 import { SHA256_RE } from '../abuse/blocklist.ts';
-import { audit, bundleByCode, listAudit, listBlocked, listReports } from '../db/abuse.ts';
-import { blockAudited, closeReportAudited, expireAudited, quarantineAudited, unblockAudited } from '../db/abuse-actions.ts';
+import { bundleByCode, listAudit, listBlocked, listReports } from '../db/abuse.ts';
+import { blockAudited, closeReportAudited, deleteAudited, expireAudited, quarantineAudited, unblockAudited } from '../db/abuse-actions.ts';
 import { parseFlags, UsageError } from './keys.ts';
 import type { Logger } from 'pino';
 import type { BlobStore } from '../storage/blob-store.ts';
 import { createHashBackfill } from '../abuse/backfill.ts';
 import { countUnhashed } from '../db/file-hashes.ts';
 import { humanSize, plural } from '../util/html.ts';
-import { ANY_STATE } from '../bundles/guard.ts';
 
 /** What an operator command is given: its arguments (no --by), who runs it, and where output goes. */
 export interface OperatorRun {
@@ -63,10 +61,10 @@ export async function bundlesCommand(r: OperatorRun): Promise<void> {
     await expireAudited(r.sql, b, r.operator);
     r.out(b.quarantined_at ? `expired ${target} (quarantined: kept until released)` : `expired ${target}`);
   } else if (action === 'delete') {
-    const keys = await deleteBundle(r.sql, b.id, ANY_STATE);
-    await audit(r.sql, 'bundles delete', target, r.operator, `${keys.length} file(s)`);
-    await r.withStore((store) => Promise.all(keys.map((k) => store.delete(k))));
-    r.out(`deleted ${target}`);
+    const done = await r.withStore((store) => deleteAudited(r.sql, b, r.operator, store));
+    if (!done) throw new UsageError(`unknown bundle: ${code}`);
+    for (const f of done.failed) r.log.warn({ err: f.err, key: f.key }, 'stored file not removed: the sweeper removes it later');
+    r.out(`deleted ${target}${done.failed.length ? ` (${plural(done.failed.length, 'stored file')} left for the sweeper)` : ''}`);
   } else {
     const on = action === 'quarantine';
     const changed = await quarantineAudited(r.sql, b, on, r.operator);

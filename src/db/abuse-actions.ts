@@ -1,5 +1,7 @@
 import type { Sql } from './sql.ts';
+import type { BlobStore } from '../storage/blob-store.ts';
 import { audit, blockHash, closeReport, expireBundle, setQuarantine, unblockHash } from './abuse.ts';
+import { deleteBundleIn } from './bundles.ts';
 
 /**
  * The operator's abuse actions, each one transaction with its audit rows: an action is recorded if
@@ -50,4 +52,34 @@ export function closeReportAudited(sql: Sql, id: string, operator: string): Prom
     if (res === 'closed') await audit(tx, 'reports close', id, operator);
     return res;
   });
+}
+
+/** Stored files removed at once by deleteAudited. */
+const REMOVE_CONCURRENCY = 16;
+
+/**
+ * Deletes bundle `b` with its files, whatever its state (an operator deletes a quarantined bundle on
+ * purpose), audited in the same transaction; then its stored bytes through `store`, after the commit
+ * (a row never names bytes that are gone). Bytes that could not be removed are orphans the sweeper
+ * reclaims: `failed` names them, for the caller to report. Null when the bundle was already gone.
+ */
+export async function deleteAudited(
+  sql: Sql, b: { id: number; short_code: string }, operator: string, store: Pick<BlobStore, 'delete'>,
+): Promise<{ files: number; failed: Array<{ key: string; err: unknown }> } | null> {
+  const keys = await inTx(sql, async (tx) => {
+    const gone = await deleteBundleIn(tx, b.id, () => {});
+    if (gone) await audit(tx, 'bundles delete', b.short_code, operator, `${gone.length} file(s)`);
+    return gone;
+  });
+  if (keys === null) return null;
+  const failed: Array<{ key: string; err: unknown }> = [];
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < keys.length) {
+      const key = keys[next++]!;
+      await store.delete(key).catch((err: unknown) => failed.push({ key, err }));
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(REMOVE_CONCURRENCY, keys.length) }, worker));
+  return { files: keys.length, failed };
 }

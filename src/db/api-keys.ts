@@ -15,7 +15,8 @@ export interface ApiKeyRow {
   state: 'active' | 'expired' | 'revoked';
 }
 
-const STATE = `case when k.revoked_at is not null then 'revoked'
+/** A key's state as `keys list` shows it (the table is aliased `k`). */
+export const KEY_STATE = `case when k.revoked_at is not null then 'revoked'
                    when k.expires_at is not null and k.expires_at <= now() then 'expired'
                    else 'active' end as state`;
 
@@ -32,7 +33,7 @@ export async function insertApiKey(
 }
 
 export async function apiKeyByHash(sql: Sql, hash: Uint8Array): Promise<ApiKeyRow | undefined> {
-  const [row] = await sql<ApiKeyRow[]>`select k.*, ${sql.unsafe(STATE)} from api_keys k where key_hash = ${hash}`;
+  const [row] = await sql<ApiKeyRow[]>`select k.*, ${sql.unsafe(KEY_STATE)} from api_keys k where key_hash = ${hash}`;
   return row;
 }
 
@@ -43,7 +44,7 @@ export async function isKeyActive(sql: Sql, id: number): Promise<boolean> {
 }
 
 export const listApiKeys = (sql: Sql): Promise<ApiKeyRow[]> =>
-  sql<ApiKeyRow[]>`select k.*, ${sql.unsafe(STATE)} from api_keys k order by k.id`;
+  sql<ApiKeyRow[]>`select k.*, ${sql.unsafe(KEY_STATE)} from api_keys k order by k.id`;
 
 /** Revokes the key with exactly this (unique) prefix; returns whether one existed. */
 export async function revokeApiKey(sql: Sql, prefix: string): Promise<boolean> {

@@ -250,15 +250,18 @@ export const listFiles = (sql: Sql, bundleId: number): Promise<FileRow[]> =>
  * commit (none when the bundle was already gone).
  */
 export async function deleteBundle(sql: Sql, bundleId: number, check: ChangeCheck): Promise<string[]> {
-  return sql.begin(async (tx) => {
-    // Lock the bundle first: an append committing meanwhile would add rows whose keys we never saw.
-    const b = await lockForChange(tx as unknown as Sql, bundleId, check);
-    if (!b) return [];
-    if (b.api_key_id !== null) await queueBundleEvents(tx as unknown as Sql, 'bundle.deleted', [bundleId]);
-    const keys = await tx<{ storage_key: string }[]>`delete from files where bundle_id = ${bundleId} returning storage_key`;
-    await tx`delete from bundles where id = ${bundleId}`;
-    return keys.map((k) => k.storage_key);
-  });
+  return (await (sql.begin((tx) => deleteBundleIn(tx as unknown as Sql, bundleId, check)) as Promise<string[] | null>)) ?? [];
+}
+
+/** deleteBundle inside transaction `tx` (so a caller commits its own rows with it); null: the bundle was gone. */
+export async function deleteBundleIn(tx: Sql, bundleId: number, check: ChangeCheck): Promise<string[] | null> {
+  // Lock the bundle first: an append committing meanwhile would add rows whose keys we never saw.
+  const b = await lockForChange(tx, bundleId, check);
+  if (!b) return null;
+  if (b.api_key_id !== null) await queueBundleEvents(tx, 'bundle.deleted', [bundleId]);
+  const keys = await tx<{ storage_key: string }[]>`delete from files where bundle_id = ${bundleId} returning storage_key`;
+  await tx`delete from bundles where id = ${bundleId}`;
+  return keys.map((k) => k.storage_key);
 }
 
 /** A bundle by id whether expired or not. */

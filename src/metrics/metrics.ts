@@ -39,6 +39,11 @@ export interface Metrics {
   sweepFailed(): void;
   /** The exposition text and its content type. */
   render(): Promise<{ body: string; contentType: string }>;
+  /**
+   * The current values of the named families (absent: not registered): this process's, or with
+   * several workers every worker's summed, as a scrape would show them (the console's history reads these).
+   */
+  values(names: readonly string[]): Promise<Map<string, ReadonlyArray<{ value: number; labels: Partial<Record<string, string | number>> }>>>;
 }
 
 /** `gather`: with several worker processes, every worker's metrics (JSON) for one aggregated scrape. */
@@ -96,11 +101,22 @@ export function createMetrics(opts: { gather?: () => Promise<unknown[]> } = {}):
       lastSweepTime.set(Date.now() / 1000);
     },
     sweepFailed: () => sweepRuns.inc({ outcome: 'error' }),
-    render: async () => {
-      if (!opts.gather) return { body: await registry.metrics(), contentType: registry.contentType };
-      const parts = (await opts.gather()) as Parameters<typeof AggregatorRegistry.aggregate>[0];
-      const all = AggregatorRegistry.aggregate(parts.filter((p) => Array.isArray(p) && p.length > 0));
-      return { body: await all.metrics(), contentType: registry.contentType };
+    render: async () => ({ body: await (await gathered()).metrics(), contentType: registry.contentType }),
+    async values(names) {
+      const source = await gathered();
+      const out = new Map<string, ReadonlyArray<{ value: number; labels: Partial<Record<string, string | number>> }>>();
+      for (const name of names) {
+        const metric = source.getSingleMetric(name);
+        if (metric) out.set(name, (await metric.get()).values);
+      }
+      return out;
     },
   };
+
+  /** This process's registry, or with several workers one summing every worker's metrics. */
+  async function gathered(): Promise<Registry> {
+    if (!opts.gather) return registry;
+    const parts = (await opts.gather()) as Parameters<typeof AggregatorRegistry.aggregate>[0];
+    return AggregatorRegistry.aggregate(parts.filter((p) => Array.isArray(p) && p.length > 0));
+  }
 }

@@ -104,7 +104,9 @@ const EXTRA_HEADERS: Record<string, Array<[string, string]>> = {
 /**
  * Loads every static file once (they are a few kilobytes) plus the browser builds of the QR code
  * library (global `qrcode`), tus-js-client (global `tus`, ~85 KB, no eval: fine under
- * script-src 'self') and the bundles of src/web/client. Nothing is read from disk per request.
+ * script-src 'self'), uPlot for the console's charts (global `uPlot`, ~50 KB, no eval; it styles
+ * elements through the CSSOM, which style-src 'self' allows) and the bundles of src/web/client.
+ * Nothing is read from disk per request.
  */
 export function loadAssets(dir = STATIC_DIR): Assets {
   const files = new Map<string, Buffer>();
@@ -118,6 +120,10 @@ export function loadAssets(dir = STATIC_DIR): Assets {
   // source-map comment goes: the map is not served, and devtools would log a 404 for it.
   const tusPath = path.join(path.dirname(createRequire(import.meta.url).resolve('tus-js-client')), '../../dist/tus.min.js');
   files.set('tus.js', Buffer.from(readFileSync(tusPath, 'utf8').replace(/\n?\/\/# sourceMappingURL=\S+\s*$/, '\n')));
+  // Its main entry is the CommonJS build; the browser script and the stylesheet sit beside it in dist/.
+  const uplotDir = packageDir(createRequire(import.meta.url).resolve('uplot'));
+  files.set('uplot.js', readFileSync(path.join(uplotDir, 'dist/uPlot.iife.min.js')));
+  files.set('uplot.css', readFileSync(path.join(uplotDir, 'dist/uPlot.min.css')));
 
   const assets = new Map<string, Asset>();
   for (const [name, body] of files) {

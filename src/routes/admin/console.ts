@@ -23,7 +23,11 @@ export interface Console {
   /** POST `pattern`: a form of the console, with its fields. */
   action(pattern: string, handler: (ctx: Ctx, s: AdminSession, fields: Record<string, string>) => Promise<void>): Route;
   /** Answers with a console page. */
-  render(ctx: Ctx, s: AdminSession, o: { title: string; active: ConsolePage | null; body: Safe; scripts?: readonly string[]; status?: number }): void;
+  render(
+    ctx: Ctx,
+    s: AdminSession,
+    o: { title: string; active: ConsolePage | null; body: Safe; scripts?: readonly string[]; styles?: readonly string[]; status?: number },
+  ): void;
   /** 303 to `to`, with `notice` shown on the page it leads to. */
   redirect(ctx: Ctx, to: string, notice?: string): void;
   notFound(ctx: Ctx): void;
@@ -69,7 +73,7 @@ export function createConsole(deps: Deps): Console {
     },
     render(ctx, s, o) {
       const notice = ctx.query.get('done');
-      sendHtml(ctx, o.status ?? 200, consolePage({ asset, title: o.title, active: o.active, label: s.label, csrf: s.csrf, body: o.body, notice, scripts: o.scripts }), 'no-store');
+      sendHtml(ctx, o.status ?? 200, consolePage({ asset, title: o.title, active: o.active, label: s.label, csrf: s.csrf, body: o.body, notice, scripts: o.scripts, styles: o.styles }), 'no-store');
     },
     redirect(ctx, to, notice) {
       const url = notice ? `${to}${to.includes('?') ? '&' : '?'}done=${encodeURIComponent(notice)}` : to;

@@ -1,8 +1,49 @@
+// The console's keys page: list (keyset-paged, newest first), mint, revoke. Minting checks its fields
+// as `sluice keys create` does; a new key is shown once, on the answer to the form, and stored only as
+// a hash. Both actions are audited under the session's label.
+import type { Ctx } from '../../http/context.ts';
 import type { Route } from '../../http/server.ts';
+import type { AdminSession } from '../../auth/admin-sessions.ts';
+import { checkKeyFields, mintKeyAudited, type KeyFields } from '../../auth/key-request.ts';
+import { ID_CURSOR_RE, keysPage } from '../../db/admin-lists.ts';
+import { revokeKeyAudited } from '../../db/key-actions.ts';
+import { keysBody, mintedBody } from '../../web/admin/keys-views.ts';
 import type { Deps } from '../../deps.ts';
 import type { Console } from './console.ts';
 
-/** The console's keys page (to be built). */
-export function adminKeysRoutes(_deps: Deps, _c: Console): Route[] {
-  return [];
+const PAGE_SIZE = 50;
+/** A key's prefix: `sk_` and 9 base62 characters. */
+const PREFIX_RE = /^sk_[A-Za-z0-9]{9}$/;
+
+/** A form field as given: blank is left out, as an absent flag is. */
+const given = (v: string | undefined): string | undefined => (v === undefined || v.trim() === '' ? undefined : v.trim());
+
+export function adminKeysRoutes(deps: Deps, c: Console): Route[] {
+  const show = async (ctx: Ctx, s: AdminSession, o: { before?: string | null; error?: string; form?: KeyFields } = {}): Promise<void> => {
+    const before = o.before ?? null;
+    const list = await keysPage(deps.sql, before, PAGE_SIZE);
+    const body = keysBody({ csrf: s.csrf, list, later: before !== null, error: o.error, form: o.form });
+    c.render(ctx, s, { title: 'API keys', active: 'keys', body, status: o.error ? 400 : 200 });
+  };
+  return [
+    ...c.page('/admin/keys', async (ctx, s) => {
+      const before = ctx.query.get('before');
+      await show(ctx, s, { before: before !== null && ID_CURSOR_RE.test(before) ? before : null });
+    }),
+    c.action('/admin/keys/mint', async (ctx, s, f) => {
+      const form: KeyFields = { plan: given(f.plan), label: given(f.label), email: given(f.email), days: given(f.days) };
+      const checked = checkKeyFields(form);
+      if (!checked.ok) return show(ctx, s, { error: checked.error, form });
+      const { key, row } = await mintKeyAudited(deps.sql, checked.key, s.label);
+      const body = mintedBody({ key, prefix: row.prefix, plan: row.plan, label: row.label, expires: row.expires_at });
+      c.render(ctx, s, { title: `New key ${row.prefix}`, active: 'keys', body });
+    }),
+    c.action('/admin/keys/revoke', async (ctx, s, f) => {
+      const prefix = f.prefix ?? '';
+      if (!PREFIX_RE.test(prefix)) return c.redirect(ctx, '/admin/keys', 'That is not a key prefix: nothing revoked.');
+      const r = await revokeKeyAudited(deps.sql, prefix, s.label);
+      const notice = { revoked: `Revoked ${prefix}: requests with it are refused from now on.`, already: `${prefix} was already revoked.`, unknown: `No key ${prefix}: nothing revoked.` }[r];
+      c.redirect(ctx, '/admin/keys', notice);
+    }),
+  ];
 }

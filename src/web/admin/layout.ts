@@ -26,6 +26,8 @@ export interface ConsoleFrame {
   /** A line saying what the last action did (after its redirect). */
   readonly notice?: string | null;
   readonly scripts?: readonly string[];
+  /** Static asset names of stylesheets the page needs beside app.css (a library's). */
+  readonly styles?: readonly string[];
 }
 
 export function consolePage(f: ConsoleFrame): Safe {
@@ -38,7 +40,8 @@ ${f.body}`;
   return layout({
     title: `${f.title} · Sluice console`,
     body,
-    head: html`<meta name="robots" content="noindex, nofollow">`,
+    head: html`<meta name="robots" content="noindex, nofollow">
+${(f.styles ?? []).map((s) => html`<link rel="stylesheet" href="${f.asset(s)}">\n`)}`,
     scripts: f.scripts,
     asset: f.asset,
   });
