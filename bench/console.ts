@@ -42,8 +42,10 @@ async function seed(url: string): Promise<{ code: string; prefix: string; sha: s
               select sha256(('blocked' || i)::bytea), 'seeded', 'bench' from generate_series(1, 10000) i`;
     await sql`analyze`;
     const [r] = await sql<{ id: string }[]>`select id from reports where closed_at is null order by id desc limit 1`;
-    const [f] = await sql<{ sha: string }[]>`select encode(sha256, 'hex') as sha from files order by bundle_id limit 1 offset ${Math.floor(BUNDLES / 2)}`;
-    return { code: lpadHex(Math.floor(BUNDLES / 2)), prefix: 'slk_bench050', sha: f!.sha, reportId: Number(r!.id) };
+    const code = lpadHex(Math.floor(BUNDLES / 2));
+    const [f] = await sql<{ sha: string }[]>`
+      select encode(f.sha256, 'hex') as sha from files f join bundles b on b.id = f.bundle_id where b.short_code = ${code}`;
+    return { code, prefix: 'slk_bench050', sha: f!.sha, reportId: Number(r!.id) };
   } finally {
     await sql.end();
   }
@@ -61,11 +63,11 @@ async function signIn(baseUrl: string, env: NodeJS.ProcessEnv): Promise<string> 
   return cookie;
 }
 
-async function timed(url: string, cookie: string): Promise<{ status: number; ms: number }> {
+async function timed(url: string, cookie: string): Promise<{ status: number; ms: number; body: string }> {
   const t = performance.now();
   const res = await request(url, { headers: { cookie } });
-  await res.body.text();
-  return { status: res.statusCode, ms: performance.now() - t };
+  const body = await res.body.text();
+  return { status: res.statusCode, ms: performance.now() - t, body };
 }
 
 const pct = (xs: number[], p: number): number => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
@@ -79,24 +81,26 @@ async function main(): Promise<void> {
     const s = await seed(databaseUrl);
     console.log(`seeded ${BUNDLES} bundles and files, ${REPORTS} reports and audit rows, 10000 blocked hashes in ${((performance.now() - t0) / 1000).toFixed(0)} s`);
     const cookie = await signIn(target.baseUrl, { ...process.env, DATABASE_URL: databaseUrl, DATA_DIR: target.dir });
-    const pages: Array<[string, string]> = [
-      ['overview', '/admin'],
-      ['overview data (day)', '/admin/overview.json?range=day'],
-      ['bundles, newest', '/admin/bundles'],
-      ['bundles by code', `/admin/bundles?q=${s.code}`],
-      ['bundles by key prefix', `/admin/bundles?q=${s.prefix}`],
-      ['bundles by SHA-256', `/admin/bundles?q=${s.sha}`],
-      ['reports, open first', '/admin/reports'],
-      ['one report', `/admin/reports/${s.reportId}`],
-      ['keys', '/admin/keys'],
-      ['blocklist', '/admin/blocklist'],
-      ['audit trail', '/admin/audit'],
+    // Each page with a text its answer must hold: a fast page that found nothing proves nothing.
+    const pages: Array<[string, string, string]> = [
+      ['overview', '/admin', 'Overview'],
+      ['overview data (day)', '/admin/overview.json?range=day', '"range":"day"'],
+      ['bundles, newest', '/admin/bundles', lpadHex(BUNDLES)],
+      ['bundles by code', `/admin/bundles?q=${s.code}`, s.code],
+      ['bundles by key prefix', `/admin/bundles?q=${s.prefix}`, s.prefix],
+      ['bundles by SHA-256', `/admin/bundles?q=${s.sha}`, s.code],
+      ['reports, open first', '/admin/reports', 'seeded report'],
+      ['one report', `/admin/reports/${s.reportId}`, `seeded report ${s.reportId}`],
+      ['keys', '/admin/keys', 'slk_bench100'],
+      ['blocklist', '/admin/blocklist', 'seeded'],
+      ['audit trail', '/admin/audit', 'bundles expire'],
     ];
     const rows: Array<Array<string | number>> = [];
     const results: Record<string, unknown> = {};
-    for (const [name, path] of pages) {
+    for (const [name, path, holds] of pages) {
       const first = await timed(`${target.baseUrl}${path}`, cookie);
       if (first.status !== 200) throw new Error(`${path}: HTTP ${first.status}`);
+      if (!first.body.includes(holds)) throw new Error(`${path}: the answer does not hold ${JSON.stringify(holds)}`);
       const ms: number[] = [];
       for (let i = 0; i < ROUNDS; i++) ms.push((await timed(`${target.baseUrl}${path}`, cookie)).ms);
       const p95 = pct(ms, 95);
