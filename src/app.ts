@@ -61,6 +61,7 @@ export async function startApp(given: Config, log: Logger, link?: WorkerLink): P
     webhooks: null,
     blobs: null,
     sampler: null,
+    consoleHashing: null,
   };
   const metrics = createMetrics(link && { gather: () => link.gatherMetrics() });
   link?.serveMetrics(() => metrics.registry.getMetricsAsJSON());

@@ -5,6 +5,7 @@ import type { BlobStore } from './storage/blob-store.ts';
 import type { UwsBinding } from './http/uws.ts';
 import type { Signer } from './auth/signing.ts';
 import type { AdminAuth } from './auth/admin-sessions.ts';
+import type { HashQueue } from './abuse/hash-queue.ts';
 import type { Sealer } from './util/sealer.ts';
 import type { RateStore } from './state/rate-store.ts';
 import type { Metrics } from './metrics/metrics.ts';
@@ -35,6 +36,8 @@ export interface Deps {
   readonly signer: Signer;
   /** The operator console's sign-in links and sessions. */
   readonly admin: AdminAuth;
+  /** Files the console hashes on an operator's request, one at a time; closed at shutdown. */
+  readonly consoleHashing: HashQueue;
   /** Seals webhook signing secrets at rest (delivery needs them back; see notify/webhooks.ts). */
   readonly webhookSealer: Sealer;
   /** Shared counters (rate limits, password attempts): Redis or in-process. */

@@ -9,6 +9,7 @@ import type { Background } from './util/background.ts';
 import type { WebhookDelivery } from './notify/webhook-delivery.ts';
 import type { BatchedCounts } from './db/download-counts.ts';
 import type { Sampler } from './metrics/history.ts';
+import type { HashQueue } from './abuse/hash-queue.ts';
 
 /**
  * What start-up has opened so far, each closed once: by `shutdown`, or by `closeAfterFailure` when a
@@ -25,6 +26,8 @@ export interface Opened {
   blobs: BlobStore | null;
   /** The console overview's sampler (metrics/history.ts). */
   sampler: Sampler | null;
+  /** Files the console hashes on an operator's request (abuse/hash-queue.ts). */
+  consoleHashing: HashQueue | null;
 }
 
 /**
@@ -60,6 +63,7 @@ export async function shutdown(o: {
   await phase(log, 'background work', async () => opened.background?.close());
   await phase(log, 'webhook deliveries', async () => opened.webhooks?.close());
   await phase(log, 'console history', async () => opened.sampler?.close());
+  await phase(log, 'console hashing', async () => opened.consoleHashing?.close());
   await phase(log, 'mail', async () => opened.mailTransport.close());
   await phase(log, 'database', () => opened.db.close());
   await phase(log, 'redis', () => opened.rateStore.close());
@@ -72,6 +76,7 @@ export async function closeAfterFailure(opened: Opened): Promise<void> {
   await opened.background?.close();
   await opened.webhooks?.close();
   await opened.sampler?.close();
+  opened.consoleHashing?.close();
   opened.mailTransport.close();
   await opened.db.close().catch(() => {});
   await opened.rateStore.close();

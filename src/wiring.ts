@@ -1,3 +1,4 @@
+import { createHashQueue } from './abuse/hash-queue.ts';
 import { createAdminAuth } from './auth/admin-sessions.ts';
 import type { Logger } from 'pino';
 import type { Config } from './config.ts';
@@ -72,6 +73,7 @@ export async function wireDeps(o: {
   const { config, log, opened, metrics } = o;
   const db = opened.db;
   const signer = createSigner(o.secret);
+  opened.consoleHashing = createHashQueue({ sql: db.sql, store: o.blobs, log });
   const { outbox, downloads, arrivals, billing } = await mailAndBilling({ config, log, sql: db.sql, secret: o.secret, signer, opened });
   const budgets = createBudgets({ store: opened.rateStore, log });
   const access = createAccess({ config, sql: db.sql, budgets, signer, log });
@@ -96,7 +98,8 @@ export async function wireDeps(o: {
       fallback: () => config.baseUrl,
     }),
     signer,
-    admin: createAdminAuth({ sql: db.sql, secret: o.secret }),
+    admin: createAdminAuth({ sql: db.sql, signer }),
+    consoleHashing: opened.consoleHashing,
     webhookSealer: createSealer(o.secret, 'webhooks'),
     store: opened.rateStore,
     passwords: createPasswords(),

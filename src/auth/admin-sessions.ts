@@ -2,8 +2,9 @@
 // 12-hour sessions they start. The session cookie is signed with SECRET (any node of a cluster
 // checks it, and a cookie made under another SECRET is refused before the database is asked) and
 // its secret part is stored only as a hash, so a revoked or expired session ends everywhere at once.
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type { Sql } from '../db/sql.ts';
+import type { Signer } from './signing.ts';
 import { hashSecret, secretMatches } from '../util/tokens.ts';
 import { findAdminSession, insertAdminLink, peekAdminLink, redeemAdminLink, touchAdminSession } from '../db/admin-sessions.ts';
 
@@ -34,12 +35,6 @@ export interface AdminAuth {
 
 const b64 = (b: Buffer): string => b.toString('base64url');
 
-function sameText(a: string, b: string): boolean {
-  const x = Buffer.from(a);
-  const y = Buffer.from(b);
-  return x.length === y.length && timingSafeEqual(x, y);
-}
-
 /** The value of cookie `name` in a Cookie header. */
 export function cookieValue(header: string | undefined, name: string): string | null {
   for (const part of (header ?? '').split(';')) {
@@ -49,9 +44,7 @@ export function cookieValue(header: string | undefined, name: string): string | 
   return null;
 }
 
-export function createAdminAuth(o: { sql: Sql; secret: Buffer }): AdminAuth {
-  const mac = (text: string): string => b64(createHmac('sha256', o.secret).update(text).digest());
-  const csrfOf = (id: number): string => mac(`admin-csrf|${id}`);
+export function createAdminAuth(o: { sql: Sql; signer: Signer }): AdminAuth {
   return {
     async mintLink(label, minutes) {
       const token = b64(randomBytes(32));
@@ -63,18 +56,18 @@ export function createAdminAuth(o: { sql: Sql; secret: Buffer }): AdminAuth {
       if (!LINK_TOKEN_RE.test(token)) return null;
       const secretPart = b64(randomBytes(32));
       const s = await redeemAdminLink(o.sql, hashSecret(token), hashSecret(secretPart), SESSION_HOURS);
-      return s ? `${s.id}.${secretPart}.${mac(`admin-session|${s.id}|${secretPart}`)}` : null;
+      return s ? `${s.id}.${secretPart}.${o.signer.adminSession(s.id, secretPart)}` : null;
     },
     async sessionOf(header) {
       const m = COOKIE_RE.exec(cookieValue(header, ADMIN_COOKIE) ?? '');
       if (!m) return null;
       const id = Number(m[1]);
-      if (!sameText(m[3]!, mac(`admin-session|${id}|${m[2]}`))) return null;
+      if (!o.signer.verifyAdminSession(id, m[2]!, m[3]!)) return null;
       const row = await findAdminSession(o.sql, id);
       if (!row || row.revoked_at !== null || row.expires_at.getTime() <= Date.now() || !secretMatches(m[2]!, row.secret_hash)) return null;
       await touchAdminSession(o.sql, id);
-      return { id, label: row.label, csrf: csrfOf(id) };
+      return { id, label: row.label, csrf: o.signer.adminCsrf(id) };
     },
-    csrfMatches: (s, presented) => typeof presented === 'string' && sameText(presented, s.csrf),
+    csrfMatches: (s, presented) => o.signer.verifyAdminCsrf(s.id, presented),
   };
 }

@@ -17,6 +17,12 @@ export interface Signer {
    * from the upload's id, so its creator, who alone holds the upload's URL, can be told it again.
    */
   tusUploadToken(uploadId: string): string;
+  /** The MAC of an operator console session cookie (its session id and secret part). */
+  adminSession(id: number, secretPart: string): string;
+  verifyAdminSession(id: number, secretPart: string, presented: string): boolean;
+  /** The token every form of console session `id` carries. */
+  adminCsrf(id: number): string;
+  verifyAdminCsrf(id: number, presented: unknown): boolean;
 }
 
 /** HMAC-SHA256 tokens keyed by SECRET; each purpose has its own label so one can never stand for another. */
@@ -53,6 +59,10 @@ export function createSigner(secret: Buffer): Signer {
       if (!/^[A-Za-z0-9_-]{43}$/.test(sig)) return false;
       return same(sig, mac(`preview|${fileId}|${exp}`));
     },
+    adminSession: (id, secretPart) => b64(mac(`admin-session|${id}|${secretPart}`)),
+    verifyAdminSession: (id, secretPart, presented) => same(presented, mac(`admin-session|${id}|${secretPart}`)),
+    adminCsrf: (id) => b64(mac(`admin-csrf|${id}`)),
+    verifyAdminCsrf: (id, presented) => typeof presented === 'string' && same(presented, mac(`admin-csrf|${id}`)),
     unsubscribeSig: (addressKey) => b64(mac(`unsubscribe|${addressKey}`)),
     verifyUnsubscribe(addressKey, sig) {
       if (sig === null || !/^[A-Za-z0-9_-]{43}$/.test(sig)) return false;

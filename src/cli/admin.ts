@@ -1,5 +1,6 @@
 import type { Sql } from '../db/sql.ts';
 import { createAdminAuth } from '../auth/admin-sessions.ts';
+import { createSigner } from '../auth/signing.ts';
 import { listAdminSessions, revokeAdminSessions } from '../db/admin-sessions.ts';
 import { CONTROL_CHARS } from '../util/names.ts';
 import { sqlUtc } from '../util/time.ts';
@@ -16,7 +17,7 @@ export async function adminCommand(o: { sql: Sql; secret: Buffer; origin: string
     if (label.trim() === '' || new RegExp(`[${CONTROL_CHARS}]`).test(label)) throw new UsageError('--label must be a name on one line');
     const minutes = flags.minutes === undefined ? 15 : Number(flags.minutes);
     if (!/^\d+$/.test(flags.minutes ?? '15') || minutes < 1 || minutes > 1440) throw new UsageError('--minutes must be a whole number from 1 to 1440');
-    const token = await createAdminAuth({ sql: o.sql, secret: o.secret }).mintLink(label, minutes);
+    const token = await createAdminAuth({ sql: o.sql, signer: createSigner(o.secret) }).mintLink(label, minutes);
     o.out(`${o.origin}/admin/login/${token}`);
     return;
   }

@@ -1,7 +1,7 @@
 import type { Sql } from '../db/sql.ts';
-import { createApiKey } from '../auth/api-keys.ts';
-import { listApiKeys, revokeApiKey } from '../db/api-keys.ts';
-import { checkKeyFields } from '../auth/key-request.ts';
+import { listApiKeys } from '../db/api-keys.ts';
+import { checkKeyFields, mintKeyAudited } from '../auth/key-request.ts';
+import { revokeKeyAudited } from '../db/key-actions.ts';
 import { CONTROL_CHARS } from '../util/names.ts';
 import { sqlUtc } from '../util/time.ts';
 
@@ -11,14 +11,15 @@ const CONTROL_ALL = new RegExp(`[${CONTROL_CHARS}]`, 'g');
 
 /**
  * `sluice keys create|list|revoke`: prints results to stdout, throws UsageError for bad input.
- * `tty`: stdout is a terminal (list then prints a header row).
+ * `tty`: stdout is a terminal (list then prints a header row). Minting and revoking are audited
+ * under `operator`, in the same transaction, as the console's are.
  */
-export async function keysCommand(sql: Sql, args: string[], out: (line: string) => void, tty = false): Promise<void> {
+export async function keysCommand(sql: Sql, args: string[], out: (line: string) => void, tty: boolean, operator: string): Promise<void> {
   const [action, ...rest] = args;
   if (action === 'create') {
     const checked = checkKeyFields(parseFlags(rest, ['plan', 'label', 'email', 'days']), (f) => `--${f}`);
     if (!checked.ok) throw new UsageError(checked.error);
-    const { key } = await createApiKey(sql, checked.key);
+    const { key } = await mintKeyAudited(sql, checked.key, operator);
     out(key);
     return;
   }
@@ -35,7 +36,7 @@ export async function keysCommand(sql: Sql, args: string[], out: (line: string) 
   if (action === 'revoke') {
     const [prefix] = rest;
     if (prefix === undefined || rest.length !== 1) throw new UsageError('usage: sluice keys revoke PREFIX');
-    if (!(await revokeApiKey(sql, prefix))) throw new UsageError(`unknown key: ${prefix}`);
+    if ((await revokeKeyAudited(sql, prefix, operator)) === 'unknown') throw new UsageError(`unknown key: ${prefix}`);
     out(`revoked ${prefix}`);
     return;
   }

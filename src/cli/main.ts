@@ -12,7 +12,6 @@ import { sweepExclusive } from '../sweeper/sweep.ts';
 import { createHashBackfill } from '../abuse/backfill.ts';
 import type { BlobStore } from '../storage/blob-store.ts';
 import { operatorName } from '../abuse/audit.ts';
-import { audit } from '../db/abuse.ts';
 import { auditCommand, blockCommand, bundlesCommand, reportsCommand, takeBy } from './operator.ts';
 import { keysCommand, UsageError } from './keys.ts';
 import { adminCommand } from './admin.ts';
@@ -123,8 +122,7 @@ async function main(argv: string[]): Promise<void> {
         return;
       }
       if (cmd === 'keys') {
-        await keysCommand(db.sql, args, out, process.stdout.isTTY === true);
-        if (args[0] === 'revoke') await audit(db.sql, 'keys revoke', args[1]!, operator);
+        await keysCommand(db.sql, args, out, process.stdout.isTTY === true, operator);
         return;
       }
       if (cmd in OPERATOR_COMMANDS) {

@@ -7,6 +7,8 @@ import { ClientFailure, EXIT, failureOf, unreachable } from './failure.ts';
 import type { Interruption } from './interrupt.ts';
 
 const RETRY_DELAYS = [1000, 3000, 5000, 10_000, 20_000];
+/** A connection that brings no byte for this long is dropped and tried again (a dead link never errors). */
+const IDLE_MS = 60_000;
 
 export interface Fetch {
   readonly url: string;
@@ -39,10 +41,13 @@ async function attempt(f: Fetch): Promise<boolean> {
     if (f.etag) headers['If-Range'] = f.etag;
   }
   const abort = new AbortController();
+  let idle = setTimeout(() => abort.abort(), IDLE_MS);
   let res: Response;
   try {
-    res = await fetch(f.url, { headers, signal: abort.signal });
+    // Redirects are not followed: the access token must not travel to another host.
+    res = await fetch(f.url, { headers, signal: abort.signal, redirect: 'manual' });
   } catch (err) {
+    clearTimeout(idle);
     if (have === 0 && sizeOf(f.part) === 0) throw unreachable(err, new URL(f.url).origin, `getting ${f.label}`);
     return false;
   }
@@ -51,6 +56,8 @@ async function attempt(f: Fetch): Promise<boolean> {
   let done = have;
   const count = new Transform({
     transform(chunk: Buffer, _enc, cb) {
+      clearTimeout(idle);
+      idle = setTimeout(() => abort.abort(), IDLE_MS);
       done += chunk.length;
       f.progress(done);
       cb(null, chunk);
@@ -64,6 +71,8 @@ async function attempt(f: Fetch): Promise<boolean> {
   } catch (err) {
     if (err instanceof ClientFailure) throw err;
     return false;
+  } finally {
+    clearTimeout(idle);
   }
 }
 

@@ -28,7 +28,9 @@ export function interruption(): Interruption {
     race(work, stop) {
       return new Promise((resolve, reject) => {
         const cancel = (): void => {
-          stop().finally(() => reject(new ClientFailure(EXIT.INTERRUPTED, MESSAGE)));
+          stop()
+            .catch(() => {})
+            .then(() => reject(new ClientFailure(EXIT.INTERRUPTED, MESSAGE)));
         };
         waiting.add(cancel);
         work.then(resolve, reject).finally(() => waiting.delete(cancel));

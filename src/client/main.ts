@@ -23,12 +23,12 @@ const whole = (min: number, max: number) => (v: string): number => {
 
 function program(env: ClientEnv, done: (out: string) => void): Command {
   const p = new Command('sluice').exitOverride().configureOutput({ writeErr: (s) => process.stderr.write(s) });
-  const key = (): Option => new Option('--key <key>', 'API key').default(env.SLUICE_KEY ?? null, '$SLUICE_KEY');
+  const key = new Option('--key <key>', 'API key').default(env.SLUICE_KEY ?? null, '$SLUICE_KEY');
   p.command('send')
     .description('upload files (and the files in folders) into one new bundle; prints its share link')
     .argument('<file...>', 'files or folders to send')
     .option('--server <url>', 'the Sluice server ($SLUICE_SERVER)', env.SLUICE_SERVER ?? 'http://localhost:8080')
-    .addOption(key())
+    .addOption(key)
     .option('--password-file <file>', 'protect the bundle with the password on the first line of this file')
     .option('--expires-days <n>', 'expire after N days (at most what the plan allows)', whole(1, 3650))
     .option('--max-downloads <n>', 'each file can be downloaded in full N times', whole(1, 1000))
@@ -56,7 +56,8 @@ function program(env: ClientEnv, done: (out: string) => void): Command {
     .option('-o, --output <dir>', 'where to write', '.')
     .option('--zip', 'one zip of the whole bundle instead of its files')
     .option('--password-file <file>', 'the password of a protected bundle (else it is asked for on a terminal)')
-    .addOption(key())
+    // Never $SLUICE_KEY: a link may name any server, and the key would go to it.
+    .option('--key <key>', "the owner's API key (opens the owner's locked bundle without its password)")
     .addHelpText('after', `\nRun the same command again after an interruption: it resumes.\n\n${EXIT_HELP}`)
     .action(async (link: string, o) => {
       const paths = await get(link, { dir: o.output, zip: o.zip === true, passwordFile: o.passwordFile ?? null, key: o.key ?? null, out: process.stderr });

@@ -137,7 +137,8 @@ async function transfer(run: Run, fst: FileState, source: string | Buffer, meta:
     label,
     urlKnown: (url) => {
       fst.tusUrl = url;
-      void run.save();
+      // A failed write shows at the next save, which is awaited (the writer keeps its order).
+      run.save().catch(() => {});
     },
     progress: (sent) => progress.at(scale(sent)),
   });

@@ -13,8 +13,12 @@ export function newShortCode(): string {
       if (b < 248 && out.length < 5) out += BASE62[b % 62];
     }
   }
-  return out;
+  // Five letters the server serves itself: a bundle by that code could never be reached.
+  return TAKEN_CODES.has(out) ? newShortCode() : out;
 }
+
+/** First path segments of five characters that name the server's own pages, not a bundle. */
+const TAKEN_CODES = new Set(['admin']);
 
 /** 256 random bits as 64 lowercase hex characters. */
 export const newUploadToken = (): string => randomHex(32);

@@ -9,7 +9,6 @@ import type { AdminSession } from '../../auth/admin-sessions.ts';
 import { bundleByCode } from '../../db/abuse.ts';
 import { blockAudited, deleteAudited, expireAudited, quarantineAudited } from '../../db/abuse-actions.ts';
 import { fileOfBundle, unhashedOfBundle } from '../../db/admin-bundles.ts';
-import { createHashQueue, type HashQueue } from '../../abuse/hash-queue.ts';
 import { SHORT_CODE_RE } from '../../util/tokens.ts';
 import { oneLine } from '../../util/names.ts';
 import { humanSize, plural } from '../../util/html.ts';
@@ -26,15 +25,6 @@ const BACK_RE = /^\/admin\/(reports\/[1-9]\d{0,15}|bundles(\/[A-Za-z0-9]{5})?)(\
 type Bundle = NonNullable<Awaited<ReturnType<typeof bundleByCode>>>;
 /** An action on bundle `b`: what the page it leads back to says it did. */
 type Act = (s: AdminSession, b: Bundle, fields: Record<string, string>) => Promise<string>;
-
-const queues = new WeakMap<Deps, HashQueue>();
-
-/** This process's queue of files to hash for the console (the report and bundle pages show what it holds). */
-export function consoleHashing(deps: Deps): HashQueue {
-  let q = queues.get(deps);
-  if (!q) queues.set(deps, (q = createHashQueue({ sql: deps.sql, store: deps.blobs, log: deps.log })));
-  return q;
-}
 
 /**
  * What `promise` settles to within `ms`: its value, or its error as a notice; undefined if it has not
@@ -64,7 +54,7 @@ const outcome = (r: { value: string } | { failed: string } | undefined, goesOn: 
   r === undefined ? goesOn : 'value' in r ? r.value : `${r.failed}.`;
 
 export function bundleActionRoutes(deps: Deps, c: Console): Route[] {
-  const hashing = consoleHashing(deps);
+  const hashing = deps.consoleHashing;
   const route = (action: string, act: Act): Route =>
     c.action(`/admin/bundles/:code/${action}`, async (ctx, s, fields) => {
       const code = ctx.params[0] ?? '';

@@ -12,7 +12,7 @@ import { VANITY_RE } from '../../bundles/vanity.ts';
 import type { Safe } from '../../util/html.ts';
 import type { Deps } from '../../deps.ts';
 import type { Console } from './console.ts';
-import { bundleActionRoutes, consoleHashing } from './bundle-actions.ts';
+import { bundleActionRoutes } from './bundle-actions.ts';
 
 /** Bundles on a page of results. */
 const RESULTS_PAGE = 50;
@@ -61,7 +61,7 @@ export async function bundleSection(deps: Deps, ctx: Ctx, s: AdminSession, b: Bu
     back: o.back,
     reason: o.reason,
     more: files.next === null ? null : `${o.back}?files_after=${files.next}`,
-    hashing: consoleHashing(deps).pending,
+    hashing: deps.consoleHashing.pending,
   });
 }
 

@@ -3,6 +3,7 @@
 import type { Ctx } from '../../http/context.ts';
 import type { Route } from '../../http/server.ts';
 import { send } from '../../http/reply.ts';
+import { fromOtherSite } from '../../http/cross-site.ts';
 import { ADMIN_COOKIE, SESSION_HOURS } from '../../auth/admin-sessions.ts';
 import { revokeAdminSessions } from '../../db/admin-sessions.ts';
 import { SECURITY_HEADERS, sendHtml } from '../../web/html.ts';
@@ -25,6 +26,8 @@ export function adminRoutes(deps: Deps): Route[] {
     sendHtml(ctx, 200, signInPage(c.asset, label), 'no-store');
   };
   const signIn = async (ctx: Ctx): Promise<void> => {
+    // Another site posting a link it holds would sign this browser into that site's session.
+    if (fromOtherSite(ctx.headers, deps.origin(ctx))) return c.notFound(ctx);
     const cookie = await deps.admin.signIn(token(ctx));
     if (cookie === null) return c.notFound(ctx);
     const secure = deps.origin(ctx).startsWith('https:') ? '; Secure' : '';
