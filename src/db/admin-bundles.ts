@@ -3,6 +3,7 @@
 // page at a time from where the last page stopped (keyset paging: an index range per page with 10^6
 // bundles; sql/0025 has the indexes).
 import type { Sql } from './sql.ts';
+import { ID_CURSOR_RE, page } from './keyset.ts';
 import { EXPIRED_BUNDLE } from './bundle-room.ts';
 
 /** What the console searches by; `any` is a 5-character term, both a code and a vanity name. */
@@ -37,7 +38,6 @@ const LIST_COLS = `b.id, b.short_code, b.vanity, b.created_at, b.expires_at, b.q
   b.total_size_bytes, b.file_count, k.prefix as key_prefix,
   to_char(b.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as at`;
 
-const ID_CURSOR_RE = /^[1-9]\d{0,15}$/;
 /**
  * A key's bundles page by (created_at, id), through bundles_api_key. The time goes back as text
  * (`::text::timestamptz`): a timestamptz parameter passes through a Date, which keeps milliseconds only.
@@ -62,7 +62,7 @@ export async function searchBundles(sql: Sql, q: BundleQuery, after: string | nu
       where b.api_key_id = (select id from api_keys where prefix = ${q.prefix})
         and ${m ? sql`(b.created_at, b.id) < (${m[1]!}::text::timestamptz, ${m[2]!}::int8)` : sql`true`}
       order by b.created_at desc, b.id desc limit ${size + 1}`;
-    return paged(rows, size, (r) => `${r.at}_${r.id}`);
+    return page(rows, size, (r) => `${r.at}_${r.id}`);
   } else if (q.by === 'sha256') {
     // Each bundle once, however many of its files have this content.
     rows = await sql<BundleListRow[]>`select ${cols} from ${from}
@@ -76,14 +76,9 @@ export async function searchBundles(sql: Sql, q: BundleQuery, after: string | nu
     const vanity = q.by === 'code' ? sql`false` : sql`lower(b.vanity) = lower(${q.value})`;
     rows = await sql<BundleListRow[]>`select ${cols} from ${from} where ${code} or ${vanity} order by b.id desc`;
   }
-  return paged(rows, size, (r) => String(r.id));
+  return page(rows, size, (r) => String(r.id));
 }
 
-function paged(rows: BundleListRow[], size: number, cursor: (last: BundleListRow) => string): BundlePage {
-  const shown = rows.slice(0, size);
-  const last = shown[shown.length - 1];
-  return { rows: shown, next: rows.length > size && last ? cursor(last) : null };
-}
 
 export interface BundleDetail extends Omit<BundleListRow, 'at'> {
   readonly key_label: string | null;

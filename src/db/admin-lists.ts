@@ -2,22 +2,11 @@
 // time, each page starting after the last row of the one before (keyset paging: an index walk of one
 // page, however long the table). A page asks for one row more than it shows, to know if another follows.
 import type { Sql } from './sql.ts';
+import { page, type Page } from './keyset.ts';
 import { KEY_STATE, type ApiKeyRow } from './api-keys.ts';
 import type { AuditRow } from './abuse.ts';
 
-export interface Page<T> {
-  readonly rows: T[];
-  /** Where the next (older) page starts; null on the last page. */
-  readonly next: string | null;
-}
-
-function page<T>(rows: T[], size: number, cursor: (last: T) => string): Page<T> {
-  const shown = rows.slice(0, size);
-  return { rows: shown, next: rows.length > size ? cursor(shown[shown.length - 1]!) : null };
-}
-
-/** A page cursor of an id: a positive integer. */
-export const ID_CURSOR_RE = /^[1-9]\d{0,15}$/;
+export { ID_CURSOR_RE, type Page } from './keyset.ts';
 
 export type KeyListRow = Pick<ApiKeyRow, 'id' | 'prefix' | 'label' | 'plan' | 'state' | 'created_at' | 'last_used_at' | 'expires_at'>;
 

@@ -1,14 +1,14 @@
 // A bundle as the console shows it, on its own page and beside a report: what it is, its files with
 // their hashes, and the operator's actions on it as plain forms (no script needed). Every form posts to
 // /admin/bundles/<code>/<action> with the session's CSRF token and the page to come back to.
+import { when } from './list-views.ts';
 import { html, humanSize, plural, type Safe } from '../../util/html.ts';
 import { sqlUtc } from '../../util/time.ts';
 import type { BundleDetail, BundleListRow, ConsoleFile } from '../../db/admin-bundles.ts';
 import { csrfField } from './layout.ts';
 
-/** A time in UTC as the CLI prints it; `none` when there is none. */
-export const at = (d: Date | null, none = 'never'): Safe =>
-  d === null ? html`<span class="muted">${none}</span>` : html`<time datetime="${d.toISOString()}">${sqlUtc(d)}</time>`;
+/** A time in UTC as the CLI prints it (the lists' own). */
+export const at = when;
 
 /** Quarantined, expired or active. */
 export function bundleState(b: Pick<BundleListRow, 'quarantined_at' | 'is_expired'>): Safe {
