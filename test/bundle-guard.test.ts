@@ -30,6 +30,12 @@ const NO_BUNDLE: Record<string, string> = {
   'DELETE /api/v1/my/webhooks/:id': 'removes a webhook endpoint',
 };
 
+/**
+ * The operator console's forms: an operator acts on a bundle whatever its state (a release is of a
+ * quarantined one), as `sluice bundles` does. Each needs a session and its token (test/admin-forms.test.ts).
+ */
+const byOperator = (route: string): boolean => / \/admin(\/|$)/.test(route);
+
 const mutatingRoutes = (): string[] => [
   ...new Set(
     routeTable(stubDeps() as Parameters<typeof routeTable>[0]).flatMap((r) => (METHOD[r.method] ? [`${METHOD[r.method]} ${r.pattern}`] : [])),
@@ -64,7 +70,7 @@ for (const backend of backends()) {
 
     test('every mutating route is probed here or changes no bundle', () => {
       const probed = new Set(probes(srv, null).map((p) => p.route));
-      const missing = mutatingRoutes().filter((r) => !probed.has(r) && !(r in NO_BUNDLE));
+      const missing = mutatingRoutes().filter((r) => !probed.has(r) && !(r in NO_BUNDLE) && !byOperator(r));
       assert.deepEqual(missing, [], 'mutating routes with no guard probe: add one to probes()');
     });
 
