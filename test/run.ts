@@ -40,8 +40,8 @@ const LEG_FILES = [
  * run on alone at the end while the other slots idle. The rest follow in name order.
  */
 const FIRST = [
-  'abuse', 'keys', 'access', 'embedded-db', 'cli', 'failure', 'memory', 'upload-large', 'e2e-encryption', 'blocklist-backfill',
-  'browser', 'docs', 'content-budget', 'mail', 'multi-node', 'preview-memory', 'tus-budget', 'zip',
+  'abuse', 'client', 'keys', 'access', 'embedded-db', 'cli', 'failure', 'memory', 'upload-large', 'e2e-encryption', 'blocklist-backfill',
+  'browser', 'admin-browser', 'docs', 'webhooks', 'content-budget', 'mail', 'multi-node', 'preview-memory', 'tus-budget', 'zip', 'admin-overview',
 ].map((f) => path.join('test', `${f}.test.ts`));
 const costliestFirst = (list: string[]): string[] => {
   const rank = (f: string): number => (FIRST.includes(f) ? FIRST.indexOf(f) : FIRST.length);
