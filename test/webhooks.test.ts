@@ -129,9 +129,12 @@ for (const backend of backends()) {
 
       // An anonymous bundle is nobody's: no event.
       await uploaded(srv, [file('anon.txt', 'x')]);
-      const log = await call(srv, 'GET', `/api/v1/my/webhooks/${made.json.webhook_id}/deliveries`, { headers: bearer(key), json: true });
-      const attempts = log.json.deliveries as Json[];
-      assert.equal(attempts.length, rx.got.length);
+      // Each answer is recorded after the receiver has it: wait for the last record.
+      const attempts = await waitFor('every delivery recorded', async () => {
+        const log = await call(srv, 'GET', `/api/v1/my/webhooks/${made.json.webhook_id}/deliveries`, { headers: bearer(key), json: true });
+        const list = log.json.deliveries as Json[];
+        return list.length === rx.got.length ? list : undefined;
+      });
       assert.ok(attempts.every((a) => a.status === 200 && a.error === null && /^msg_[0-9a-f]{32}$/.test(a.webhook_id_header)));
       assert.deepEqual(new Set(attempts.map((a) => a.webhook_id_header)), new Set(rx.got.map((d) => d.headers['webhook-id'])));
     });
@@ -236,7 +239,12 @@ describe(`webhooks survive a kill -9 (${backends()[0]})`, () => {
     assert.equal(new Set(ids).size, 1, 'the same webhook-id on every attempt');
     assert.equal(rx.got.filter((d) => d.status === 200).length, 1, 'delivered once');
     assert.equal(verified(rx.got[1]!, made.json.secret as string).data.short_code, b.short_code);
-    assert.deepEqual((await deliveries()).map((a) => a.status), [200, 500]);
+    // The receiver hears the delivery before the server records its answer: wait for the record.
+    const log = await waitFor('the delivery recorded', async () => {
+      const d = await deliveries();
+      return d.length === 2 ? d : undefined;
+    });
+    assert.deepEqual(log.map((a) => a.status), [200, 500]);
   });
 });
 
