@@ -46,12 +46,6 @@ export async function isKeyActive(sql: Sql, id: number): Promise<boolean> {
 export const listApiKeys = (sql: Sql): Promise<ApiKeyRow[]> =>
   sql<ApiKeyRow[]>`select k.*, ${sql.unsafe(KEY_STATE)} from api_keys k order by k.id`;
 
-/** Revokes the key with exactly this (unique) prefix; returns whether one existed. */
-export async function revokeApiKey(sql: Sql, prefix: string): Promise<boolean> {
-  const rows = await sql`update api_keys set revoked_at = coalesce(revoked_at, now()) where prefix = ${prefix} returning id`;
-  return rows.length === 1;
-}
-
 /** Stamps a key's last use, at most once a minute in the database too (several processes may record it). */
 export async function touchKeyUsed(sql: Sql, keyId: number): Promise<void> {
   await sql`update api_keys set last_used_at = now() where id = ${keyId} and (last_used_at is null or last_used_at < now() - interval '1 minute')`;
