@@ -11,16 +11,37 @@ import path from 'node:path';
 
 const PG_BIN = process.env.PG_BIN ?? '/usr/lib/postgresql/15/bin';
 
-/** A port on which nothing listens right now (bound and released). */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+/** Whether nothing listens on `port` at 127.0.0.1 (bound and released). */
+function bindable(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
+    s.once('error', () => resolve(false));
+    s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
   });
+}
+
+/** The first port of the kernel's ephemeral range (where outgoing connections take theirs). */
+function ephemeralLow(): number {
+  try {
+    return Number(fs.readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]) || 32_768;
+  } catch {
+    return 32_768;
+  }
+}
+
+/**
+ * A port on which nothing listens, for a program that binds it later. Taken from the 12,000 ports
+ * below the kernel's ephemeral range: a port from listen(0) is one an outgoing connection of any
+ * process may take before that program binds it (radosgw once failed so, "Address already in use").
+ */
+export async function freePort(): Promise<number> {
+  const high = ephemeralLow();
+  const low = Math.max(1024, high - 12_000);
+  for (let i = 0; i < 100; i++) {
+    const port = low + Math.floor(Math.random() * (high - low));
+    if (await bindable(port)) return port;
+  }
+  throw new Error(`no free port between ${low} and ${high - 1}`);
 }
 
 /** Why private PostgreSQL cannot run here, or null when it can. */
