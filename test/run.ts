@@ -150,6 +150,7 @@ await ceph?.stop();
 fs.rmSync(path.join(os.tmpdir(), `${TEMPLATE_PREFIX}${process.pid}`), { recursive: true, force: true });
 
 printTimes();
+const failed = printFailures();
 const skipped = [...new Set(fs.readdirSync(skipDir).filter((f) => f.endsWith('.txt')).flatMap((f) => fs.readFileSync(path.join(skipDir, f), 'utf8').split('\n').filter(Boolean)))];
 fs.rmSync(skipDir, { recursive: true, force: true });
 if (skipped.length > 0) {
@@ -164,7 +165,7 @@ if (changed.length > 0) {
   process.stderr.write(`\nthe tests changed the checkout (they may write only to temp dirs):\n${changed.map((l) => `  ${l}\n`).join('')}`);
   codes.push(1);
 }
-if (codes.some((c) => c !== 0)) process.stderr.write(`\ntest passes exited with ${codes.join(', ')} (main${ceph ? ', s3' : ''}) on Node ${process.version}\n`);
+if (codes.some((c) => c !== 0)) process.stderr.write(`\ntest passes exited with ${codes.join(', ')} (main${ceph ? ', s3' : ''}) on Node ${process.version}; ${failed} failed test(s)\n`);
 process.exit(codes.every((c) => c === 0) ? 0 : 1);
 
 /** The slowest test files of each pass, by the time their top-level tests ran (test/README.md keeps the table). */
@@ -174,7 +175,8 @@ function printTimes(): void {
     if (!fs.existsSync(file)) continue;
     const per = new Map<string, number>();
     for (const line of fs.readFileSync(file, 'utf8').split('\n').filter(Boolean)) {
-      const t = JSON.parse(line) as { file: string; ms: number };
+      const t = JSON.parse(line) as { file: string; ms: number; fail?: string };
+      if (t.fail !== undefined) continue;
       const name = path.relative(ROOT, t.file);
       per.set(name, (per.get(name) ?? 0) + t.ms);
     }
@@ -195,4 +197,25 @@ function printTimes(): void {
     fs.writeFileSync(all, rows.map(([name, ms]) => `${(ms / 1000).toFixed(1)}\t${cpuOf(name)}\t${name}\n`).join(''));
     process.stderr.write(`  (every file: ${all})\n`);
   }
+}
+
+/**
+ * Every failed test of both passes, innermost first, between two marker lines that .ci/run looks
+ * for: a long log's tail then names what failed. Returns how many failed.
+ */
+function printFailures(): number {
+  const rows: string[] = [];
+  for (const pass of ['main', 's3']) {
+    const file = `${timesFile}.${pass}`;
+    if (!fs.existsSync(file)) continue;
+    for (const line of fs.readFileSync(file, 'utf8').split('\n').filter(Boolean)) {
+      const t = JSON.parse(line) as { fail?: string; file: string; nesting: number; message: string };
+      if (t.fail === undefined) continue;
+      const where = `${pass === 's3' ? '[s3] ' : ''}${path.relative(ROOT, t.file)}`;
+      rows.push(`${'  '.repeat(t.nesting)}${where}: ${t.fail}\n${t.message.split('\n').map((m) => `${'  '.repeat(t.nesting)}    ${m}`).join('\n')}\n`);
+    }
+  }
+  if (rows.length === 0) return 0;
+  process.stderr.write(`\n== failed tests on Node ${process.version}\n${rows.join('')}== end of failed tests\n`);
+  return rows.length;
 }
