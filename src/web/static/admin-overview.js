@@ -52,6 +52,11 @@
     return [src.t].concat(chart.keys.map(function (k) { return src[k] || []; }));
   }
 
+  function showLatest(u) {
+    var n = u.data[0].length;
+    if (n > 0 && u.cursor.idx == null) u.setLegend({ idx: n - 1 }, false);
+  }
+
   function options(chart, width) {
     var write = chart.format === 'bytes' ? bytes : number;
     var axis = { stroke: AXIS, grid: { stroke: GRID, width: 1 }, ticks: { stroke: GRID, width: 1 } };
@@ -76,6 +81,8 @@
           values: function (u, ticks) { return ticks.map(write); },
         }),
       ],
+      // With the pointer off the chart, the legend shows the latest point instead of dashes.
+      hooks: { ready: [showLatest], setData: [showLatest], setCursor: [showLatest] },
       series: [{}].concat(chart.keys.map(function (k, i) {
         return { label: chart.labels[i], stroke: PALETTE[i % PALETTE.length], width: 1.5, value: function (u, v) { return write(v); } };
       })),
