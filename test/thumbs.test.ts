@@ -1,7 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createLimiter } from '../src/thumbs/limit.ts';
-import { cardSvg, expiryText, humanSize } from '../src/thumbs/og-card.ts';
+import { cardSvg, expiryText } from '../src/thumbs/og-card.ts';
+import { humanSize } from '../src/util/html.ts';
 import { AppError } from '../src/errors.ts';
 
 test('limiter: at most `max` jobs run, `queue` wait, the rest get 503 at once', async () => {
@@ -34,8 +35,8 @@ test('limiter: a failing job frees its slot', async () => {
 });
 
 test('card text: sizes, expiry wording, XML escaping', () => {
-  assert.equal(humanSize(0), '0 bytes');
-  assert.equal(humanSize(1), '1 byte');
+  assert.equal(humanSize(0), '0 B');
+  assert.equal(humanSize(1), '1 B');
   assert.equal(humanSize(1536), '1.5 KB');
   assert.equal(humanSize(250 * 1024 ** 2), '250 MB');
   const now = Date.UTC(2025, 0, 1);

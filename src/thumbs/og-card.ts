@@ -3,6 +3,7 @@ import type { BlobCache } from '../storage/blob-store.ts';
 import type { Logger } from 'pino';
 import type { Limiter } from './limit.ts';
 import type { Renderer } from './render-process.ts';
+import { humanSize, plural } from '../util/html.ts';
 
 export const CARD_W = 1200;
 export const CARD_H = 630;
@@ -15,22 +16,6 @@ export interface CardFields {
   readonly size: string;
   readonly expiry: string;
 }
-
-const UNITS = ['bytes', 'KB', 'MB', 'GB', 'TB'] as const;
-
-/** 1536 → "1.5 KB" (powers of 1024, one decimal under 10). */
-export function humanSize(bytes: number): string {
-  let v = bytes;
-  let u = 0;
-  while (v >= 1024 && u < UNITS.length - 1) {
-    v /= 1024;
-    u++;
-  }
-  if (u === 0) return `${bytes} ${bytes === 1 ? 'byte' : 'bytes'}`;
-  return `${v < 10 ? v.toFixed(1) : Math.round(v)} ${UNITS[u]}`;
-}
-
-const plural = (n: number, word: string): string => `${n} ${word}${n === 1 ? '' : 's'}`;
 
 /** "never expires", "expires in 5 hours", "expires in 2 days", or a date past a month. */
 export function expiryText(expiresAt: Date | null, nowMs: number): string {
