@@ -261,7 +261,10 @@ describe('S3 blob store on radosgw', { skip }, () => {
     await push(w, randomBytes(9 * MIB));
     await waitFor('the writer\'s multipart upload to exist', async () => (await uploads()).includes(`t1/files/${w.key}`));
     assert.ok(!(await other.listLeftovers(0)).some((l) => l.id.startsWith(`t1/files/${w.key}`)), 'own live writer');
-    const found = (await store.listLeftovers(0)).filter((l) => l.id.startsWith(`t1/files/${w.key} `));
+    // A part still landing counts as a write after the listing began: found once the last one is in.
+    const leftovers = async () => (await store.listLeftovers(0)).filter((l) => l.id.startsWith(`t1/files/${w.key} `));
+    await waitFor('the other node\'s writer to be listed as a leftover', async () => (await leftovers()).length === 1);
+    const found = await leftovers();
     assert.equal(found.length, 1);
     assert.equal(found[0]!.kind, 'temp');
     assert.equal((await store.listLeftovers(60_000)).filter((l) => l.id.startsWith(`t1/files/${w.key} `)).length, 0, 'not idle yet');
