@@ -171,15 +171,13 @@ process.exit(codes.every((c) => c === 0) ? 0 : 1);
 /** The slowest test files of each pass, by the time their top-level tests ran (test/README.md keeps the table). */
 function printTimes(): void {
   for (const pass of ['main', 's3']) {
-    const file = `${timesFile}.${pass}`;
-    if (!fs.existsSync(file)) continue;
     const per = new Map<string, number>();
-    for (const line of fs.readFileSync(file, 'utf8').split('\n').filter(Boolean)) {
-      const t = JSON.parse(line) as { file: string; ms: number; fail?: string };
+    for (const t of records(pass)) {
       if (t.fail !== undefined) continue;
       const name = path.relative(ROOT, t.file);
       per.set(name, (per.get(name) ?? 0) + t.ms);
     }
+    if (per.size === 0) continue; // a pass that did not run
     // CPU seconds of each file's process and of what it started (helpers/cpu-times.mjs).
     const cpu = new Map<string, number>();
     const cpuFile = `${timesFile}.cpu.${pass}`;
@@ -206,10 +204,7 @@ function printTimes(): void {
 function printFailures(): number {
   const rows: string[] = [];
   for (const pass of ['main', 's3']) {
-    const file = `${timesFile}.${pass}`;
-    if (!fs.existsSync(file)) continue;
-    for (const line of fs.readFileSync(file, 'utf8').split('\n').filter(Boolean)) {
-      const t = JSON.parse(line) as { fail?: string; file: string; nesting: number; message: string };
+    for (const t of records(pass)) {
       if (t.fail === undefined) continue;
       const where = `${pass === 's3' ? '[s3] ' : ''}${path.relative(ROOT, t.file)}`;
       rows.push(`${'  '.repeat(t.nesting)}${where}: ${t.fail}\n${t.message.split('\n').map((m) => `${'  '.repeat(t.nesting)}    ${m}`).join('\n')}\n`);
@@ -218,4 +213,11 @@ function printFailures(): number {
   if (rows.length === 0) return 0;
   process.stderr.write(`\n== failed tests on Node ${process.version}\n${rows.join('')}== end of failed tests\n`);
   return rows.length;
+}
+
+/** What helpers/file-times.mjs wrote for one pass: a line per top-level test's time, and one per failed test. */
+function records(pass: string): Array<{ file: string; ms: number; fail?: undefined } | { file: string; fail: string; nesting: number; message: string }> {
+  const file = `${timesFile}.${pass}`;
+  if (!fs.existsSync(file)) return [];
+  return fs.readFileSync(file, 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line));
 }

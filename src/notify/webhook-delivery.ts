@@ -77,8 +77,8 @@ async function deliver(deps: DeliveryDeps, e: DueEvent): Promise<void> {
   let status: number | null = null;
   let error: string | null = null;
   try {
-    // The HTTP client and the signer load with the first delivery: a server with no webhooks
-    // never carries them (undici alone is 10 to 25 MiB of resident memory, depending on the Node).
+    // The HTTP client and the signer load with the first delivery: a server with no webhooks never
+    // carries them, and undici is the largest package an idle server would otherwise hold.
     const { post } = await import('./webhook-post.ts');
     status = await post(deps, e);
     if (status < 200 || status > 299) error = `the receiver answered HTTP ${status}`;
