@@ -157,7 +157,7 @@ describe(`end-to-end encryption with age (${backends()[0]})`, { skip }, () => {
     assert.match(html, /end-to-end encrypted/);
     assert.equal((await fetch(`${srv.url}/d/${files[0]!.id}?preview=1`)).status, 404);
 
-    // From a shell, as the README shows: the key from the link, curl, age.
+    // From a shell, as docs/web.md shows: the key from the link, curl, age.
     const keyFile = path.join(dir, 'key.txt');
     execFileSync('sh', ['-c', `printf '%s\\n' "$LINK" | sed 's/.*#key=//' > "$KEY"`], { env: { ...process.env, LINK: link, KEY: keyFile } });
     const out = path.join(dir, 'shell.bin');
@@ -207,7 +207,7 @@ describe(`end-to-end encryption with age (${backends()[0]})`, { skip }, () => {
     tampered[sealed.length >> 1]! ^= 0x40;
     fs.writeFileSync(path.join(dir, 'truncated.age'), truncated);
     fs.writeFileSync(path.join(dir, 'tampered.age'), tampered);
-    // The README's upload: age -r RECIPIENT file | curl -F 'files[]=@-;filename=…' -F encrypted=1
+    // docs/web.md's upload: age -r RECIPIENT file | curl -F 'files[]=@-;filename=…' -F encrypted=1
     const body = execFileSync('sh', ['-c',
       `age -r "$R" "$DIR/notes.bin" | curl -sf -F 'files[]=@-;filename=notes.age' -F 'files[]=@'"$DIR"'/truncated.age' -F 'files[]=@'"$DIR"'/tampered.age' -F encrypted=1 "$BASE/api/v1/upload"`,
     ], { env: { ...process.env, R: recipient, DIR: dir, BASE: srv.url } }).toString();
