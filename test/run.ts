@@ -35,23 +35,10 @@ const LEG_FILES = [
   'fast-paths', 'tus', 'tus-protocol', 'tus-e2e', 'tus-client', 'client', 'range', 'download', 'slow-reader', 'zip', 'pages', 'browser',
 ].map((f) => path.join('test', `${f}.test.ts`));
 
-/**
- * The costliest files (test/README.md's table), started first: a long file that starts last would
- * run on alone at the end while the other slots idle. The rest follow in name order.
- */
-const FIRST = [
-  'abuse', 'client', 'keys', 'access', 'embedded-db', 'cli', 'failure', 'memory', 'upload-large', 'e2e-encryption', 'blocklist-backfill',
-  'browser', 'admin-browser', 'docs', 'webhooks', 'content-budget', 'mail', 'multi-node', 'preview-memory', 'tus-budget', 'zip', 'admin-overview',
-].map((f) => path.join('test', `${f}.test.ts`));
-const costliestFirst = (list: string[]): string[] => {
-  const rank = (f: string): number => (FIRST.includes(f) ? FIRST.indexOf(f) : FIRST.length);
-  return [...list].sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
-};
-
-const given = process.argv[2] === '--leg' ? costliestFirst(LEG_FILES) : process.argv.slice(2);
+const given = process.argv[2] === '--leg' ? LEG_FILES : process.argv.slice(2);
 const files = given.length
   ? given
-  : costliestFirst(fs.readdirSync(path.join(ROOT, 'test')).filter((f) => f.endsWith('.test.ts')).map((f) => path.join('test', f)));
+  : fs.readdirSync(path.join(ROOT, 'test')).filter((f) => f.endsWith('.test.ts')).map((f) => path.join('test', f));
 const skipDir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-skips-'));
 
 const timesFile = path.join(skipDir, 'times.jsonl');
@@ -128,8 +115,6 @@ for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
 }
 // Checked before anything runs: in CI a missing Ceph stops the run here, naming the packages.
 const withS3 = given.length === 0 && !cephSkip('the S3 pass of npm test (test/run.ts)');
-// Most files wait on servers and databases far more than they compute: three at a time keep two
-// cores busy, beside the S3 pass's two.
 /** Changed and untracked files of the checkout (git status), or null outside a git work tree. */
 const treeState = (): Set<string> | null => {
   const r = spawnSync('git', ['status', '--porcelain', '--untracked-files=all'], { cwd: ROOT, encoding: 'utf8' });
@@ -137,11 +122,14 @@ const treeState = (): Set<string> | null => {
 };
 // Tests write only to temp dirs: a full run that leaves the checkout changed fails.
 const treeBefore = given.length === 0 ? treeState() : null;
-const passes: Promise<number>[] = [runFiles(files, {}, '', Number(process.env.SLUICE_TEST_CONCURRENCY ?? 3))];
+// Most files wait on servers, databases and timers far more than they compute: five at a time, beside
+// the S3 pass's two, keep two cores busy to near the end (three left them idle for the last half
+// once the S3 pass was done). node's runner starts its files in name order, whatever order it is given.
+const passes: Promise<number>[] = [runFiles(files, {}, '', Number(process.env.SLUICE_TEST_CONCURRENCY ?? 5))];
 if (withS3) {
   ceph = await startCeph();
   const named = { endpoint: ceph.endpoint, region: ceph.region, accessKeyId: ceph.accessKeyId, secretAccessKey: ceph.secretAccessKey, bucket: ceph.bucket };
-  passes.push(runFiles(costliestFirst(S3_FILES), { SLUICE_TEST_BACKENDS: 's3', SLUICE_TEST_CEPH: JSON.stringify(named) }, '[s3] ', 2));
+  passes.push(runFiles(S3_FILES, { SLUICE_TEST_BACKENDS: 's3', SLUICE_TEST_CEPH: JSON.stringify(named) }, '[s3] ', 2));
 }
 const codes = await Promise.all(passes);
 // Interrupted: the signal handler ends the run once everything is stopped.
