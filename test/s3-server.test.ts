@@ -1,6 +1,7 @@
 /**
  * The server and the CLI on STORAGE_URL: start-up refusals in one line naming the setting, an
- * object-store outage answered 503 (nothing half-visible) and recovered from without a restart.
+ * object-store outage answered 503 (nothing half-visible) and recovered from without a restart;
+ * a radosgw that serves https.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -10,6 +11,8 @@ import { cephSkip, startCeph, type Ceph } from './helpers/ceph.ts';
 import { createPgDatabase, dropPgDatabase } from './helpers/database.ts';
 import { runCli, scratchDataDir, startServer, storedBlobs, type TestServer } from './helpers/server.ts';
 import { upload } from './helpers/http.ts';
+import { createS3Client } from '../src/storage/s3/client.ts';
+import type { S3Location } from '../src/config.ts';
 
 const skip = cephSkip('Sluice on an S3 bucket (test/s3-server.test.ts)');
 const MIB = 1024 * 1024;
@@ -84,5 +87,38 @@ describe('sluice with STORAGE_URL on radosgw', { skip }, () => {
     } finally {
       c.destroy();
     }
+  });
+});
+
+describe('sluice on a radosgw that serves https', { skip }, () => {
+  let ceph: Ceph;
+  let srv: TestServer;
+  before(async () => {
+    ceph = await startCeph({ tls: true });
+    // The cluster's own certificate reaches the server through NODE_EXTRA_CA_CERTS (in ceph.env()).
+    srv = await startServer('postgres', ceph.env('tls'));
+  });
+  after(async () => {
+    await srv?.close();
+    await ceph?.stop();
+  });
+
+  test('parts go unsigned (UNSIGNED-PAYLOAD) and the bytes come back whole', async () => {
+    const https = createS3Client({ region: ceph.region, endpoint: ceph.endpoint, bucket: ceph.bucket } as S3Location);
+    const http = createS3Client({ region: ceph.region, endpoint: 'http://127.0.0.1:9', bucket: ceph.bucket } as S3Location);
+    try {
+      assert.ok(https.middlewareStack.identify().some((m) => m.startsWith('sluiceUnsignedPayload')));
+      assert.ok(!http.middlewareStack.identify().some((m) => m.startsWith('sluiceUnsignedPayload')), 'plain http keeps the signed hash');
+    } finally {
+      https.destroy();
+      http.destroy();
+    }
+    // Three parts and a bit: every part of a multipart upload, and its completion, over https.
+    const data = randomBytes(3 * 16 * MIB + 1000);
+    const ok = await upload(srv, [{ name: 'big.bin', data }]);
+    assert.equal(ok.status, 201, ok.text);
+    const res = await fetch(`${srv.url}${ok.json.files[0].download_url}`);
+    assert.equal(res.status, 200);
+    assert.ok(Buffer.from(await res.arrayBuffer()).equals(data), 'the bytes come back');
   });
 });

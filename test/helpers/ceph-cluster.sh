@@ -28,9 +28,17 @@ if [ "$cmd" = stop ]; then
   exit 0
 fi
 
-mon_port=$3 rgw_port=$4 backend=${5:-memstore}
+mon_port=$3 rgw_port=$4 backend=${5:-memstore} tls=${6:-}
 mkdir -p "$dir"/{run,log,mon,osd,rgw}
 conf=$dir/ceph.conf
+frontend="beast endpoint=127.0.0.1:$rgw_port tcp_nodelay=1"
+# HTTPS with a certificate of its own (tls.crt, which clients are given to trust): over TLS the S3 SDK
+# sends UNSIGNED-PAYLOAD, so what a client spends signing part payloads over plain HTTP can be compared.
+if [ "$tls" = tls ]; then
+  openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 \
+    -keyout "$dir/tls.key" -out "$dir/tls.crt" 2>/dev/null
+  frontend="beast ssl_endpoint=127.0.0.1:$rgw_port ssl_certificate=$dir/tls.crt ssl_private_key=$dir/tls.key tcp_nodelay=1"
+fi
 compression=
 # Every blob compressed: a bench can store objects far larger than the disk if their bytes compress.
 if [ "$backend" = bluestore-lz4 ]; then
@@ -84,7 +92,7 @@ osd_pool_default_pg_autoscale_mode = off
 mon_max_pg_per_osd = 1000
 [client.rgw]
 rgw_data = $dir/rgw
-rgw_frontends = beast endpoint=127.0.0.1:$rgw_port tcp_nodelay=1
+rgw_frontends = $frontend
 rgw_init_timeout = 20
 rgw_thread_pool_size = 64
 rgw_dns_name = 127.0.0.1

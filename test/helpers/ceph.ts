@@ -1,5 +1,7 @@
 import { execFile, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
+import http from 'node:http';
+import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -19,6 +21,8 @@ export const CEPH_INSTALL = 'apt-get install -y --no-install-recommends radosgw 
 /** A running single-node Ceph cluster with radosgw, a user and one empty bucket. */
 export interface Ceph {
   readonly endpoint: string;
+  /** radosgw's own certificate (PEM) when it serves https, for clients to trust. */
+  readonly ca: string | undefined;
   readonly region: string;
   readonly accessKeyId: string;
   readonly secretAccessKey: string;
@@ -60,11 +64,23 @@ export function cephSkip(what: string): string | false {
   return prerequisite({ what, missing: missingProgram(), install: CEPH_INSTALL });
 }
 
-async function waitForHttp(url: string, ms: number, dir: string): Promise<void> {
+/** Resolves once `url` answers anything; `ca` is the certificate to trust for https. */
+function answers(url: string, ca: string | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const req = (url.startsWith('https:') ? https : http).get(url, { ca, timeout: 1000 }, (res) => {
+      res.resume();
+      resolve();
+    });
+    req.on('timeout', () => req.destroy(new Error('no answer in 1 s')));
+    req.on('error', reject);
+  });
+}
+
+async function waitForHttp(url: string, ms: number, dir: string, ca?: string): Promise<void> {
   const until = Date.now() + ms;
   for (;;) {
     try {
-      await fetch(url, { signal: AbortSignal.timeout(1000) });
+      await answers(url, ca);
       return;
     } catch {
       if (Date.now() > until) {
@@ -81,23 +97,27 @@ async function waitForHttp(url: string, ms: number, dir: string): Promise<void> 
  * Starts a throwaway cluster (monitor, one OSD, radosgw on a free port) under a temp directory.
  * memstore keeps every byte in RAM and starts in about 1.5 s; bluestore writes to a sparse file and
  * starts in about 7 s, for runs that write gigabytes; bluestore-lz4 compresses every blob, for a
- * bench that stores more (compressible) bytes than the disk holds.
+ * bench that stores more (compressible) bytes than the disk holds. `tls`: radosgw serves https only,
+ * with a certificate made for the cluster.
  */
-export async function startCeph(opts: { backend?: 'memstore' | 'bluestore' | 'bluestore-lz4'; bucket?: string } = {}): Promise<Ceph> {
+export async function startCeph(opts: { backend?: 'memstore' | 'bluestore' | 'bluestore-lz4'; bucket?: string; tls?: boolean } = {}): Promise<Ceph> {
   const missing = missingProgram();
   if (missing) throw new Error(`Ceph is needed for this test: ${missing}. Install: ${CEPH_INSTALL}`);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), CEPH_DIR_PREFIX));
   ownDir(dir);
   const conf = path.join(dir, 'ceph.conf');
   const [monPort, rgwPort] = [await freePort(), await freePort()];
-  const endpoint = `http://127.0.0.1:${rgwPort}`;
+  const endpoint = `${opts.tls ? 'https' : 'http'}://127.0.0.1:${rgwPort}`;
+  const certFile = path.join(dir, 'tls.crt');
+  let ca: string | undefined;
   const stop = async () => {
     await run('bash', [SCRIPT, 'stop', dir]).catch(() => {});
     fs.rmSync(dir, { recursive: true, force: true });
   };
   try {
-    await run('bash', [SCRIPT, 'start', dir, String(monPort), String(rgwPort), opts.backend ?? 'memstore'], { timeout: 60_000 });
-    await waitForHttp(endpoint, 30_000, dir);
+    await run('bash', [SCRIPT, 'start', dir, String(monPort), String(rgwPort), opts.backend ?? 'memstore', opts.tls ? 'tls' : ''], { timeout: 60_000 });
+    ca = opts.tls ? fs.readFileSync(certFile, 'utf8') : undefined;
+    await waitForHttp(endpoint, 30_000, dir, ca);
   } catch (err) {
     await stop();
     throw err;
@@ -112,6 +132,7 @@ export async function startCeph(opts: { backend?: 'memstore' | 'bluestore' | 'bl
     new S3Client({
       endpoint, region, forcePathStyle: true, credentials: { accessKeyId, secretAccessKey },
       requestChecksumCalculation: 'WHEN_REQUIRED', responseChecksumValidation: 'WHEN_REQUIRED',
+      ...(ca ? { requestHandler: { httpsAgent: new https.Agent({ ca, keepAlive: true }) } } : {}),
     });
   const createBucket = async (name: string) => {
     const c = client();
@@ -125,7 +146,7 @@ export async function startCeph(opts: { backend?: 'memstore' | 'bluestore' | 'bl
   await createBucket(bucket);
   const rgwPid = () => Number(fs.readFileSync(path.join(dir, 'run', 'client.pid'), 'utf8'));
   return {
-    endpoint, region, accessKeyId, secretAccessKey, bucket, client, createBucket, stop,
+    endpoint, ca, region, accessKeyId, secretAccessKey, bucket, client, createBucket, stop,
     purgeDeleted: async () => {
       await run('radosgw-admin', ['-c', conf, '-n', 'client.admin', 'gc', 'process', '--include-all']);
     },
@@ -142,6 +163,7 @@ export async function startCeph(opts: { backend?: 'memstore' | 'bluestore' | 'bl
       AWS_SECRET_ACCESS_KEY: secretAccessKey,
       AWS_REGION: region,
       AWS_ENDPOINT_URL_S3: endpoint,
+      ...(ca ? { NODE_EXTRA_CA_CERTS: certFile } : {}),
     }),
     pauseRgw: (paused) => process.kill(rgwPid(), paused ? 'SIGSTOP' : 'SIGCONT'),
     stopRgw: async () => {
@@ -151,7 +173,7 @@ export async function startCeph(opts: { backend?: 'memstore' | 'bluestore' | 'bl
     },
     startRgw: async () => {
       await run('radosgw', ['-c', conf, '-n', 'client.rgw']);
-      await waitForHttp(endpoint, 30_000, dir);
+      await waitForHttp(endpoint, 30_000, dir, ca);
     },
   };
 }
