@@ -121,7 +121,7 @@ describe(`operator console in Chromium (${backends()[0]})`, { skip }, () => {
     await page.waitForURL(`${srv.url}/admin/reports`);
     const row = page.locator('table.grid tbody tr', { has: page.locator(`a[href="/admin/reports/${reportId}"]`) });
     assert.match(await row.innerText(), new RegExp(`malware\\s+${code} active\\s+The \\.pdf\\.exe is a trojan`));
-    await Promise.all([page.waitForURL(`${srv.url}/admin/reports/${reportId}`), row.getByRole('link', { name: reportId }).click()]);
+    await Promise.all([page.waitForURL(`${srv.url}/admin/reports/${reportId}`), row.getByRole('link', { name: reportId, exact: true }).click()]);
     assert.equal(await page.locator('h1').innerText(), `Report ${reportId} about ${code}`);
     const text = await page.locator('main, body').first().innerText();
     for (const s of ['abuse-desk@example.org', 'invoice-2024.pdf.exe', 'read me.txt', '2.9 KB', 'anonymous']) assert.ok(text.includes(s), `the report's page shows ${s}`);
