@@ -167,7 +167,6 @@ function deliver(ctx: Ctx, f: Flow): void {
       if (c) {
         f.queued -= c.len;
         stats.queued -= c.len;
-        ctx.progressAt = performance.now();
         try {
           f.reader(c.buf.subarray(0, c.len), c.last);
         } finally {
@@ -217,7 +216,6 @@ function readSpill(ctx: Ctx, f: Flow): void {
       s.lastAt = null;
       s.piece = null;
     }
-    ctx.progressAt = performance.now();
     try {
       f.reader?.(piece.subarray(0, n), last);
     } finally {

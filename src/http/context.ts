@@ -35,11 +35,6 @@ export interface Ctx {
    */
   bodyPending: boolean;
   /**
-   * When the request last moved (performance.now()): queued body bytes handed to its reader, a file
-   * of it stored. A request whose body is in is answered 503 only once it stops moving (server.ts).
-   */
-  progressAt: number;
-  /**
    * Who is calling, as the server's admission resolved it before the handler ran (/api/* only). The
    * transport only carries it: what a caller is belongs to the admission it is given (auth/access.ts).
    */
@@ -82,7 +77,6 @@ class RequestCtx implements Ctx {
   status = 0;
   bytesOut = 0;
   bodyPending: boolean;
-  progressAt = 0;
   caller: unknown = undefined;
   // The query string is parsed and the AbortController made only when a handler asks: most
   // requests need neither, and both cost more than the rest of the context together.

@@ -147,9 +147,7 @@ export function createHttpServer(deps: {
   };
   metrics?.trackInflight(() => inflight);
 
-  // Checked once a second, from when a request is first seen waiting: answered 6-7 s after its body
-  // ended, or after it last moved (a body of many small files is stored one file after another after
-  // it is all in, which can take longer than that on a busy store while nothing is stalled).
+  // Checked once a second, from when a request is first seen waiting: answered 6-7 s after its body ended.
   const waitingSince = new Map<Ctx, number>();
   const answerWaiting = (): void => {
     const now = performance.now();
@@ -160,7 +158,7 @@ export function createHttpServer(deps: {
       }
       const since = waitingSince.get(ctx);
       if (since === undefined) waitingSince.set(ctx, now);
-      else if (now - Math.max(since, ctx.progressAt) >= ANSWER_WAIT_MS - 1000) {
+      else if (now - since >= ANSWER_WAIT_MS - 1000) {
         waitingSince.delete(ctx);
         log.warn({ reqId: ctx.id, method: ctx.method }, 'request answered 503: no result in time (a stalled database or store?)');
         metrics?.unanswered();

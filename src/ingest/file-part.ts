@@ -61,10 +61,7 @@ export function takeFile(
   const done = new Promise<IngestedFile>((resolve, reject) => {
     stream.on('end', () => {
       if (f.finished) return;
-      writer.finish().then((r) => {
-        f.ctx.progressAt = performance.now();
-        resolve({ ...r, writer, name, mimeType });
-      }, reject);
+      writer.finish().then((r) => resolve({ ...r, writer, name, mimeType }), reject);
     });
     stream.on('error', reject);
   });
