@@ -32,8 +32,8 @@ mon_port=$3 rgw_port=$4 backend=${5:-memstore} tls=${6:-}
 mkdir -p "$dir"/{run,log,mon,osd,rgw}
 conf=$dir/ceph.conf
 frontend="beast endpoint=127.0.0.1:$rgw_port tcp_nodelay=1"
-# HTTPS with a certificate of its own (tls.crt, which clients are given to trust): over TLS the S3 SDK
-# sends UNSIGNED-PAYLOAD, so what a client spends signing part payloads over plain HTTP can be compared.
+# HTTPS with a certificate of its own (tls.crt, which clients are given to trust): over TLS Sluice sends
+# parts as UNSIGNED-PAYLOAD, so what signing their payloads costs over plain HTTP can be compared.
 if [ "$tls" = tls ]; then
   openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 \
     -keyout "$dir/tls.key" -out "$dir/tls.crt" 2>/dev/null
