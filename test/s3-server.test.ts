@@ -113,7 +113,7 @@ describe('sluice on a radosgw that serves https', { skip }, () => {
       https.destroy();
       http.destroy();
     }
-    // Three parts and a bit: every part of a multipart upload, and its completion, over https.
+    // Eight parts of 6 MiB and a bit: every part of a multipart upload, and its completion, over https.
     const data = randomBytes(3 * 16 * MIB + 1000);
     const ok = await upload(srv, [{ name: 'big.bin', data }]);
     assert.equal(ok.status, 201, ok.text);
