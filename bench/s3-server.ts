@@ -34,7 +34,7 @@ const PARALLEL = envInt('BENCH_PARALLEL', 8);
 const SIZE8 = parseSize(process.env.BENCH_SIZE8 ?? '512M');
 const MEMORY = process.env.BENCH_MEMORY !== '0';
 const ZIP_FILES = envInt('BENCH_ZIP_FILES', 300);
-// radosgw over https: the SDK then sends part payloads unsigned (UNSIGNED-PAYLOAD), TLS guarding them instead.
+// radosgw over https: Sluice then sends part payloads unsigned (UNSIGNED-PAYLOAD), TLS guarding them instead.
 const TLS = process.env.BENCH_S3_TLS === '1';
 const SMALL = 64 * 1024;
 const RSS_TARGET_MIB = 160;
