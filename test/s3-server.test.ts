@@ -114,7 +114,7 @@ describe('sluice on a radosgw that serves https', { skip }, () => {
       http.destroy();
     }
     // Eight parts of 6 MiB and a bit: every part of a multipart upload, and its completion, over https.
-    const data = randomBytes(3 * 16 * MIB + 1000);
+    const data = randomBytes(8 * 6 * MIB + 1000);
     const ok = await upload(srv, [{ name: 'big.bin', data }]);
     assert.equal(ok.status, 201, ok.text);
     const res = await fetch(`${srv.url}${ok.json.files[0].download_url}`);

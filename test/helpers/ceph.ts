@@ -21,8 +21,6 @@ export const CEPH_INSTALL = 'apt-get install -y --no-install-recommends radosgw 
 /** A running single-node Ceph cluster with radosgw, a user and one empty bucket. */
 export interface Ceph {
   readonly endpoint: string;
-  /** radosgw's own certificate (PEM) when it serves https, for clients to trust. */
-  readonly ca: string | undefined;
   readonly region: string;
   readonly accessKeyId: string;
   readonly secretAccessKey: string;
@@ -109,6 +107,7 @@ export async function startCeph(opts: { backend?: 'memstore' | 'bluestore' | 'bl
   const [monPort, rgwPort] = [await freePort(), await freePort()];
   const endpoint = `${opts.tls ? 'https' : 'http'}://127.0.0.1:${rgwPort}`;
   const certFile = path.join(dir, 'tls.crt');
+  /** radosgw's own certificate (PEM) when it serves https, for this process's clients to trust. */
   let ca: string | undefined;
   const stop = async () => {
     await run('bash', [SCRIPT, 'stop', dir]).catch(() => {});
@@ -146,7 +145,7 @@ export async function startCeph(opts: { backend?: 'memstore' | 'bluestore' | 'bl
   await createBucket(bucket);
   const rgwPid = () => Number(fs.readFileSync(path.join(dir, 'run', 'client.pid'), 'utf8'));
   return {
-    endpoint, ca, region, accessKeyId, secretAccessKey, bucket, client, createBucket, stop,
+    endpoint, region, accessKeyId, secretAccessKey, bucket, client, createBucket, stop,
     purgeDeleted: async () => {
       await run('radosgw-admin', ['-c', conf, '-n', 'client.admin', 'gc', 'process', '--include-all']);
     },
