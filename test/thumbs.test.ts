@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createLimiter } from '../src/thumbs/limit.ts';
+import { createLimiter, eachLimited } from '../src/util/limit.ts';
 import { cardSvg, expiryText } from '../src/thumbs/og-card.ts';
 import { humanSize } from '../src/util/html.ts';
 import { AppError } from '../src/errors.ts';
@@ -32,6 +32,37 @@ test('limiter: a failing job frees its slot', async () => {
   const limiter = createLimiter({ max: 1, queue: 0 });
   await assert.rejects(limiter.run(() => Promise.reject(new Error('boom'))), /boom/);
   assert.equal(await limiter.run(async () => 7), 7);
+});
+
+test('eachLimited: every item, at most n at once; after a failure no new call starts, and it rejects once the others settle', async () => {
+  let running = 0;
+  let most = 0;
+  const seen: number[] = [];
+  const job = async (i: number) => {
+    running++;
+    most = Math.max(most, running);
+    seen.push(i);
+    await new Promise((r) => setTimeout(r, i % 3));
+    running--;
+  };
+  await eachLimited(Array.from({ length: 20 }, (_, i) => i), 3, job);
+  assert.deepEqual([...seen].sort((a, b) => a - b), Array.from({ length: 20 }, (_, i) => i));
+  assert.equal(most, 3);
+
+  const started: number[] = [];
+  let settled = 0;
+  await assert.rejects(
+    eachLimited([0, 1, 2, 3, 4, 5], 2, async (i) => {
+      started.push(i);
+      if (i === 1) throw new Error('one failed');
+      await new Promise((r) => setTimeout(r, 20));
+      settled++;
+    }),
+    /one failed/,
+  );
+  assert.deepEqual(started, [0, 1], 'nothing started after the failure');
+  assert.equal(settled, 1, 'the call in flight settled before the rejection');
+  await eachLimited([], 4, () => Promise.reject(new Error('never called')));
 });
 
 test('card text: sizes, expiry wording, XML escaping', () => {

@@ -12,6 +12,7 @@ import type { Deps } from '../deps.ts';
 import { fileWithRemaining, limitJson } from '../bundles/limits.ts';
 import { refuseQuarantined } from '../db/quarantine.ts';
 import { mayChange } from '../bundles/guard.ts';
+import { removeObjects } from '../storage/remove.ts';
 
 export function bundleRoutes(deps: Deps): Route[] {
   return [
@@ -83,7 +84,7 @@ async function removeBundle(ctx: Ctx, deps: Deps): Promise<void> {
   }
   const keys = await deleteBundle(deps.sql, bundle.id, mayChange('delete', 'holder'));
   deps.bundles.invalidate(bundle.id);
-  await removeStored(deps, keys);
+  await removeObjects(deps.blobs, keys, deps.log);
   sendJson(ctx, 200, { success: true });
 }
 
@@ -121,13 +122,6 @@ export async function removeOneFile(deps: Deps, fileId: number, bundleId: number
   const key = await deleteFile(deps.sql, fileId, bundleId, mayChange('remove-file', 'holder'));
   deps.bundles.invalidate(bundleId);
   if (key === undefined) return false;
-  await removeStored(deps, [key]);
+  await removeObjects(deps.blobs, [key], deps.log);
   return true;
-}
-
-/** Rows are gone (committed) before bytes: a crash in between leaves orphans the sweeper reclaims. */
-async function removeStored(deps: Deps, keys: string[]): Promise<void> {
-  await Promise.all(
-    keys.map((k) => deps.blobs.delete(k).catch((err: unknown) => deps.log.warn({ err, key: k }, 'file not removed'))),
-  );
 }

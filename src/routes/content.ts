@@ -5,7 +5,7 @@ import { AppError } from '../errors.ts';
 import { findActiveBundle } from '../db/bundles.ts';
 import { findDownloadableFile } from '../db/files.ts';
 import { SHORT_CODE_RE } from '../util/tokens.ts';
-import { createLimiter } from '../thumbs/limit.ts';
+import { createLimiter } from '../util/limit.ts';
 import { hasPreview } from '../thumbs/previewable.ts';
 import { createPreviews, MAX_INPUT_PIXELS, PREVIEW_MEMORY_BYTES, type Previews } from '../thumbs/preview.ts';
 import { CARD_H, CARD_W, cardFields, createOgCards, type OgCards } from '../thumbs/og-card.ts';

@@ -11,6 +11,7 @@ import type { Deps } from '../deps.ts';
 import { vanityUrl } from '../bundles/vanity.ts';
 import { limitJson } from '../bundles/limits.ts';
 import { mayChange } from '../bundles/guard.ts';
+import { removeObjects } from '../storage/remove.ts';
 import { hasPreview } from '../thumbs/previewable.ts';
 
 export function myRoutes(deps: Deps): Route[] {
@@ -90,6 +91,6 @@ async function deleteMine(ctx: Ctx, deps: Deps): Promise<void> {
   if (id === undefined) throw new AppError('NOT_OWNER');
   const keys = await deleteBundle(deps.sql, id, mayChange('delete', 'owner'));
   deps.bundles.invalidate(id);
-  await Promise.all(keys.map((k) => deps.blobs.delete(k).catch((err: unknown) => deps.log.warn({ err }, 'file not removed'))));
+  await removeObjects(deps.blobs, keys, deps.log);
   sendJson(ctx, 200, { success: true, deleted_short_code: code });
 }

@@ -1,6 +1,8 @@
 import type { Sql } from '../db/sql.ts';
 import { deleteExpiredBundles, knownStorageKeys, pruneCopyRecords, pruneVanityHolds } from '../db/sweep.ts';
 import type { BlobStore } from '../storage/blob-store.ts';
+import { REMOVE_AT_ONCE } from '../storage/remove.ts';
+import { eachLimited } from '../util/limit.ts';
 import type { HashBackfill } from '../abuse/backfill.ts';
 import { sweepTus } from './tus.ts';
 import { pruneWebhookEvents } from '../db/webhooks.ts';
@@ -89,7 +91,7 @@ async function sweepExpired(sql: Sql, store: BlobStore, result: SweepResult): Pr
     if (batch === null) break;
     result.expiredBundles += batch.bundles;
     const keys = batch.keys;
-    await Promise.all(keys.map((k) => store.delete(k)));
+    await eachLimited(keys, REMOVE_AT_ONCE, (k) => store.delete(k));
     result.expiredFiles += keys.length;
   }
 }

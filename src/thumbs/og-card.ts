@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { BlobCache } from '../storage/blob-store.ts';
 import type { Logger } from 'pino';
-import type { Limiter } from './limit.ts';
+import type { Limiter } from '../util/limit.ts';
 import type { Renderer } from './render-process.ts';
 import { humanSize, plural } from '../util/html.ts';
 

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { Limiter } from './limit.ts';
+import type { Limiter } from '../util/limit.ts';
 import type { Renderer } from './render-process.ts';
 import { sniffRaster } from './sniff.ts';
 import { type BlobStore } from '../storage/blob-store.ts';

@@ -1,7 +1,7 @@
 import type { Sql } from '../db/sql.ts';
 import type { FileRow } from '../db/rows.ts';
 import { filesFingerprint, listFilesInPages } from '../db/file-pages.ts';
-import { createLimiter } from '../thumbs/limit.ts';
+import { createLimiter } from '../util/limit.ts';
 import { entryNamer } from './names.ts';
 import { LAYOUT_SLICE, zipLayoutSliced, type ZipEntry, type ZipLayout } from './layout.ts';
 
