@@ -133,8 +133,42 @@ describe('S3 blob store on radosgw', { skip }, () => {
     const d = await w.finish();
     assert.deepEqual(d, { size: data.length, crc32: crc32(data), sha256: createHash('sha256').update(data).digest('hex') });
     assert.equal(await visible(w.key), false, 'not visible before publish');
+    assert.ok(!(await uploads()).includes(`t1/files/${w.key}`), 'held, not uploaded');
     await w.publish();
     assert.deepEqual(await readAll(await store.read(w.key)), data);
+  });
+
+  test('small objects past what the process may hold go up at finish(), as one part each', async () => {
+    // 24 MiB may be held: four of 5 MiB are, the fifth and sixth upload their one part.
+    const data = Array.from({ length: 6 }, () => randomBytes(5 * MIB));
+    const writers = data.map(() => store.createWriter());
+    for (const [i, w] of writers.entries()) {
+      await push(w, data[i]!);
+      assert.equal((await w.finish()).size, 5 * MIB);
+    }
+    const pending = await uploads();
+    assert.deepEqual(writers.map((w) => pending.includes(`t1/files/${w.key}`)), [false, false, false, false, true, true]);
+    assert.equal((await Promise.all(writers.map((w) => visible(w.key)))).some(Boolean), false, 'none visible before publish');
+    await writers[2]!.abort();
+    for (const w of writers.filter((_, i) => i !== 2)) await w.publish();
+    for (const [i, w] of writers.entries()) {
+      if (i === 2) assert.equal(await visible(w.key), false);
+      else assert.deepEqual(await readAll(await store.read(w.key)), data[i]);
+    }
+    // What was held is free again: a small object is held once more.
+    const again = store.createWriter();
+    await push(again, data[0]!);
+    await again.finish();
+    assert.ok(!(await uploads()).includes(`t1/files/${again.key}`));
+    await again.abort();
+  });
+
+  test('an empty object appears at publish', async () => {
+    const w = store.createWriter();
+    assert.deepEqual(await w.finish(), { size: 0, crc32: 0, sha256: null });
+    assert.equal(await visible(w.key), false);
+    await w.publish();
+    assert.equal((await readAll(await store.read(w.key))).length, 0);
   });
 
   test('a large object streams into a multipart upload with backpressure and appears only at publish', async () => {

@@ -6,6 +6,7 @@ import { AppError, toAppError } from '../errors.ts';
 import type { NewFile } from '../db/bundles.ts';
 import { appendParts, checkFileCount, createFromParts, removeBundle, resolveUploadToken, validateFields } from '../bundles/service.ts';
 import { isoUtc } from '../util/time.ts';
+import { eachLimited } from '../util/limit.ts';
 import { refuseOtherSite } from '../http/cross-site.ts';
 import type { Deps } from '../deps.ts';
 import type { Caller } from '../auth/caller.ts';
@@ -168,18 +169,22 @@ async function appendToBundle(ctx: Ctx, deps: Deps, inflightByBundle: Map<number
 }
 
 /** A refusal over the cap says the cap, in bytes and in words, and how to raise it. */
+/** Objects published at once by one request. */
+const PUBLISH_AT_ONCE = 8;
+
 const sized = (err: unknown, text: () => string): unknown =>
   err instanceof AppError && err.code === 'SIZE_EXCEEDED' ? new AppError('SIZE_EXCEEDED', text()) : err;
 
-/** Publishes every finished (durable) object under its key; the rows are committed after. */
+/**
+ * Publishes every finished (durable) object under its key, a few at once (on S3 each is a request:
+ * one after another, a request of thousands of files outlasted the wait for its answer); the rows
+ * are committed after.
+ */
 export async function publishAll(files: readonly IngestedFile[]): Promise<NewFile[]> {
-  const out: NewFile[] = [];
-  for (const f of files) {
-    await f.writer.publish();
-    const sha256 = f.sha256 ?? f.writer.lateSha256?.() ?? null;
-    out.push({ storageKey: f.writer.key, name: f.name, size: f.size, mimeType: f.mimeType, crc32: f.crc32, sha256 });
-  }
-  return out;
+  await eachLimited(files, PUBLISH_AT_ONCE, (f) => f.writer.publish());
+  return files.map((f) => ({
+    storageKey: f.writer.key, name: f.name, size: f.size, mimeType: f.mimeType, crc32: f.crc32, sha256: f.sha256 ?? f.writer.lateSha256?.() ?? null,
+  }));
 }
 
 /** Nothing of a failed request stays: every object goes, published or not. */

@@ -60,3 +60,23 @@ export function createPartPool(budget: number, released: () => void = () => {}):
     },
   };
 }
+
+/** Bytes taken and given back against a fixed budget; take() of what does not fit takes nothing. */
+export interface ByteBudget {
+  take(n: number): boolean;
+  give(n: number): void;
+}
+
+export function createByteBudget(budget: number): ByteBudget {
+  let used = 0;
+  return {
+    take(n) {
+      if (used + n > budget) return false;
+      used += n;
+      return true;
+    },
+    give(n) {
+      used -= n;
+    },
+  };
+}

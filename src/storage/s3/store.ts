@@ -6,7 +6,7 @@ import { createGarbageMeter, createOldCollector } from '../../util/gc.ts';
 import { BLOB_KEY_RE, type BlobCache, type BlobKey, type BlobStore, type BlobWriter, type WriteOptions } from '../blob-store.ts';
 import { deleteObjects } from './append.ts';
 import { checkBucket, createS3Client, isNotFound, REQUEST_TIMEOUT_MS } from './client.ts';
-import { createPartPool } from './part-pool.ts';
+import { createByteBudget, createPartPool } from './part-pool.ts';
 import { openReader, readRange, withLocalFile } from './read.ts';
 import { createS3Resumables } from './resumable.ts';
 import { abortTemp, dropOwnedCache, listKeys, listLeftovers, listPages } from './sweep.ts';
@@ -53,6 +53,7 @@ export async function createS3Store(o: {
     fileKey: (key) => `${prefix}files/${key}`,
     ownUploads: new Map(),
     pool: createPartPool(o.location.partBufferBytes, createOldCollector(10_000)),
+    held: createByteBudget(o.location.partBufferBytes),
     bodyGarbage: createGarbageMeter(1024 * 1024),
     deadlineMs,
   };

@@ -6,7 +6,7 @@ import {
 } from '@aws-sdk/client-s3';
 import { type BlobDigest, type BlobKey, type BlobWriter, type WriteOptions } from '../blob-store.ts';
 import { BlobError } from '../../errors.ts';
-import type { PartPool } from './part-pool.ts';
+import type { ByteBudget, PartPool } from './part-pool.ts';
 import { createPartQueue } from './parts.ts';
 
 /** What every part of the S3 store shares: the client, the bucket and where things live in it. */
@@ -24,6 +24,8 @@ export interface S3Ctx {
   readonly ownUploads: Map<string, Promise<string>>;
   /** Part buffers of every writer and append, bounded together. */
   readonly pool: PartPool;
+  /** What small objects may hold between finish() and publish(), together. */
+  readonly held: ByteBudget;
   /** Told the bytes of every object body read, which the HTTP client allocated and the reader copied out. */
   readonly bodyGarbage: (bytes: number) => void;
   /** What one store call may take (REQUEST_TIMEOUT_MS unless a test shortens it): reads fail once silent this long. */
@@ -48,8 +50,10 @@ export async function abortUpload(ctx: S3Ctx, objectKey: string, uploadId: Promi
 
 /**
  * A BlobWriter into S3. The bytes stream into a multipart upload created with the first full part,
- * so the object exists only once CompleteMultipartUpload runs (publish); an object smaller than
- * one part is held in its single part buffer and written by one PutObject at publish instead.
+ * so the object exists only once CompleteMultipartUpload runs (publish). An object smaller than one
+ * part is held, copied at its own size, and written by one PutObject at publish, while the small
+ * objects held by the process fit S3Ctx.held; past that it goes up in finish(), as the one part of
+ * a multipart upload, so a request of thousands of small files never holds them all in memory.
  * abort() cancels the parts in flight and aborts the upload; what a crash leaves is an incomplete
  * multipart upload, which listLeftovers() reports once idle.
  */
@@ -59,7 +63,12 @@ export function createS3Writer(ctx: S3Ctx, key: BlobKey, opts: WriteOptions = {}
   let crc = 0;
   const sha: Hash | null = opts.sha256 ? createHash('sha256') : null;
   let state: 'open' | 'finishing' | 'finished' | 'published' | 'aborted' = 'open';
+  /** The bytes of an object too small for a multipart upload, held until publish (charged to ctx.held). */
   let small: Buffer | null = null;
+  const drop = () => {
+    if (small) ctx.held.give(small.length);
+    small = null;
+  };
   let parts: { PartNumber: number; ETag: string }[] = [];
   let firstError: Error | null = null;
   let aborting: Promise<void> = Promise.resolve();
@@ -91,10 +100,8 @@ export function createS3Writer(ctx: S3Ctx, key: BlobKey, opts: WriteOptions = {}
     async finish(): Promise<BlobDigest> {
       if (state === 'aborted') throw new BlobError('ABORTED', 'the writer was aborted');
       state = 'finishing';
-      if (queue.cut() === 0) {
-        // One part's worth or less: keep it for a single PutObject, at its own size.
-        small = queue.takeFilling();
-      } else {
+      if (queue.cut() === 0 && ctx.held.take(queue.filling())) small = queue.takeFilling();
+      else {
         queue.flush();
         parts = (await queue.settle()).map((p) => ({ PartNumber: p.PartNumber, ETag: p.ETag }));
       }
@@ -106,7 +113,7 @@ export function createS3Writer(ctx: S3Ctx, key: BlobKey, opts: WriteOptions = {}
       if (state !== 'finished') throw new Error(`publish() before finish() resolved (state ${state})`);
       if (small) {
         await ctx.client.send(new PutObjectCommand({ Bucket: ctx.bucket, Key: objectKey, Body: small, ContentLength: small.length }));
-        small = null;
+        drop();
       } else {
         // radosgw answers an empty ETag here: nothing downstream relies on it.
         await ctx.client.send(new CompleteMultipartUploadCommand({
@@ -124,7 +131,7 @@ export function createS3Writer(ctx: S3Ctx, key: BlobKey, opts: WriteOptions = {}
       if (state === 'aborted') return aborting;
       const wasPublished = state === 'published';
       state = 'aborted';
-      small = null;
+      drop();
       queue.abort();
       aborting = Promise.all([
         uploadId ? abortUpload(ctx, objectKey, uploadId) : null,
