@@ -21,7 +21,7 @@ import {
   envInt, environment, fixed, formatSize, mbps, median, parseSize, printHeader, printTable, ratio, REPO_DIR, sizesFromArgs, writeResults,
 } from './lib/report.ts';
 import { asUploadReply, cleanupUploads } from './lib/sluice-api.ts';
-import { closeAll, describeFailure, freshDatabase, SLUICE_BIN, startSluice, type Target } from './lib/targets.ts';
+import { closeAll, describeFailure, envSettings, freshDatabase, SLUICE_BIN, startSluice, type Target } from './lib/targets.ts';
 
 // The SDK's notice about Node 22 at every client (src/storage/s3/client.ts says why it is not for us).
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
@@ -197,12 +197,6 @@ function mintKey(env: NodeJS.ProcessEnv): string {
   return key;
 }
 
-/** SLUICE_ENV="A=1 B=2" -> { A: '1', B: '2' }. */
-function extraEnv(): Record<string, string> {
-  const text = process.env.SLUICE_ENV ?? '';
-  return Object.fromEntries(text.split(/\s+/).filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
-}
-
 async function main(): Promise<void> {
   const env = environment();
   printHeader('Sluice on S3 (Ceph radosgw, loopback) against the SDK straight to the bucket', env, {
@@ -212,7 +206,7 @@ async function main(): Promise<void> {
   const s3 = ceph.client();
   try {
     const databaseUrl = await freshDatabase(process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/sluice_bench', 's3');
-    const serverEnv = { ...ceph.env('bench'), ...extraEnv() };
+    const serverEnv = { ...ceph.env('bench'), ...envSettings(process.env.SLUICE_ENV) };
     const sluice = await startSluice({ databaseUrl, redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', env: serverEnv });
     const key = mintKey({ ...process.env, ...serverEnv, DATABASE_URL: databaseUrl, LOG_LEVEL: 'warn' });
     const node: Node = { sluice, key, ceph, s3 };
@@ -240,7 +234,7 @@ async function main(): Promise<void> {
       console.error(`memory cases: ${describeFailure(sluice, String(err))}\nSluice's last output:\n${sluice.proc.output().slice(-2000)}`);
     }
     report(cases, memory, idleMiB);
-    console.log(`results: ${writeResults('s3-server', { env, size: SIZE, runs: RUNS, sluiceEnv: extraEnv(), idleMiB, cases, memory })}`);
+    console.log(`results: ${writeResults('s3-server', { env, size: SIZE, runs: RUNS, sluiceEnv: envSettings(process.env.SLUICE_ENV), idleMiB, cases, memory })}`);
   } finally {
     await closeAll();
     s3.destroy();

@@ -73,7 +73,7 @@ for (const backend of storageBackends()) {
       makeFile(path.join(dir, 'over.bin'), 1024 * MiB + MiB);
       makeFile(path.join(dir, 'third.bin'), 360 * MiB);
       // As npm start and the systemd unit run it.
-      srv = await startServer(backend, { MALLOC_ARENA_MAX: '2', NODE_OPTIONS: '--max-semi-space-size=4' });
+      srv = await startServer(backend, { MALLOC_ARENA_MAX: '2', MALLOC_MMAP_THRESHOLD_: '131072', NODE_OPTIONS: '--max-semi-space-size=4' });
     });
     after(async () => {
       await srv?.close();

@@ -64,6 +64,11 @@ export const ALT_UWS_DIR = process.env.BENCH_UWS_ALT;
  */
 export const ALT_TREE_DIR = process.env.BENCH_TREE_ALT;
 
+/** "A=1 B=2" -> { A: '1', B: '2' }: settings given to a server on the command line (SLUICE_ENV, BENCH_ALT_ENV). */
+export function envSettings(text = ''): Record<string, string> {
+  return Object.fromEntries(text.split(/\s+/).filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
+}
+
 /** Which servers to run: BENCH_SERVERS=sluice,node-busboy filters the scenario's list. */
 export function selectServers(given: readonly string[]): string[] {
   const twins = ['sluice', ...(ALT_UWS_DIR ? ['sluice-alt'] : []), ...(ALT_TREE_DIR ? ['sluice-base'] : [])];
@@ -166,6 +171,7 @@ export async function startSluice(opts: SluiceOptions = {}): Promise<Target> {
     WORKERS: opts.workers ?? '1',
     // As `npm start` and the systemd unit run it (glibc malloc arenas; see the README).
     MALLOC_ARENA_MAX: '2',
+    MALLOC_MMAP_THRESHOLD_: '131072',
     ...opts.env,
   };
   if (opts.uwsDir !== undefined) {
@@ -259,7 +265,7 @@ export async function startTarget(name: string, sluice: SluiceOptions = {}): Pro
   }
   if (name === 'sluice') return startSluice(sluice);
   if (name === 'sluice-alt') return startSluice({ ...sluice, name, uwsDir: ALT_UWS_DIR });
-  if (name === 'sluice-base') return startSluice({ ...sluice, name, treeDir: ALT_TREE_DIR });
+  if (name === 'sluice-base') return startSluice({ ...sluice, name, treeDir: ALT_TREE_DIR, env: { ...sluice.env, ...envSettings(process.env.BENCH_ALT_ENV) } });
   if (name === 'nginx') return startNginx();
   // express + multer, then fsync of each stored file and its directory before the reply: the same
   // durability Sluice gives (multer itself answers with the bytes in the page cache only).
