@@ -254,5 +254,31 @@ describe('zip source', () => {
     const src = zipSource(store, layout, keys, 0);
     src.close();
     await assert.rejects(src.read(Buffer.alloc(10), 0), /closed/);
+
+    // Many small files: a read covers a bounded number of entries, says how many bytes it filled,
+    // and the next read goes on from there.
+    const small: Source[] = Array.from({ length: 100 }, (_, i) => ({ name: `s${i}`, data: randomBytes(10), mtime: new Date() }));
+    const smallKeys: string[] = [];
+    for (const f of small) {
+      const w = store.createWriter();
+      w.write(f.data);
+      await w.finish();
+      await w.publish();
+      smallKeys.push(w.key);
+    }
+    const smallLayout = zipLayout(entriesOf(small));
+    const smallWhole = render(smallLayout, small);
+    const many = zipSource(store, smallLayout, smallKeys, 0);
+    const out = Buffer.alloc(smallWhole.length);
+    const fills: number[] = [];
+    for (let at = 0; at < out.length;) {
+      const filled = (await many.read(out.subarray(at), at)) ?? out.length - at;
+      assert.ok(filled > 0);
+      fills.push(filled);
+      at += filled;
+    }
+    many.close();
+    assert.ok(out.equals(smallWhole));
+    assert.ok(fills.length >= 4 && fills[0]! < smallWhole.length / 3, `reads filled ${fills.join(', ')}`);
   });
 });

@@ -26,8 +26,12 @@ export const responseMemory = (): { inUse: number; waiting: number } => ({ inUse
 
 /** Where a streamed body comes from: any positioned reader (one file, a ZIP layout, …). */
 export interface BodySource {
-  /** Fills all of `target` with body bytes from body offset `pos`, or rejects. Calls never overlap. */
-  read(target: Buffer, pos: number): Promise<void>;
+  /**
+   * Fills `target` with body bytes from body offset `pos`, or rejects. Calls never overlap. A source
+   * may fill only a first part of it, at least one byte, and resolve with how many: what it has is
+   * then sent at once (a zip of many small files sends its first entries before reading the rest).
+   */
+  read(target: Buffer, pos: number): Promise<number | void>;
   /** Releases what the source holds; called exactly once, also after abort and errors. */
   close(): void;
 }
@@ -129,11 +133,16 @@ export function streamBody(
       return settled ? null : own(b);
     };
     const startRead = (buf: Buffer, at: number): Piece => {
-      const n = Math.min(buf.length, length - at);
-      const read = source.read(buf.subarray(0, n), at);
-      reading = read.then(noop, noop);
-      read.catch(noop); // observed where the piece is awaited; never an unhandled rejection
-      return { buf, at, n, read };
+      const piece: Piece = { buf, at, n: Math.min(buf.length, length - at), read: Promise.resolve() };
+      piece.read = source.read(buf.subarray(0, piece.n), at).then((filled) => {
+        if (typeof filled === 'number') {
+          if (!(filled > 0 && filled <= piece.n)) throw new Error(`a body source filled ${filled} of ${piece.n} bytes`);
+          piece.n = filled;
+        }
+      });
+      reading = piece.read.then(noop, noop);
+      piece.read.catch(noop); // observed where the piece is awaited; never an unhandled rejection
+      return piece;
     };
 
     let first = true;

@@ -33,6 +33,13 @@ export function sendZipRange(
  */
 const ENTRY_READS_AT_ONCE = 8;
 
+/**
+ * Entries one read of the archive covers at most; it sends what it has and the next read goes on.
+ * Without a bound the first read of a zip of thousands of small files read them all before its first
+ * byte went out, which on a slow store took longer than the server waits before answering 503.
+ */
+const ENTRIES_PER_READ = 4 * ENTRY_READS_AT_ONCE;
+
 /** The part of one entry's object a read of the archive needs, and where it goes. */
 interface EntryRead {
   readonly index: number;
@@ -96,6 +103,7 @@ export function zipSource(store: Pick<BlobStore, 'open'>, layout: ZipLayout, key
       for (let i = findSegment(layout, pos); pos < stop; i++) {
         const seg = layout.segments[i];
         if (seg === undefined) throw new RangeError('read past the end of the archive');
+        if (seg.kind === 'file' && reads.length === ENTRIES_PER_READ) break;
         const into = seg.start + segmentLength(seg) - pos;
         const take = Math.min(stop - pos, into);
         const out = target.subarray(filled, filled + take);
@@ -117,6 +125,7 @@ export function zipSource(store: Pick<BlobStore, 'open'>, layout: ZipLayout, key
       await Promise.all(Array.from({ length: Math.min(ENTRY_READS_AT_ONCE, reads.length) }, worker));
       if (failures.length > 0) throw failures[0];
       if (closed) throw new Error('zip source closed');
+      return filled;
     },
     close() {
       closed = true;
