@@ -168,10 +168,10 @@ async function appendToBundle(ctx: Ctx, deps: Deps, inflightByBundle: Map<number
   }
 }
 
-/** A refusal over the cap says the cap, in bytes and in words, and how to raise it. */
 /** Objects published at once by one request. */
 const PUBLISH_AT_ONCE = 8;
 
+/** A refusal over the cap says the cap, in bytes and in words, and how to raise it. */
 const sized = (err: unknown, text: () => string): unknown =>
   err instanceof AppError && err.code === 'SIZE_EXCEEDED' ? new AppError('SIZE_EXCEEDED', text()) : err;
 

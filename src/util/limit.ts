@@ -10,9 +10,8 @@ export interface Limiter {
 /**
  * A counting semaphore with a bounded wait queue. Image work is CPU and memory heavy: a burst of
  * preview requests must queue a little, then be turned away, never pile up without bound.
- * `queue: Infinity` for work that must wait its turn rather than be refused.
  */
-export function createLimiter(opts: { max: number; queue: number; busy?: string }): Limiter {
+export function createLimiter(opts: { max: number; queue: number }): Limiter {
   let running = 0;
   const waiting: Array<() => void> = [];
 
@@ -25,7 +24,7 @@ export function createLimiter(opts: { max: number; queue: number; busy?: string 
   return {
     async run(job) {
       if (running >= opts.max) {
-        if (waiting.length >= opts.queue) throw new AppError('UNAVAILABLE', opts.busy ?? 'Too many image jobs in progress; retry shortly');
+        if (waiting.length >= opts.queue) throw new AppError('UNAVAILABLE', 'Too many image jobs in progress; retry shortly');
         await new Promise<void>((resolve) => waiting.push(resolve));
       } else running++;
       try {
