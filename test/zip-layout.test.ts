@@ -228,15 +228,20 @@ describe('zip source', () => {
       fs.rmSync(dir, { recursive: true, force: true });
     });
     const store = await createDiskStore(dir, hasher);
+    /** Stores each file; their keys, in order. */
+    const stored = async (sources: Source[]): Promise<string[]> => {
+      const keys: string[] = [];
+      for (const f of sources) {
+        const w = store.createWriter();
+        w.write(f.data);
+        await w.finish();
+        await w.publish();
+        keys.push(w.key);
+      }
+      return keys;
+    };
     const files: Source[] = [50, 0, 3 << 20, 7, 1 << 20].map((n, i) => ({ name: `f${i}`, data: randomBytes(n), mtime: new Date() }));
-    const keys: string[] = [];
-    for (const f of files) {
-      const w = store.createWriter();
-      w.write(f.data);
-      await w.finish();
-      await w.publish();
-      keys.push(w.key);
-    }
+    const keys = await stored(files);
     const layout = zipLayout(entriesOf(files));
     const whole = render(layout, files);
     const ranges: Array<[number, number]> = [[0, whole.length], [0, 1], [whole.length - 1, 1], [10, 100]];
@@ -258,14 +263,7 @@ describe('zip source', () => {
     // Many small files: a read covers a bounded number of entries, says how many bytes it filled,
     // and the next read goes on from there.
     const small: Source[] = Array.from({ length: 100 }, (_, i) => ({ name: `s${i}`, data: randomBytes(10), mtime: new Date() }));
-    const smallKeys: string[] = [];
-    for (const f of small) {
-      const w = store.createWriter();
-      w.write(f.data);
-      await w.finish();
-      await w.publish();
-      smallKeys.push(w.key);
-    }
+    const smallKeys = await stored(small);
     const smallLayout = zipLayout(entriesOf(small));
     const smallWhole = render(smallLayout, small);
     const many = zipSource(store, smallLayout, smallKeys, 0);
