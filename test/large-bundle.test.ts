@@ -32,9 +32,9 @@ for (const backend of backends()) {
     let b: Awaited<ReturnType<typeof created>>;
     before(async () => {
       srv = await startServer(backend);
-      // Built in requests of 50 files: the server stores a request's small files one after another once
-      // its body is in, and answers 503 after 6 s without a result; on the S3 pass of a loaded CI machine
-      // 250 in one request took longer than that. This file is about a large bundle, not a large request.
+      // Built in requests of 50 files: the server stores a request's small files once its body is in,
+      // and answers 503 after 6 s without a result; on the S3 pass of a loaded CI machine 250 in one
+      // request took longer than that. This file is about a large bundle, not a large request.
       const all = Array.from({ length: COUNT }, (_, i) => file(`f${String(i).padStart(4, '0')}.txt`, `${i}`));
       b = await created(srv, all.slice(0, 50));
       for (let i = 50; i < COUNT; i += 50) {

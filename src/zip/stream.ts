@@ -1,6 +1,7 @@
 import type { Ctx } from '../http/context.ts';
 import { streamBody, type BodySource } from '../http/body-pump.ts';
 import type { BlobReader, BlobStore } from '../storage/blob-store.ts';
+import { eachLimited } from '../util/limit.ts';
 import { findSegment, segmentLength, type ZipLayout } from './layout.ts';
 
 /**
@@ -115,15 +116,10 @@ export function zipSource(store: Pick<BlobStore, 'open'>, layout: ZipLayout, key
       // An open entry this read does not continue (the client resumed elsewhere) is done with.
       if (open !== null && reads[0]?.index !== open.index) release();
       // Every read settles before this returns, even after a failure: they all write into `target`.
-      let next = 0;
-      const failures: unknown[] = [];
-      const worker = async (): Promise<void> => {
-        while (next < reads.length && failures.length === 0 && !closed) {
-          await readEntry(reads[next++]!).catch((err: unknown) => failures.push(err));
-        }
-      };
-      await Promise.all(Array.from({ length: Math.min(ENTRY_READS_AT_ONCE, reads.length) }, worker));
-      if (failures.length > 0) throw failures[0];
+      await eachLimited(reads, ENTRY_READS_AT_ONCE, async (r) => {
+        if (closed) throw new Error('zip source closed');
+        await readEntry(r);
+      });
       if (closed) throw new Error('zip source closed');
       return filled;
     },
