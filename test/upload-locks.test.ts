@@ -7,13 +7,16 @@ import assert from 'node:assert/strict';
 import postgres from 'postgres';
 import type { Sql } from '../src/db/sql.ts';
 import { createUploadLocks, type UploadLocks } from '../src/db/upload-locks.ts';
-import { insertUpload, setProgress } from '../src/db/tus-uploads.ts';
+import { holdUpload, insertUpload, recordProgress } from '../src/db/tus-uploads.ts';
 import { AppError } from '../src/errors.ts';
 import { backends } from './helpers/server.ts';
 import { database } from './helpers/database.ts';
 import { waitFor } from './helpers/wait.ts';
 
 const ID = 'a'.repeat(32);
+
+/** Takes ID's lock alone (null while held elsewhere). */
+const take = async (locks: UploadLocks) => (await locks.take(ID, (s) => s`select 1`)).lock;
 
 for (const backend of backends().filter((b) => b !== 's3')) {
   describe(`upload locks (${backend})`, () => {
@@ -39,32 +42,46 @@ for (const backend of backends().filter((b) => b !== 's3')) {
     });
 
     test('one holder at a time, in one process and across two; released, it can be taken again', async () => {
-      const held = await first.db.uploadLocks.take(ID);
+      const held = await take(first.db.uploadLocks);
       assert.ok(held);
-      assert.equal(await first.db.uploadLocks.take(ID), null, 'a second request of the same process');
-      assert.equal(await second.uploadLocks.take(ID), null, 'a request of another process');
-      await setProgress(first.db.sql, ID, 4, 10, held);
+      assert.equal(await take(first.db.uploadLocks), null, 'a second request of the same process');
+      assert.equal(await take(second.uploadLocks), null, 'a request of another process');
+      await recordProgress(held, ID, 4, 10, false);
       await held.release();
-      const other = await second.uploadLocks.take(ID);
+      const other = await take(second.uploadLocks);
       assert.ok(other, 'free once released');
       await other.release();
     });
 
     test('a lost database session frees the upload at once, and its writer records nothing', async () => {
-      const held = await first.db.uploadLocks.take(ID);
+      const held = await take(first.db.uploadLocks);
       assert.ok(held);
       // What a node's death (or a cut connection) does to its session.
       await second.sql`select pg_terminate_backend(${held.pid})`;
-      const taken = await waitFor('the lock to pass to the other process', () => second.uploadLocks.take(ID), 5_000);
-      await assert.rejects(setProgress(first.db.sql, ID, 8, 10, held), (e: unknown) => e instanceof AppError && e.status === 503);
+      const taken = await waitFor('the lock to pass to the other process', () => take(second.uploadLocks), 5_000);
+      await assert.rejects(recordProgress(held, ID, 8, 10, false), (e: unknown) => e instanceof AppError && e.status === 503);
       assert.equal((await first.db.sql`select upload_offset from tus_uploads where id = ${ID}`)[0]!.upload_offset, 4, 'nothing recorded');
-      await setProgress(second.sql, ID, 8, 10, taken);
+      await recordProgress(taken, ID, 8, 10, false);
       await held.release(); // a no-op in the new session
-      assert.equal(await first.db.uploadLocks.take(ID), null, 'the new holder keeps it');
+      assert.equal(await take(first.db.uploadLocks), null, 'the new holder keeps it');
       await taken.release();
-      const again = await first.db.uploadLocks.take(ID);
+      const again = await take(first.db.uploadLocks);
       assert.ok(again, 'the first process takes it again over a new session');
       await again.release();
+    });
+
+    test('the row is read behind the lock, and the lock goes with the last record in the same round trip', async () => {
+      const held = await holdUpload(first.db.uploadLocks, ID);
+      assert.ok(held && held !== 'locked');
+      assert.equal(held.row.upload_offset, 8);
+      assert.equal(await holdUpload(second.uploadLocks, ID), 'locked', 'held elsewhere, the row still tells it exists');
+      await recordProgress(held.lock, ID, 9, 10, true);
+      // Free as soon as the record resolved, and whoever takes it next sees the record.
+      const next = await holdUpload(second.uploadLocks, ID);
+      assert.ok(next && next !== 'locked', 'free right after the record');
+      assert.equal(next.row.upload_offset, 9);
+      await next.lock.release();
+      assert.equal(await holdUpload(second.uploadLocks, 'b'.repeat(32)), undefined, 'no such upload: nothing held');
     });
   });
 }

@@ -53,22 +53,28 @@ export async function reserveInBundle(sql: Sql, bundleId: number, length: number
   });
 }
 
+/** The row of upload `id`, as a query still to be sent (on the pool, or behind a lock's statement). */
+const uploadRow = (sql: Sql, id: string) => sql<TusRow[]>`select ${sql.unsafe(COLS)} from tus_uploads u where id = ${id}`;
+
 export async function findUpload(sql: Sql, id: string): Promise<TusRow | undefined> {
-  const [row] = await sql<TusRow[]>`select ${sql.unsafe(COLS)} from tus_uploads u where id = ${id}`;
+  const [row] = await uploadRow(sql, id);
   return refuseQuarantined(row);
 }
 
 /**
- * Takes upload `id`'s lock, then reads its row: 'locked' while another request holds it, undefined
- * when there is no such upload (nothing is held then).
+ * Takes upload `id`'s lock and reads its row in one round trip: 'locked' while another request
+ * holds it, undefined when there is no such upload (nothing is held then).
  */
-export async function holdUpload(sql: Sql, locks: UploadLocks, id: string): Promise<{ lock: UploadLock; row: TusRow } | 'locked' | undefined> {
-  const lock = await locks.take(id);
-  if (!lock) return (await findUpload(sql, id)) ? 'locked' : undefined;
-  const row = await findUpload(sql, id).catch(async (err: unknown) => {
-    await lock.release();
+export async function holdUpload(locks: UploadLocks, id: string): Promise<{ lock: UploadLock; row: TusRow } | 'locked' | undefined> {
+  const { lock, read } = await locks.take(id, (session) => uploadRow(session, id));
+  let row: TusRow | undefined;
+  try {
+    row = refuseQuarantined(read[0]);
+  } catch (err) {
+    await lock?.release();
     throw err;
-  });
+  }
+  if (!lock) return row ? 'locked' : undefined;
   if (row) return { lock, row };
   await lock.release();
   return undefined;
@@ -100,10 +106,30 @@ export async function releaseAhead(sql: Sql, id: string): Promise<void> {
  * and, with `lock`, only while the request still holds the upload: a writer whose database session was
  * lost meanwhile (another node may be writing now) gets 503 and records nothing.
  */
-export async function setProgress(sql: Sql, id: string, offset: number, length: number | null, lock?: UploadLock | null): Promise<void> {
-  const r = await sql`update tus_uploads set upload_offset = ${offset}, upload_length = ${length}
-                      where id = ${id} and ${lock ? stillHeld(sql, lock) : sql`true`}`;
-  if (r.count === 0 && lock) throw new AppError('UNAVAILABLE', 'The upload was released while this request wrote to it; resume from HEAD');
+export async function setProgress(sql: Sql, id: string, offset: number, length: number | null): Promise<void> {
+  await sql`update tus_uploads set upload_offset = ${offset}, upload_length = ${length} where id = ${id}`;
+}
+
+/**
+ * setProgress by the request holding `lock`, on the lock's session and only while it holds the
+ * lock: a session that was lost lost the lock too, and another node may own the upload by now.
+ * With `release`, the lock goes right behind it in the same round trip.
+ */
+export async function recordProgress(lock: UploadLock, id: string, offset: number, length: number | null, release: boolean): Promise<void> {
+  const lost = (cause?: unknown) => new AppError('UNAVAILABLE', 'The upload was released while this request wrote to it; resume from HEAD', { cause });
+  const r = await lock
+    .write(
+      (session) => session`update tus_uploads set upload_offset = ${offset}, upload_length = ${length}
+                           where id = ${id} and ${stillHeld(session, lock)}`,
+      release,
+    )
+    .catch((err: unknown) => {
+      // The session broke under the write (its socket, or its backend ended): the lock went with it,
+      // whether or not the record landed. A statement PostgreSQL refused is another matter.
+      const sqlstate = (err as { name?: string; code?: string }).name === 'PostgresError' ? (err as { code: string }).code : null;
+      throw sqlstate === null || /^(08|57)/.test(sqlstate) ? lost(err) : err;
+    });
+  if (r.count === 0) throw lost();
 }
 
 export async function markCompleted(sql: Sql, id: string, fileId: number, bundleId: number): Promise<void> {

@@ -1,17 +1,28 @@
-import type { Sql } from './sql.ts';
+import type postgres from 'postgres';
+import type { PendingQuery, RowList, Sql } from './sql.ts';
 
 /** One request's hold on a resumable upload. */
 export interface UploadLock {
-  /** The database session holding it, and the lock's key: setProgress records only while they still hold it. */
+  /** The database session holding it, and the lock's key (see stillHeld). */
   readonly pid: number;
   readonly key: string;
-  /** Frees it; never rejects (a lost session has freed it already). */
+  /**
+   * Runs `write` on the session holding the lock, which never waits behind the pool. With
+   * `release`, the lock is freed right behind it in the same round trip: whoever takes it next
+   * sees what `write` committed.
+   */
+  write<T extends readonly postgres.MaybeRow[]>(write: (session: Sql) => PendingQuery<T>, release: boolean): Promise<RowList<T>>;
+  /** Frees it; never rejects (a lost session has freed it already). A second call does nothing. */
   release(): Promise<void>;
 }
 
 export interface UploadLocks {
-  /** Takes upload `id`'s lock; null while another request, here or on another node, holds it. */
-  take(id: string): Promise<UploadLock | null>;
+  /**
+   * Takes upload `id`'s lock (null while another request, here or on another node, holds it), and
+   * runs `read` on the lock's session right behind it, in the same round trip: the read sees
+   * whatever the previous holder committed before letting go.
+   */
+  take<T extends readonly postgres.MaybeRow[]>(id: string, read: (session: Sql) => PendingQuery<T>): Promise<{ lock: UploadLock | null; read: RowList<T> }>;
 }
 
 /**
@@ -24,34 +35,54 @@ export interface UploadLocks {
  */
 export function createUploadLocks(session: Sql): UploadLocks {
   const held = new Set<string>();
-  return {
-    async take(id) {
-      if (held.has(id)) return null;
-      held.add(id);
-      try {
-        const [r] = await session<{ ok: boolean; pid: number; key: string }[]>`
-          select pg_try_advisory_lock(k) as ok, pg_backend_pid() as pid, k::text as key
-          from (select hashtextextended(${id}, 0) as k) t`;
-        if (!r?.ok) {
-          held.delete(id);
-          return null;
+  /** Sent now, so that what is sent next on the session runs after it; settled by the caller. */
+  const sendNow = <T extends readonly postgres.MaybeRow[]>(q: PendingQuery<T>): Promise<RowList<T>> => q.execute();
+
+  function holding(id: string, pid: number, key: string): UploadLock {
+    let released: Promise<void> | null = null;
+    const lock: UploadLock = {
+      pid,
+      key,
+      async write(write, release) {
+        const done = sendNow(write(session));
+        if (release) void lock.release();
+        try {
+          return await done;
+        } finally {
+          await released;
         }
-        let released = false;
-        return {
-          pid: r.pid,
-          key: r.key,
-          async release() {
-            if (released) return;
-            released = true;
-            // Only in the session that took it: after a reconnect the lock is gone already.
-            await session`select pg_advisory_unlock(${r.key}::bigint) from (select 1) t where pg_backend_pid() = ${r.pid}`.catch(() => {});
-            held.delete(id);
-          },
-        };
-      } catch (err) {
+      },
+      release() {
+        // Only in the session that took it: after a reconnect the lock is gone already. The set
+        // lets go at once: a later take in this process is sent behind this unlock on the session.
+        released ??= sendNow(session`select pg_advisory_unlock(${key}::bigint) from (select 1) t where pg_backend_pid() = ${pid}`).then(
+          () => {},
+          () => {},
+        );
         held.delete(id);
-        throw err;
+        return released;
+      },
+    };
+    return lock;
+  }
+
+  return {
+    async take(id, read) {
+      if (held.has(id)) return { lock: null, read: await sendNow(read(session)) };
+      held.add(id);
+      const taking = sendNow(session<{ ok: boolean; pid: number; key: string }[]>`
+        select pg_try_advisory_lock(k) as ok, pg_backend_pid() as pid, k::text as key
+        from (select hashtextextended(${id}, 0) as k) t`);
+      const reading = sendNow(read(session));
+      const [took, value] = await Promise.allSettled([taking, reading]);
+      const r = took.status === 'fulfilled' ? took.value[0] : undefined;
+      const lock = r?.ok ? holding(id, r.pid, r.key) : null;
+      if (!lock) held.delete(id);
+      if (took.status === 'rejected' || value.status === 'rejected') {
+        await lock?.release();
+        throw took.status === 'rejected' ? took.reason : (value as PromiseRejectedResult).reason;
       }
+      return { lock, read: value.value };
     },
   };
 }

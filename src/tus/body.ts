@@ -3,7 +3,7 @@ import type { Ctx } from '../http/context.ts';
 import type { BodyTap } from './patch.ts';
 import { BlobError, AppError } from '../errors.ts';
 import { completeUpload, completionHeaders } from './complete.ts';
-import { setProgress, type TusRow } from '../db/tus-uploads.ts';
+import { recordProgress, setProgress, type TusRow } from '../db/tus-uploads.ts';
 import type { UploadLock } from '../db/upload-locks.ts';
 import { httpDate, type Checksum } from './protocol.ts';
 
@@ -19,6 +19,9 @@ export function hasBody(headers: Readonly<Record<string, string>>): boolean {
  * the bytes are durable, so a HEAD after any break reports bytes the server really holds. With a
  * checksum, the body counts only when complete and matching (else the append is cut back, 460).
  * At the final offset the upload is completed into its bundle. Returns the reply headers.
+ *
+ * `hold` is the PATCH's lock on the upload; with `lastUse`, its caller does nothing more under it,
+ * and unless the upload completes here the lock goes with the offset's record, in one round trip.
  */
 export async function appendBody(
   ctx: Ctx,
@@ -27,11 +30,14 @@ export async function appendBody(
   row: TusRow,
   checksum: Checksum | null,
   /** Null for an upload being created: no one else knows its id yet. */
-  lock: UploadLock | null,
+  hold: { readonly lock: UploadLock; readonly lastUse: boolean } | null,
 ): Promise<Array<readonly [string, string]>> {
   const start = row.upload_offset;
   const length = row.upload_length;
   let offset = start;
+  const completes = (at: number): boolean => length !== null && at === length && row.concat !== 'partial';
+  const record = (at: number): Promise<void> =>
+    hold ? recordProgress(hold.lock, row.id, at, length, hold.lastUse && !completes(at)) : setProgress(deps.sql, row.id, at, length);
   if (tap) {
     const limit = length ?? row.max_bytes;
     // A partial upload is never digested itself (its final upload digests the joined file).
@@ -48,17 +54,17 @@ export async function appendBody(
     const f = await appender.finish(mismatch ? { cutTo: start } : {});
     offset = f.offset;
     failure ??= f.error;
-    if (offset !== start || length !== null) await setProgress(deps.sql, row.id, offset, length, lock);
+    if (offset !== start || length !== null) await record(offset);
     if (failure) throw failure;
     if (ctx.aborted) return [];
-  } else if (length !== null) await setProgress(deps.sql, row.id, offset, length, lock);
+  } else if (length !== null) await record(offset);
 
   const headers: Array<readonly [string, string]> = [
     ['Upload-Offset', String(offset)],
     ['Upload-Expires', httpDate(row.expires_at)],
   ];
   // A partial upload stays a piece until a final upload joins it (concat.ts).
-  if (length !== null && offset === length && row.concat !== 'partial') {
+  if (completes(offset)) {
     const done = await completeUpload(deps, { ...row, upload_offset: offset });
     if (done.viaRequest) return headers; // an upload request's sender learns nothing of the bundle
     headers.push(...completionHeaders(done.bundle, done.fileId, done.uploadToken));

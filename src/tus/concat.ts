@@ -63,7 +63,7 @@ export async function holdPartials(deps: Deps, ids: readonly string[]): Promise<
   };
   try {
     for (const id of ids) {
-      const held = await holdUpload(deps.sql, deps.uploadLocks, id);
+      const held = await holdUpload(deps.uploadLocks, id);
       if (held === 'locked') throw new AppError('UPLOAD_LOCKED', 'Another request is using a partial upload');
       if (!held) throw bad('Upload-Concat names an upload that does not exist or has expired');
       locks.push(held.lock);

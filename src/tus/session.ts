@@ -97,7 +97,7 @@ export async function head(ctx: Ctx, deps: Deps): Promise<void> {
  */
 async function withLock<T>(deps: Deps, id: string, work: (row: TusRow, lock: UploadLock) => Promise<T>): Promise<T> {
   if (!UPLOAD_ID_RE.test(id)) throw notFound();
-  const held = await holdUpload(deps.sql, deps.uploadLocks, id);
+  const held = await holdUpload(deps.uploadLocks, id);
   if (held === 'locked') throw new AppError('UPLOAD_LOCKED', 'Another request is writing to this upload');
   if (!held) throw notFound();
   try {
@@ -164,11 +164,11 @@ export async function patch(ctx: Ctx, deps: Deps): Promise<void> {
       const next = { ...row, upload_length: length, max_bytes: maxBytes };
       // A deferred append holds only what it received: the room this PATCH may fill is reserved
       // first, so two of them can never both write past the room and then both fail to complete.
-      if (row.bundle_id === null || row.upload_length !== null || !tap) return appendBody(ctx, deps, tap, next, checksum, lock);
+      if (row.bundle_id === null || row.upload_length !== null || !tap) return appendBody(ctx, deps, tap, next, checksum, { lock, lastUse: true });
       const upTo = length ?? (contentLength !== undefined ? offset + contentLength : maxBytes);
       await reserveAhead(deps.sql, row.id, row.bundle_id, upTo, mayChange('add', 'holder'));
       try {
-        return await appendBody(ctx, deps, tap, next, checksum, lock);
+        return await appendBody(ctx, deps, tap, next, checksum, { lock, lastUse: false });
       } finally {
         await releaseAhead(deps.sql, row.id).catch(logFailure(deps, ctx));
       }
