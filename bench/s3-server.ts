@@ -4,7 +4,8 @@
 //   download: GET /d/<id> through Sluice                                           vs  GetObject
 //   zip:      GET /zip/<code> of that one-file bundle                              vs  Sluice's own download
 //   zip of small files: GET /zip/<code> of BENCH_ZIP_FILES files of 64 KiB        vs  a GetObject of each, in turn
-// with the Sluice process's peak RSS (sampled VmRSS and VmHWM from /proc) in every case; then the memory cases:
+// with the Sluice process's peak RSS (sampled VmRSS and VmHWM from /proc) and CPU in every case, and an SDK baseline's
+// CPU (this process's: the least the SDK itself spends on the same bytes); then the memory cases:
 // one upload and download of BENCH_LARGE, and BENCH_PARALLEL uploads, then downloads, of BENCH_SIZE8 at once.
 //   node --import tsx bench/s3-server.ts [SIZE]     (default 1G)
 //   env: BENCH_RUNS (3) BENCH_ZIP_FILES (300) BENCH_LARGE (4G) BENCH_PARALLEL (8) BENCH_SIZE8 (512M) BENCH_MEMORY (1; 0 skips the memory
@@ -39,13 +40,19 @@ const TLS = process.env.BENCH_S3_TLS === '1';
 const SMALL = 64 * 1024;
 const RSS_TARGET_MIB = 160;
 
-/** One measured case: MB/s and the server's CPU seconds per GB of each run, and its peak RSS over all of them. */
+/**
+ * One measured case: MB/s and the server's CPU seconds per GB of each run, and its peak RSS over all of
+ * them; `ownCpuPerGB` is this process's, which is where the SDK runs for a baseline.
+ */
 interface Case {
   mbps: number[];
   cpuPerGB: number[];
+  ownCpuPerGB: number[];
   peakMiB: number;
 }
-const newCase = (): Case => ({ mbps: [], cpuPerGB: [], peakMiB: 0 });
+const newCase = (): Case => ({ mbps: [], cpuPerGB: [], ownCpuPerGB: [], peakMiB: 0 });
+/** Baselines run by the SDK in this process: their CPU is this process's, not the idle server's. */
+const SDK_BASELINES: readonly string[] = ['upload lib-storage', 'download GetObject', 'zip small: GetObject each'];
 
 interface Node {
   sluice: Target;
@@ -58,11 +65,14 @@ interface Node {
 async function measure<T>(node: Node, c: Case | undefined, bytes: number, fn: () => Promise<T>): Promise<T> {
   node.sluice.rss.reset();
   const t = performance.now();
+  const own = process.cpuUsage();
   const out = await fn();
   const ms = performance.now() - t;
   if (c) {
+    const used = process.cpuUsage(own);
     c.mbps.push(mbps(bytes, ms));
     c.cpuPerGB.push(node.sluice.rss.cpuSeconds() / (bytes / 1e9));
+    c.ownCpuPerGB.push((used.user + used.system) / 1e6 / (bytes / 1e9));
     c.peakMiB = Math.max(c.peakMiB, node.sluice.rss.peakMiB());
   }
   return out;
@@ -262,9 +272,10 @@ function printPairs(cases: Record<CaseName, Case>, idleMiB: number): void {
   ];
   console.log(`\n${formatSize(SIZE)}, medians of ${RUNS} (target: each ratio >= 0.80x); Sluice idle ${fixed(idleMiB)} MiB`);
   printTable(
-    ['case', 'Sluice MB/s', 'baseline', 'baseline MB/s', 'ratio', 'Sluice peak RSS MiB', 'Sluice CPU s/GB', 'runs (Sluice / baseline)'],
+    ['case', 'Sluice MB/s', 'baseline', 'baseline MB/s', 'ratio', 'Sluice peak RSS MiB', 'Sluice CPU s/GB', 'baseline CPU s/GB', 'runs (Sluice / baseline)'],
     pairs.map(([name, a, b]) => [
       name, fixed(med(a)), (b.includes(': ') ? b.slice(b.indexOf(': ') + 2) : b.replace(/^\w+ /, '')), fixed(med(b)), ratio(med(a), med(b)), fixed(cases[a].peakMiB), fixed(median(cases[a].cpuPerGB), 2),
+      fixed(median(SDK_BASELINES.includes(b) ? cases[b].ownCpuPerGB : cases[b].cpuPerGB), 2),
       `${cases[a].mbps.map((x) => fixed(x)).join(' ')} / ${cases[b].mbps.map((x) => fixed(x)).join(' ')}`,
     ]),
   );

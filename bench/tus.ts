@@ -2,8 +2,15 @@
 // same file as one multipart POST, on the same Sluice process in the same run. Medians of BENCH_RUNS; the order
 // alternates per run. Target: tus >= 0.9x multipart. With BENCH_TREE_ALT, the other tree's server takes its turn
 // after this one's in every round.
-//   node --import tsx bench/tus.ts [4G]     env: BENCH_SIZES (default 4G) BENCH_RUNS (3) BENCH_TUS_PIECE (64M) DATABASE_URL BENCH_TREE_ALT
+// The `bound` rows are the disk and database alone, in the same rounds: the file written once and fsynced (multipart's
+// least), and written as appends of PIECE, each fsynced and its offset committed to PostgreSQL before the next
+// (tus's least, without HTTP). Their ratio is the most tus can reach against multipart on this disk (BENCH_DISK=0
+// skips them).
+//   node --import tsx bench/tus.ts [4G]     env: BENCH_SIZES (default 4G) BENCH_RUNS (3) BENCH_TUS_PIECE (64M) DATABASE_URL BENCH_TREE_ALT BENCH_DISK
 import http from 'node:http';
+import postgres from 'postgres';
+import { durableAppends, durableWrite } from './lib/disk-ceiling.ts';
+import { ensureDatabase } from './lib/databases.ts';
 import {
   envInt, environment, fixed, formatSize, mbps, median, parseSize, printHeader, printTable, ratio, runLine, sizesFromArgs,
   writeResults, MiB,
@@ -16,6 +23,9 @@ import { asUploadReply, cleanupUploads } from './lib/sluice-api.ts';
 import type { Measured } from './lib/summary.ts';
 
 type Mode = 'tus' | 'multipart';
+
+const BOUND = 'bound';
+const WITH_DISK = process.env.BENCH_DISK !== '0';
 
 interface Run {
   ms: number;
@@ -128,6 +138,31 @@ async function runOnce(t: Target, mode: Mode, size: number, piece: number, run: 
   return { run: { ms, mbps: mbps(size, ms), peakRssMiB, cpuPerGB: cpu / (size / 1e9), requests } };
 }
 
+/** The disk (and database) alone: multipart's least is one durable write, tus's is durable appends of `piece`. */
+async function runBound(mode: Mode, size: number, piece: number, record: (offset: number) => Promise<void>): Promise<Run> {
+  const ms = mode === 'multipart' ? (await durableWrite([size])).ms : await durableAppends(size, piece, record);
+  return { ms, mbps: mbps(size, ms), peakRssMiB: NaN, cpuPerGB: NaN, requests: mode === 'multipart' ? 1 : Math.ceil(size / piece) };
+}
+
+/** Commits each offset to a table of its own, as a tus server records an append (a no-op without DATABASE_URL). */
+async function offsetRecorder(): Promise<{ record: (offset: number) => Promise<void>; close: () => Promise<void> }> {
+  const url = process.env.DATABASE_URL;
+  if (!url) return { record: async () => {}, close: async () => {} };
+  await ensureDatabase(url);
+  const sql = postgres(url, { max: 1, onnotice: () => {} });
+  await sql`create table if not exists bench_tus_bound (id int primary key, upload_offset bigint not null)`;
+  await sql`insert into bench_tus_bound values (1, 0) on conflict (id) do update set upload_offset = 0`;
+  return {
+    record: async (offset) => {
+      await sql`update bench_tus_bound set upload_offset = ${offset} where id = 1`;
+    },
+    close: async () => {
+      await sql`drop table if exists bench_tus_bound`;
+      await sql.end();
+    },
+  };
+}
+
 async function main(): Promise<void> {
   const env = environment();
   const sizes = sizesFromArgs('4G');
@@ -151,9 +186,11 @@ async function main(): Promise<void> {
     console.log(`${t.name}: pid ${t.proc.pid}, idle RSS ${fixed(t.rss.currentMiB())} MiB, warm-up ${warm.error ?? 'ok'} / ${warm2.error ?? 'ok'}`);
   }
 
+  const recorder = await offsetRecorder();
   const results: Case[] = [];
   for (const size of sizes) {
     const cases = targets.map((t) => (['tus', 'multipart'] as const).map((mode): Case => ({ server: t.name, mode, size, runs: [], errors: [] })));
+    const bound = (['tus', 'multipart'] as const).map((mode): Case => ({ server: BOUND, mode, size, runs: [], errors: [] }));
     for (let r = 0; r < runs; r++) {
       for (let i = 0; i < targets.length; i++) {
         for (let k = 0; k < 2; k++) {
@@ -164,8 +201,14 @@ async function main(): Promise<void> {
           console.log(`  ${formatSize(size)} run ${r + 1} ${c.server} ${c.mode}: ${runLine(out.run, out.error)}${out.run ? `, ${out.run.requests} request(s)` : ''}`);
         }
       }
+      for (let k = 0; k < 2 && WITH_DISK; k++) {
+        const c = bound[(k + r) % 2]!;
+        const run = await runBound(c.mode, size, piece, recorder.record);
+        c.runs.push(run);
+        console.log(`  ${formatSize(size)} run ${r + 1} ${BOUND} ${c.mode}: ${fixed(run.mbps)} MB/s`);
+      }
     }
-    for (const c of cases.flat()) {
+    for (const c of [...cases.flat(), ...(WITH_DISK ? bound : [])]) {
       results.push({
         ...c,
         mbps: c.runs.length ? median(c.runs.map((x) => x.mbps)) : undefined,
@@ -177,10 +220,17 @@ async function main(): Promise<void> {
   }
   agent.destroy();
   await closeAll();
+  await recorder.close();
 
   const multipartOf = (c: Case): number | undefined =>
     results.find((x) => x.server === c.server && x.mode === 'multipart' && x.size === c.size)?.mbps;
   console.log(`\nmedians of ${runs} run(s); MB/s = 10^6 bytes/s of file data, creation to final 204 (completion included)`);
+  if (WITH_DISK) {
+    console.log(
+      `${BOUND}: the disk alone, O_DIRECT; multipart = one write and fsync; tus = appends of ${formatSize(piece)}, each fsynced` +
+        (process.env.DATABASE_URL ? ' and its offset committed to PostgreSQL' : ' (no database: DATABASE_URL unset)') + ' before the next',
+    );
+  }
   printTable(
     ['server', 'mode', 'size', 'MB/s', 'wall s', 'peak RSS MiB', 'srv CPU s/GB', 'tus / multipart', 'errors'],
     results.map((c) => [

@@ -26,22 +26,27 @@ function buffers(streams: number): Buffer[] {
 const op = <T>(fn: (cb: (err: NodeJS.ErrnoException | null, v: T) => void) => void): Promise<T> =>
   new Promise((resolve, reject) => fn((err, v) => (err ? reject(err) : resolve(v))));
 
-/** Resolves with the moment (performance.now()) the writes were done, before the fsync. */
-async function writeOne(file: string, size: number, bufs: Buffer[], cached: boolean): Promise<number> {
-  const padded = cached ? size : Math.ceil(size / 4096) * 4096;
-  const how = cached ? 0 : fs.constants.O_DIRECT;
-  const fd = await op<number>((cb) => fs.open(file, fs.constants.O_WRONLY | fs.constants.O_CREAT | how, 0o600, cb));
-  let next = 0;
+/** Writes bytes [from, to) of the file, IN_FLIGHT pieces at a time, one buffer each. */
+async function writeRange(fd: number, from: number, to: number, bufs: Buffer[]): Promise<void> {
+  let next = from;
   await Promise.all(
     bufs.map(async (buf) => {
-      while (next < padded) {
+      while (next < to) {
         const at = next;
-        const n = Math.min(PIECE, padded - at);
+        const n = Math.min(PIECE, to - at);
         next += n;
         await op<number>((cb) => fs.write(fd, buf, 0, n, at, cb));
       }
     }),
   );
+}
+
+/** Resolves with the moment (performance.now()) the writes were done, before the fsync. */
+async function writeOne(file: string, size: number, bufs: Buffer[], cached: boolean): Promise<number> {
+  const padded = cached ? size : Math.ceil(size / 4096) * 4096;
+  const how = cached ? 0 : fs.constants.O_DIRECT;
+  const fd = await op<number>((cb) => fs.open(file, fs.constants.O_WRONLY | fs.constants.O_CREAT | how, 0o600, cb));
+  await writeRange(fd, 0, padded, bufs);
   await op<void>((cb) => fs.ftruncate(fd, size, (err) => cb(err, undefined)));
   const written = performance.now();
   await op<void>((cb) => fs.fsync(fd, (err) => cb(err, undefined)));
@@ -65,6 +70,36 @@ export async function durableWrite(sizes: readonly number[], cached = false): Pr
     fs.fsyncSync(dirFd);
     fs.closeSync(dirFd);
     return { ms: performance.now() - started, writtenMs: Math.max(...written) - started };
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Milliseconds to write `size` bytes as appends of `piece` bytes, one after another, each made
+ * durable before the next starts: its writes (O_DIRECT, whole blocks), an fsync, then `record`,
+ * which stands for the offset a resumable upload must commit before acknowledging the append. This is
+ * what a tus upload in such pieces costs at the least, without HTTP; `durableWrite([size])` is the
+ * same for one multipart upload.
+ */
+export async function durableAppends(size: number, piece: number, record: (offset: number) => Promise<void>): Promise<number> {
+  if (piece % 4096 !== 0) throw new Error('durableAppends: the piece must be whole blocks');
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'sluice-bench-disk-'));
+  const bufs = buffers(1);
+  try {
+    const file = path.join(dir, 'appends');
+    const started = performance.now();
+    await op<void>((cb) => fs.writeFile(file, '', (err) => cb(err, undefined)));
+    for (let at = 0; at < size; at += piece) {
+      const end = Math.min(size, at + piece);
+      const fd = await op<number>((cb) => fs.open(file, fs.constants.O_WRONLY | fs.constants.O_DIRECT, cb));
+      await writeRange(fd, at, Math.ceil(end / 4096) * 4096, bufs);
+      if (end % 4096 !== 0) await op<void>((cb) => fs.ftruncate(fd, end, (err) => cb(err, undefined)));
+      await op<void>((cb) => fs.fsync(fd, (err) => cb(err, undefined)));
+      await op<void>((cb) => fs.close(fd, (err) => cb(err, undefined)));
+      await record(end);
+    }
+    return performance.now() - started;
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
