@@ -24,14 +24,14 @@ const STAMP = path.join(DIST, 'current');
 /** Files of older builds are removed once this old: a server started from one has loaded them all by then. */
 const OLD_BUILD_MS = 10 * 60 * 1000;
 
-/** Digest of what the bundle is made from: every .ts under src/ (path and bytes) and this file. */
+/** Digest of what the bundle is made from: every .ts and .mjs under src/ (path and bytes) and this file. */
 function sourceDigest() {
   const h = createHash('sha256');
   const walk = (dir) => {
     for (const entry of fs.readdirSync(dir, { withFileTypes: true }).sort((a, b) => (a.name < b.name ? -1 : 1))) {
       const p = path.join(dir, entry.name);
       if (entry.isDirectory()) walk(p);
-      else if (entry.name.endsWith('.ts')) h.update(`${path.relative(ROOT, p)}\0`).update(fs.readFileSync(p)).update('\0');
+      else if (/\.(ts|mts|mjs)$/.test(entry.name)) h.update(`${path.relative(ROOT, p)}\0`).update(fs.readFileSync(p)).update('\0');
     }
   };
   walk(SRC);

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
-import { crc32 } from 'node:zlib';
+import { crc32 } from '../util/crc32.mjs';
 import { type BlobKey, type BlobStore } from './blob-store.ts';
 import { isBlobError } from '../errors.ts';
 import { digestStored } from './digest-stored.ts';

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { crc32 } from 'node:zlib';
+import { crc32 } from '../util/crc32.mjs';
 import type { BlobKey, BlobStore } from './blob-store.ts';
 
 /**

@@ -4,7 +4,7 @@
 // Plain JS so it runs in a worker thread whatever loader the main thread uses.
 import { parentPort } from 'node:worker_threads';
 import { open } from 'node:fs/promises';
-import { crc32 } from 'node:zlib';
+import { crc32 } from '../util/crc32.mjs';
 
 const streams = new Map();
 const FILE_PIECE = 1 << 20;

@@ -1,4 +1,4 @@
-import { crc32 } from 'node:zlib';
+import { crc32 } from '../../util/crc32.mjs';
 import type { Digest, Hasher, HashStream } from '../hasher.ts';
 import type { Slot } from './ring.ts';
 

@@ -1,5 +1,5 @@
 import { createHash, type Hash } from 'node:crypto';
-import { crc32 } from 'node:zlib';
+import { crc32 } from '../../util/crc32.mjs';
 import {
   AbortMultipartUploadCommand, CompleteMultipartUploadCommand, CreateMultipartUploadCommand, DeleteObjectCommand,
   PutObjectCommand, type S3Client,
