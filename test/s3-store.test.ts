@@ -6,7 +6,7 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { crc32 } from 'node:zlib';
-import { HeadObjectCommand, ListMultipartUploadsCommand, ListObjectsV2Command, type S3Client } from '@aws-sdk/client-s3';
+import { HeadObjectCommand, ListMultipartUploadsCommand, ListObjectsV2Command, ListPartsCommand, type S3Client } from '@aws-sdk/client-s3';
 import { loadConfig, type S3Location } from '../src/config.ts';
 import type { BlobStore, BlobWriter } from '../src/storage/blob-store.ts';
 import { StorageSetupError } from '../src/storage/s3/client.ts';
@@ -295,7 +295,13 @@ describe('S3 blob store on radosgw', { skip }, () => {
     await push(w, randomBytes(9 * MIB));
     await waitFor('the writer\'s multipart upload to exist', async () => (await uploads()).includes(`t1/files/${w.key}`));
     assert.ok(!(await other.listLeftovers(0)).some((l) => l.id.startsWith(`t1/files/${w.key}`)), 'own live writer');
-    // A part still landing counts as a write after the listing began: found once the last one is in.
+    // 9 MiB make one 6 MiB part, the rest held. A part landing while a listing runs counts as a write
+    // after it began: the listings below start once that part is in, so they all agree.
+    const parts = async () => {
+      const u = ((await s3.send(new ListMultipartUploadsCommand({ Bucket: ceph.bucket }))).Uploads ?? []).find((x) => x.Key === `t1/files/${w.key}`);
+      return u ? ((await s3.send(new ListPartsCommand({ Bucket: ceph.bucket, Key: u.Key, UploadId: u.UploadId }))).Parts ?? []).length : 0;
+    };
+    await waitFor('the writer\'s first part to land', async () => (await parts()) === 1);
     const leftovers = async () => (await store.listLeftovers(0)).filter((l) => l.id.startsWith(`t1/files/${w.key} `));
     await waitFor('the other node\'s writer to be listed as a leftover', async () => (await leftovers()).length === 1);
     const found = await leftovers();
