@@ -102,9 +102,8 @@ export async function releaseAhead(sql: Sql, id: string): Promise<void> {
 }
 
 /**
- * Records durably written bytes (and a length declared late). Only called after the bytes are on disk,
- * and, with `lock`, only while the request still holds the upload: a writer whose database session was
- * lost meanwhile (another node may be writing now) gets 503 and records nothing.
+ * Records durably written bytes (and a length declared late), for an upload no one else can know of
+ * yet (its creation). Only called after the bytes are on disk; a PATCH records with recordProgress.
  */
 export async function setProgress(sql: Sql, id: string, offset: number, length: number | null): Promise<void> {
   await sql`update tus_uploads set upload_offset = ${offset}, upload_length = ${length} where id = ${id}`;
@@ -112,8 +111,9 @@ export async function setProgress(sql: Sql, id: string, offset: number, length: 
 
 /**
  * setProgress by the request holding `lock`, on the lock's session and only while it holds the
- * lock: a session that was lost lost the lock too, and another node may own the upload by now.
- * With `release`, the lock goes right behind it in the same round trip.
+ * lock: a writer whose session was lost meanwhile lost the lock too (another node may be writing
+ * now), gets 503 and records nothing. With `release`, the lock goes right behind it in the same
+ * round trip.
  */
 export async function recordProgress(lock: UploadLock, id: string, offset: number, length: number | null, release: boolean): Promise<void> {
   const lost = (cause?: unknown) => new AppError('UNAVAILABLE', 'The upload was released while this request wrote to it; resume from HEAD', { cause });

@@ -7,9 +7,9 @@ export interface UploadLock {
   readonly pid: number;
   readonly key: string;
   /**
-   * Runs `write` on the session holding the lock, which never waits behind the pool. With
-   * `release`, the lock is freed right behind it in the same round trip: whoever takes it next
-   * sees what `write` committed.
+   * Runs `write` on the session holding the lock (guarded with stillHeld, it lands only while that
+   * session lives). With `release`, the lock is freed right behind it in the same round trip:
+   * whoever takes it next sees what `write` committed.
    */
   write<T extends readonly postgres.MaybeRow[]>(write: (session: Sql) => PendingQuery<T>, release: boolean): Promise<RowList<T>>;
   /** Frees it; never rejects (a lost session has freed it already). A second call does nothing. */
