@@ -99,6 +99,34 @@ describe('operator console: keys, blocklist, audit trail', () => {
     assert.match(cli.stdout, new RegExp(`${row!.prefix}\tpartner <b>x</b>\tpower\trevoked`));
   });
 
+  test('a mint form sent again (a reload of its answer, or twice at once) finds its key and mints no other', async () => {
+    const freshForm = async (label: string): Promise<Record<string, string>> => {
+      const page = await call(srv, 'GET', '/admin/keys', { cookie });
+      return { plan: 'starter', label, form_id: /name="form_id" value="([^"]+)"/.exec(page.body)![1]! };
+    };
+    const keysShown = (bodies: string[]): string[] => bodies.flatMap((b) => [...b.matchAll(/value="(sk_[A-Za-z0-9]{43})"/g)].map((m) => m[1]!));
+    const listed = async (label: string): Promise<number> => [...(await call(srv, 'GET', '/admin/keys', { cookie })).body.matchAll(new RegExp(`<td>${label}</td>`, 'g'))].length;
+
+    const reloaded = await freshForm('reloaded');
+    const first = await post('/admin/keys/mint', reloaded);
+    assert.equal(first.status, 200, first.body);
+    const [key] = keysShown([first.body]);
+    assert.ok(key, first.body);
+    const again = await post('/admin/keys/mint', reloaded);
+    assert.equal(again.status, 200, again.body);
+    assert.deepEqual(keysShown([again.body]), [], 'a key is shown only once');
+    assert.match(again.body, new RegExp(`made key <strong class="mono">${key.slice(0, 12)}</strong> \\(active\\)`));
+    assert.equal(await listed('reloaded'), 1);
+
+    // Both may pass the lookup before either inserts: the column's unique index settles it.
+    const raced = await freshForm('raced');
+    const both = await Promise.all([post('/admin/keys/mint', raced), post('/admin/keys/mint', raced)]);
+    assert.deepEqual(both.map((r) => r.status), [200, 200]);
+    assert.equal(keysShown(both.map((r) => r.body)).length, 1);
+    assert.equal(both.filter((r) => /was already minted/.test(r.body)).length, 1);
+    assert.equal(await listed('raced'), 1);
+  });
+
   test('minting checks its fields as `sluice keys create` does, and makes nothing when they are wrong', async () => {
     const [{ n }] = (await srv.sql<{ n: number }[]>`select count(*)::int as n from api_keys`) as unknown as [{ n: number }];
     const bad: Array<[Record<string, string>, RegExp]> = [

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Sql } from '../db/sql.ts';
 import { hashSecret, secretMatches } from '../util/tokens.ts';
 import type { PlanName } from '../plans.ts';
-import { apiKeyByHash, insertApiKey, touchKeyUsed, type ApiKeyRow } from '../db/api-keys.ts';
+import { apiKeyByHash, insertApiKey, isMintFormTaken, touchKeyUsed, type ApiKeyRow } from '../db/api-keys.ts';
 
 const BASE62 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 /**
@@ -19,18 +19,19 @@ export function newApiKey(): string {
 
 /**
  * Mints a key. `within`, when given, runs in the insert's transaction (an audit record commits with
- * the key, or neither does).
+ * the key, or neither does). `form` names the console form it comes from: a second key for the same
+ * form is refused with the unique violation that isMintFormTaken recognises.
  */
 export async function createApiKey(
   sql: Sql,
-  opts: { plan: PlanName; label?: string | null; email?: string | null; days?: number | null },
+  opts: { plan: PlanName; label?: string | null; email?: string | null; days?: number | null; form?: string | null },
   within?: (tx: Sql, row: ApiKeyRow) => Promise<void>,
 ): Promise<{ key: string; row: ApiKeyRow }> {
   const expires = opts.days ? new Date(Date.now() + opts.days * 86_400_000) : null;
   for (let attempt = 0; ; attempt++) {
     const key = newApiKey();
     const insert = (q: Sql): Promise<ApiKeyRow> =>
-      insertApiKey(q, { hash: hashSecret(key), prefix: key.slice(0, 12), label: opts.label ?? null, plan: opts.plan, email: opts.email ?? null, expires });
+      insertApiKey(q, { hash: hashSecret(key), prefix: key.slice(0, 12), label: opts.label ?? null, plan: opts.plan, email: opts.email ?? null, expires, form: opts.form ?? null });
     try {
       const row = within
         ? await (sql.begin(async (tx) => {
@@ -42,7 +43,7 @@ export async function createApiKey(
       return { key, row };
     } catch (err) {
       // A prefix collision (1 in 62^9 per pair) just draws another key.
-      if ((err as { code?: string }).code !== '23505' || attempt >= 5) throw err;
+      if ((err as { code?: string }).code !== '23505' || isMintFormTaken(err) || attempt >= 5) throw err;
     }
   }
 }

@@ -38,8 +38,11 @@ export function checkKeyFields(f: KeyFields, name: (field: string) => string = (
   return { ok: true, key: { plan: f.plan, label: f.label ?? null, email: f.email ?? null, days: f.days === undefined ? null : Number(f.days) } };
 }
 
-/** Mints a key and its audit record (`keys create`, by its prefix) in one transaction. */
-export function mintKeyAudited(sql: Sql, k: KeyRequest, operator: string): Promise<{ key: string; row: ApiKeyRow }> {
+/**
+ * Mints a key and its audit record (`keys create`, by its prefix) in one transaction; `form`, the
+ * console form it comes from (see createApiKey).
+ */
+export function mintKeyAudited(sql: Sql, k: KeyRequest, operator: string, form: string | null = null): Promise<{ key: string; row: ApiKeyRow }> {
   const detail = [`plan ${k.plan}`, k.label === null ? null : `label ${k.label}`, k.days === null ? null : `${k.days} days`].filter(Boolean).join('; ');
-  return createApiKey(sql, k, (tx, row) => audit(tx, 'keys create', row.prefix, operator, detail));
+  return createApiKey(sql, { ...k, form }, (tx, row) => audit(tx, 'keys create', row.prefix, operator, detail));
 }

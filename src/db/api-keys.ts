@@ -23,14 +23,24 @@ export const KEY_STATE = `case when k.revoked_at is not null then 'revoked'
 /** Inserts a key by its hash and 12-character prefix (unique: a collision throws 23505). */
 export async function insertApiKey(
   sql: Sql,
-  k: { hash: Uint8Array; prefix: string; label: string | null; plan: PlanName; email: string | null; expires: Date | null },
+  k: { hash: Uint8Array; prefix: string; label: string | null; plan: PlanName; email: string | null; expires: Date | null; form: string | null },
 ): Promise<ApiKeyRow> {
   const [row] = await sql<ApiKeyRow[]>`
-    insert into api_keys (key_hash, prefix, label, plan, owner_email, expires_at)
-    values (${k.hash}, ${k.prefix}, ${k.label}, ${k.plan}, ${k.email}, ${k.expires})
+    insert into api_keys (key_hash, prefix, label, plan, owner_email, expires_at, mint_form)
+    values (${k.hash}, ${k.prefix}, ${k.label}, ${k.plan}, ${k.email}, ${k.expires}, ${k.form})
     returning *, 'active' as state`;
   return row!;
 }
+
+/** The key a console mint form already made (see sql/0027_key_mint_forms.sql), if any. */
+export async function apiKeyByMintForm(sql: Sql, form: string): Promise<ApiKeyRow | undefined> {
+  const [row] = await sql<ApiKeyRow[]>`select k.*, ${sql.unsafe(KEY_STATE)} from api_keys k where mint_form = ${form}`;
+  return row;
+}
+
+/** The error of an insert whose mint form already made a key. */
+export const isMintFormTaken = (err: unknown): boolean =>
+  (err as { code?: string }).code === '23505' && (err as { constraint_name?: string }).constraint_name === 'api_keys_mint_form_key';
 
 export async function apiKeyByHash(sql: Sql, hash: Uint8Array): Promise<ApiKeyRow | undefined> {
   const [row] = await sql<ApiKeyRow[]>`select k.*, ${sql.unsafe(KEY_STATE)} from api_keys k where key_hash = ${hash}`;

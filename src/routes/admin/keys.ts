@@ -1,19 +1,25 @@
 // The console's keys page: list (keyset-paged, newest first), mint, revoke. Minting checks its fields
 // as `sluice keys create` does; a new key is shown once, on the answer to the form, and stored only as
-// a hash. Both actions are audited under the session's label.
+// a hash. Each rendering of the form carries a name of its own, so a reload of the answer, which sends
+// the form again, finds the key it made instead of minting a second. Both actions are audited under
+// the session's label.
+import { randomBytes } from 'node:crypto';
 import type { Ctx } from '../../http/context.ts';
 import type { Route } from '../../http/server.ts';
 import type { AdminSession } from '../../auth/admin-sessions.ts';
 import { checkKeyFields, mintKeyAudited, type KeyFields } from '../../auth/key-request.ts';
 import { ID_CURSOR_RE, keysPage } from '../../db/admin-lists.ts';
 import { revokeKeyAudited } from '../../db/key-actions.ts';
-import { keysBody, mintedBody } from '../../web/admin/keys-views.ts';
+import { apiKeyByMintForm, isMintFormTaken } from '../../db/api-keys.ts';
+import { keysBody, mintedBeforeBody, mintedBody } from '../../web/admin/keys-views.ts';
 import type { Deps } from '../../deps.ts';
 import type { Console } from './console.ts';
 
 const PAGE_SIZE = 50;
 /** A key's prefix: `sk_` and 9 base62 characters. */
 const PREFIX_RE = /^sk_[A-Za-z0-9]{9}$/;
+/** A mint form's name: 128 random bits, base64url. A form sent without one (a script) mints every time. */
+const FORM_ID_RE = /^[A-Za-z0-9_-]{22}$/;
 
 /** A form field as given: blank is left out, as an absent flag is. */
 const given = (v: string | undefined): string | undefined => (v === undefined || v.trim() === '' ? undefined : v.trim());
@@ -22,7 +28,7 @@ export function adminKeysRoutes(deps: Deps, c: Console): Route[] {
   const show = async (ctx: Ctx, s: AdminSession, o: { before?: string | null; error?: string; form?: KeyFields } = {}): Promise<void> => {
     const before = o.before ?? null;
     const list = await keysPage(deps.sql, before, PAGE_SIZE);
-    const body = keysBody({ csrf: s.csrf, list, later: before !== null, error: o.error, form: o.form });
+    const body = keysBody({ csrf: s.csrf, formId: randomBytes(16).toString('base64url'), list, later: before !== null, error: o.error, form: o.form });
     c.render(ctx, s, { title: 'API keys', active: 'keys', body, status: o.error ? 400 : 200 });
   };
   return [
@@ -34,7 +40,17 @@ export function adminKeysRoutes(deps: Deps, c: Console): Route[] {
       const form: KeyFields = { plan: given(f.plan), label: given(f.label), email: given(f.email), days: given(f.days) };
       const checked = checkKeyFields(form);
       if (!checked.ok) return show(ctx, s, { error: checked.error, form });
-      const { key, row } = await mintKeyAudited(deps.sql, checked.key, s.label);
+      const formId = f.form_id !== undefined && FORM_ID_RE.test(f.form_id) ? f.form_id : null;
+      const prior = formId === null ? undefined : await apiKeyByMintForm(deps.sql, formId);
+      const minted = prior ? null : await mintKeyAudited(deps.sql, checked.key, s.label, formId).catch((err: unknown) => {
+        if (isMintFormTaken(err)) return null; // the same form, sent twice at once
+        throw err;
+      });
+      if (!minted) {
+        const row = prior ?? (await apiKeyByMintForm(deps.sql, formId!));
+        return c.render(ctx, s, { title: `Key ${row!.prefix}`, active: 'keys', body: mintedBeforeBody(row!) });
+      }
+      const { key, row } = minted;
       const body = mintedBody({ key, prefix: row.prefix, plan: row.plan, label: row.label, expires: row.expires_at });
       c.render(ctx, s, { title: `New key ${row.prefix}`, active: 'keys', body });
     }),

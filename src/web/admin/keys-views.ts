@@ -9,6 +9,8 @@ import { pager, problem, when } from './list-views.ts';
 
 export interface KeysView {
   readonly csrf: string;
+  /** A fresh name for this rendering of the mint form (see sql/0027_key_mint_forms.sql). */
+  readonly formId: string;
   readonly list: Page<KeyListRow>;
   /** This is a later page (not the newest). */
   readonly later: boolean;
@@ -20,17 +22,17 @@ export interface KeysView {
 export function keysBody(v: KeysView): Safe {
   return html`<section class="card">
 <h1>API keys</h1>
-${mintForm(v.csrf, v.form ?? {}, v.error)}
+${mintForm(v.csrf, v.formId, v.form ?? {}, v.error)}
 <h2>Keys</h2>
 ${v.list.rows.length === 0 ? html`<p class="muted">No keys${v.later ? ' older than these' : ''}.</p>` : keyTable(v.csrf, v.list.rows)}
 ${pager('/admin/keys', { next: v.list.next, later: v.later })}
 </section>`;
 }
 
-function mintForm(csrf: string, f: KeyFields, error: string | undefined): Safe {
+function mintForm(csrf: string, formId: string, f: KeyFields, error: string | undefined): Safe {
   return html`<h2>Mint a key</h2>
 ${problem(error)}
-<form method="post" action="/admin/keys/mint">${csrfField(csrf)}
+<form method="post" action="/admin/keys/mint">${csrfField(csrf)}<input type="hidden" name="form_id" value="${formId}">
 <label class="field-label" for="k-plan">Plan</label>
 <select id="k-plan" name="plan" required>
 ${Object.values(PLANS).map((p) => html`<option value="${p.name}"${p.name === f.plan ? html` selected` : null}>${p.title}</option>`)}
@@ -59,6 +61,19 @@ ${rows.map(
 )}
 </tbody>
 </table>`;
+}
+
+/**
+ * The answer to a mint form sent again (a reload of its answer): the key it made, by prefix only, as
+ * nothing shows a key twice.
+ */
+export function mintedBeforeBody(m: { prefix: string; state: string }): Safe {
+  return html`<section class="card">
+<h1>Key ${m.prefix} was already minted</h1>
+<p class="lead">This form was sent before, and made key <strong class="mono">${m.prefix}</strong> (${m.state}); nothing new was minted.
+Its key was shown once, on the answer to the first sending. If nobody copied it, revoke it and mint another.</p>
+<div class="actions"><a class="btn" href="/admin/keys">Back to the keys</a></div>
+</section>`;
 }
 
 /** The answer to a mint: the key itself, this once (the page is not cached and the key is in no URL). */
