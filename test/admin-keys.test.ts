@@ -118,7 +118,7 @@ describe('operator console: keys, blocklist, audit trail', () => {
     assert.match(again.body, new RegExp(`made key <strong class="mono">${key.slice(0, 12)}</strong> \\(active\\)`));
     assert.equal(await listed('reloaded'), 1);
 
-    // Both may pass the lookup before either inserts: the column's unique index settles it.
+    // Sent twice at once: the column's unique index lets one of them mint.
     const raced = await freshForm('raced');
     const both = await Promise.all([post('/admin/keys/mint', raced), post('/admin/keys/mint', raced)]);
     assert.deepEqual(both.map((r) => r.status), [200, 200]);

@@ -41,14 +41,15 @@ export function adminKeysRoutes(deps: Deps, c: Console): Route[] {
       const checked = checkKeyFields(form);
       if (!checked.ok) return show(ctx, s, { error: checked.error, form });
       const formId = f.form_id !== undefined && FORM_ID_RE.test(f.form_id) ? f.form_id : null;
-      const prior = formId === null ? undefined : await apiKeyByMintForm(deps.sql, formId);
-      const minted = prior ? null : await mintKeyAudited(deps.sql, checked.key, s.label, formId).catch((err: unknown) => {
-        if (isMintFormTaken(err)) return null; // the same form, sent twice at once
+      // The unique index on the form's name is the one check: a form sent again, even at the same
+      // moment, fails its insert (and the audit record with it) and finds the key the first made.
+      const minted = await mintKeyAudited(deps.sql, checked.key, s.label, formId).catch((err: unknown) => {
+        if (isMintFormTaken(err)) return null;
         throw err;
       });
       if (!minted) {
-        const row = prior ?? (await apiKeyByMintForm(deps.sql, formId!));
-        return c.render(ctx, s, { title: `Key ${row!.prefix}`, active: 'keys', body: mintedBeforeBody(row!) });
+        const row = (await apiKeyByMintForm(deps.sql, formId!))!;
+        return c.render(ctx, s, { title: `Key ${row.prefix}`, active: 'keys', body: mintedBeforeBody(row) });
       }
       const { key, row } = minted;
       const body = mintedBody({ key, prefix: row.prefix, plan: row.plan, label: row.label, expires: row.expires_at });
