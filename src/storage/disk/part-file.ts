@@ -1,5 +1,5 @@
 import fs from 'node:fs';
-import { alignUp, DIRECT_ALIGN, writeStaged, type DirectIo } from './direct-io.ts';
+import { alignUp, DIRECT_ALIGN, writeDirect, type DirectIo } from './direct-io.ts';
 
 /**
  * Durability while the file arrives. A file written in more than one piece is opened with
@@ -28,12 +28,13 @@ const MAX_UNSYNCED = 64 << 20;
 /** The disk side of one temp part: positioned writes, then truncate, fsync and close. */
 export interface PartFile {
   /**
-   * Writes view[0, len) at `at`. `released` runs once `view` may be reused: after its copy into a
-   * staging buffer (direct), or once written (page cache). `onePiece`: this is the file's only
-   * write, so it is opened for the page cache. Errors go to the creator's `onError`.
+   * Writes view[0, len) at `at`. `released` runs once `view` may be reused: once written. A direct
+   * write needs a page-aligned view with room to pad `len` to a whole block (direct-io.ts).
+   * `onePiece`: this is the file's only write, so it is opened for the page cache. Errors go to the
+   * creator's `onError`.
    */
   write(view: Buffer, len: number, at: number, released: () => void, onePiece: boolean): void;
-  /** True while a direct write or a sync is still in flight (released views do not show it). */
+  /** True while a direct write or a sync is still in flight. */
   busy(): boolean;
   /** After the last write: cuts a padded tail, fsyncs and closes (creating an empty file if none was written). */
   close(): Promise<void>;
@@ -70,7 +71,7 @@ export function createPartFile(
   let isDirect = false;
   /** The size to cut the file back to after a padded tail. */
   let truncateTo = -1;
-  /** Direct writes issued and not yet finished (their views were already released). */
+  /** Direct writes issued and not yet finished. */
   let directPending = 0;
   /** Page cache: bytes handed to write(2), bytes it returned for, and bytes a finished fdatasync covered. */
   let issued = 0;
@@ -174,35 +175,24 @@ export function createPartFile(
   }
 
   /**
-   * Copies the view into a staging buffer and writes that with O_DIRECT, padded to a whole block.
-   * The view is released once copied, so the caller's writes in flight are bounded by the staging
-   * pool, not by its own buffers, and the disk sees as deep a queue as the pool allows.
+   * Writes the view itself with O_DIRECT, padded to a whole block (direct-io.ts). The view is
+   * released once written, so the writes in flight are bounded by the caller's own slots.
    */
   function directWrite(view: Buffer, len: number, at: number, released: () => void): void {
-    writeStaged(
-      io,
-      fd,
-      view,
-      len,
-      at,
-      () => !aborted && !failed,
-      () => {
-        // A padded tail is cut back at close. (createDisk probes O_DIRECT once; should a write still
-        // refuse it, writeStaged turns it off and later files skip it.)
-        if (alignUp(len) > len) truncateTo = at + len;
-        directPending++;
-        inFlight++;
-        released();
-      },
-      (err) => {
-        inFlight--;
-        directPending--;
-        if (aborted) return closeIfIdle();
-        if (failed) return;
-        if (err) return fail(err);
-        onSettled();
-      },
-    );
+    // A padded tail is cut back at close. (createDisk probes O_DIRECT once; should a write still
+    // refuse it, writeDirect turns it off and later files skip it.)
+    if (alignUp(len) > len) truncateTo = at + len;
+    directPending++;
+    inFlight++;
+    writeDirect(io, fd, view, len, at, (err) => {
+      inFlight--;
+      directPending--;
+      if (aborted) return closeIfIdle();
+      if (failed) return;
+      if (err) return fail(err);
+      released();
+      onSettled();
+    });
   }
 
   function start(view: Buffer, len: number, at: number, released: () => void): void {

@@ -38,10 +38,9 @@ export interface PartWriter extends Pick<BlobWriter, 'write' | 'onDrain' | 'hold
 
 /**
  * Streams one file into `path`. Incoming chunks are copied into a ring of 1 MiB buffers (the first
- * one 64 KiB; plain ArrayBuffers, as copies into shared memory are 10× slower when unaligned); each
- * full buffer is handed to the part file (part-file.ts: the writes, syncs and durability), then,
- * once the file has released it, transferred to the hash worker in file order, and comes back to
- * the ring when hashed.
+ * one 64 KiB; page-aligned, so the part file writes them with O_DIRECT as they are); each full
+ * buffer is handed to the part file (part-file.ts: the writes, syncs and durability), then, once
+ * written, transferred to the hash worker in file order, and comes back to the ring when hashed.
  */
 export function createPartWriter(path: string, opts: PartWriterOptions): PartWriter {
   const { hasher, io, count, onError, append } = opts;

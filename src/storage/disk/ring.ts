@@ -5,7 +5,7 @@ export interface Slot {
   /** Null while the hash worker holds the buffer. */
   view: Buffer | null;
   len: number;
-  /** The part file is done with the buffer (written, or copied for a direct write). */
+  /** The part file is done with the buffer: its bytes are written. */
   written: boolean;
   /** File offset of the slot's bytes. */
   at: number;

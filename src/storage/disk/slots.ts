@@ -1,5 +1,5 @@
 // The write ring's sizes and buffer pools: one set for every write path (new objects and appends).
-import { spareBuffers } from '../../util/spare-buffers.ts';
+import { pageAligned, spareBuffers } from '../../util/spare-buffers.ts';
 
 /** Disk writes are coalesced into slots of this size (busboy hands out ~30 KB pieces). */
 export const SLOT_BYTES = 1 << 20;
@@ -44,9 +44,10 @@ const FIRST_SLOT_BYTES = 64 * 1024;
  * uploads at once hold (BUSY_SLOTS each). Keeping fewer makes every burst of large uploads allocate
  * fresh slots and drop them again, and freed slots stay resident until the GC and malloc give their
  * pages back, which raises the peak RSS of a burst (bench/RESULTS.md). Spares exist only once used,
- * so the idle RSS does not grow.
+ * so the idle RSS does not grow. Both are page-aligned, so a slot is written with O_DIRECT from where
+ * its bytes are, with no copy into another buffer, and still moves to the hash worker by transfer.
  */
-export const firstSlots = spareBuffers('first-slot', FIRST_SLOT_BYTES, 64);
-export const fullSlots = spareBuffers('slot', SLOT_BYTES, 16);
+export const firstSlots = spareBuffers('first-slot', FIRST_SLOT_BYTES, 64, pageAligned);
+export const fullSlots = spareBuffers('slot', SLOT_BYTES, 16, pageAligned);
 export const giveBack = (buf: Buffer): void => void (buf.length === SLOT_BYTES ? fullSlots : firstSlots).give(buf);
 
