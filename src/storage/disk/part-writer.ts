@@ -4,7 +4,7 @@ import { createPartFile } from './part-file.ts';
 import { DIRECT_ALIGN, type DirectIo } from './direct-io.ts';
 import type { BlobWriter } from '../blob-store.ts';
 import { INLINE_HASH_BYTES, ringLimit, ROOM_BYTES, SLOT_BYTES, type WriterCount } from './slots.ts';
-import { openRing, putBack, releaseRing, ringIdle, takeSlot } from './ring.ts';
+import { openRing, outgrow, putBack, releaseRing, ringIdle, takeSlot } from './ring.ts';
 import { hashFeed, hashStream, toHasher } from './hash-feed.ts';
 
 export interface PartResult {
@@ -132,7 +132,9 @@ export function createPartWriter(path: string, opts: PartWriterOptions): PartWri
       fill += n;
       if (n === chunk.length) overflow.shift();
       else overflow[0] = chunk.subarray(n);
-      if (fill === room(cur)) sealCur();
+      if (fill < room(cur)) continue;
+      if (slots[cur]!.view!.length < SLOT_BYTES && fill === slots[cur]!.view!.length) outgrow(ring, cur, fill);
+      else sealCur();
     }
   }
 

@@ -59,6 +59,18 @@ export function takeSlot(r: Ring): number | undefined {
   return undefined;
 }
 
+/**
+ * The file being filled outgrew its small first slot: its bytes move into a full one (page-aligned,
+ * for O_DIRECT), so a small slot is only ever written as a whole file or an unaligned head.
+ */
+export function outgrow(r: Ring, slot: number, fill: number): void {
+  const s = r.slots[slot]!;
+  const small = s.view!;
+  s.view = fullSlots.take();
+  s.view.set(small.subarray(0, fill));
+  giveBack(small);
+}
+
 /** No write or hash holds a buffer. */
 export const ringIdle = (r: Ring): boolean => r.free.length === r.live;
 

@@ -44,10 +44,12 @@ const FIRST_SLOT_BYTES = 64 * 1024;
  * uploads at once hold (BUSY_SLOTS each). Keeping fewer makes every burst of large uploads allocate
  * fresh slots and drop them again, and freed slots stay resident until the GC and malloc give their
  * pages back, which raises the peak RSS of a burst (bench/RESULTS.md). Spares exist only once used,
- * so the idle RSS does not grow. Both are page-aligned, so a slot is written with O_DIRECT from where
- * its bytes are, with no copy into another buffer, and still moves to the hash worker by transfer.
+ * so the idle RSS does not grow. Full slots are page-aligned, so one is written with O_DIRECT from
+ * where its bytes are and still moves to the hash worker by transfer; a first slot is written only as
+ * a whole file (through the page cache) or moves into a full slot (outgrow in ring.ts), and stays
+ * ordinary memory, as a page-aligned buffer per small upload costs a mapping of its own.
  */
-export const firstSlots = spareBuffers('first-slot', FIRST_SLOT_BYTES, 64, pageAligned);
+export const firstSlots = spareBuffers('first-slot', FIRST_SLOT_BYTES, 64);
 export const fullSlots = spareBuffers('slot', SLOT_BYTES, 16, pageAligned);
 export const giveBack = (buf: Buffer): void => void (buf.length === SLOT_BYTES ? fullSlots : firstSlots).give(buf);
 
