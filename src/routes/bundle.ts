@@ -84,8 +84,11 @@ async function removeBundle(ctx: Ctx, deps: Deps): Promise<void> {
   }
   const keys = await deleteBundle(deps.sql, bundle.id, mayChange('delete', 'holder'));
   deps.bundles.invalidate(bundle.id);
-  await removeObjects(deps.blobs, keys, deps.log);
+  // The rows are committed: the bundle is gone. Its files go after the answer, which must not wait on
+  // a slow store (thousands of objects on S3 outlast the answer's deadline); what a crash leaves
+  // behind, the sweeper's orphan pass reclaims.
   sendJson(ctx, 200, { success: true });
+  await removeObjects(deps.blobs, keys, deps.log);
 }
 
 /** Compared against when there is no row, so a missing file costs the same work as a wrong token. */

@@ -91,6 +91,7 @@ async function deleteMine(ctx: Ctx, deps: Deps): Promise<void> {
   if (id === undefined) throw new AppError('NOT_OWNER');
   const keys = await deleteBundle(deps.sql, id, mayChange('delete', 'owner'));
   deps.bundles.invalidate(id);
-  await removeObjects(deps.blobs, keys, deps.log);
+  // As DELETE /api/v1/bundle/:code: answered once the rows are gone, the files removed after.
   sendJson(ctx, 200, { success: true, deleted_short_code: code });
+  await removeObjects(deps.blobs, keys, deps.log);
 }
