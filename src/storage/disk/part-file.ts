@@ -67,7 +67,7 @@ export function createPartFile(
   let inFlight = 0;
   let failed: Error | null = null;
   let aborted = false;
-  /** Writes go through staging buffers with O_DIRECT; a tail shorter than a block is padded. */
+  /** Writes go out with O_DIRECT from the caller's aligned views; a tail shorter than a block is padded. */
   let isDirect = false;
   /** The size to cut the file back to after a padded tail. */
   let truncateTo = -1;
