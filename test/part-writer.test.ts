@@ -168,3 +168,30 @@ describe('part file syncs', () => {
     }
   });
 });
+
+describe('direct writes', () => {
+  test('go out from page-aligned memory only: any other buffer fails its file and leaves O_DIRECT on for the rest', async (t) => {
+    const { createPartFile } = await import('../src/storage/disk/part-file.ts');
+    const { pageAligned } = await import('../src/util/spare-buffers.ts');
+    const dir = await fsp.mkdtemp(path.join(os.tmpdir(), 'sluice-direct-'));
+    const io: DirectIo = { supported: true };
+    try {
+      if (!(await probeDirect(io, dir))) return t.skip('no O_DIRECT on this filesystem');
+      const store = (name: string, buf: Buffer): Promise<Error | null> =>
+        new Promise((resolve) => {
+          const f = createPartFile(path.join(dir, name), { io, append: false }, resolve, () => {});
+          // Not the file's only write: it is opened with O_DIRECT.
+          f.write(buf, 5000, 0, () => f.close().then(() => resolve(null), resolve), false);
+        });
+      const plain = Buffer.alloc(8192, 1);
+      const err = await store('plain', plain);
+      assert.match(String(err), /not page-aligned/);
+      assert.equal(io.supported, true, 'a refused buffer is not a refusal of O_DIRECT');
+      const aligned = pageAligned(8192).fill(2);
+      assert.equal(await store('aligned', aligned), null);
+      assert.deepEqual(await fsp.readFile(path.join(dir, 'aligned')), Buffer.alloc(5000, 2), 'the padded tail is cut back');
+    } finally {
+      await fsp.rm(dir, { recursive: true, force: true });
+    }
+  });
+});

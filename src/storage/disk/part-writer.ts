@@ -37,8 +37,9 @@ export interface PartWriter extends Pick<BlobWriter, 'write' | 'onDrain' | 'hold
 }
 
 /**
- * Streams one file into `path`. Incoming chunks are copied into a ring of 1 MiB buffers (the first
- * one 64 KiB; page-aligned, so the part file writes them with O_DIRECT as they are); each full
+ * Streams one file into `path`. Incoming chunks are copied into a ring of 1 MiB buffers, page-aligned
+ * so that the part file writes them with O_DIRECT as they are (a file starts in a 64 KiB one of
+ * ordinary memory, and moves into a full one once it outgrows it: outgrow in ring.ts); each full
  * buffer is handed to the part file (part-file.ts: the writes, syncs and durability), then, once
  * written, transferred to the hash worker in file order, and comes back to the ring when hashed.
  */
