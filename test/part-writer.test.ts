@@ -179,7 +179,7 @@ describe('direct writes', () => {
       if (!(await probeDirect(io, dir))) return t.skip('no O_DIRECT on this filesystem');
       const store = (name: string, buf: Buffer): Promise<Error | null> =>
         new Promise((resolve) => {
-          const f = createPartFile(path.join(dir, name), { io, append: false }, resolve, () => {});
+          const f = createPartFile(path.join(dir, name), { io, append: false }, (err) => (f.abort(), resolve(err)), () => {});
           // Not the file's only write: it is opened with O_DIRECT.
           f.write(buf, 5000, 0, () => f.close().then(() => resolve(null), resolve), false);
         });

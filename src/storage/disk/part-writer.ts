@@ -134,7 +134,8 @@ export function createPartWriter(path: string, opts: PartWriterOptions): PartWri
       if (n === chunk.length) overflow.shift();
       else overflow[0] = chunk.subarray(n);
       if (fill < room(cur)) continue;
-      if (slots[cur]!.view!.length < SLOT_BYTES && fill === slots[cur]!.view!.length) outgrow(ring, cur, fill);
+      const size = slots[cur]!.view!.length;
+      if (size < SLOT_BYTES && fill === size) outgrow(ring, cur, fill);
       else sealCur();
     }
   }
