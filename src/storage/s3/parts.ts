@@ -37,7 +37,11 @@ export interface PartQueue {
 export interface PartQueueOptions extends PartTarget {
   /** Number of the first part this queue cuts (an append continues after the parts before it). */
   firstPart: number;
-  /** Told the size of every chunk written: the body's buffers are garbage once copied into a part. */
+  /**
+   * Told the bytes of the copies this queue held while no part buffer was to be had, once they are in
+   * parts: garbage that only a collection frees. The caller's own chunks are not counted; they are
+   * its to reuse, and collections they did not need would only move live objects to the old generation.
+   */
   garbage?: (bytes: number) => void;
 }
 
@@ -101,12 +105,17 @@ export function createPartQueue(o: PartQueueOptions): PartQueue {
   const absorb = (force = false) => {
     const chunks = held.splice(0);
     heldBytes = 0;
+    let dropped = 0;
     for (const c of chunks) {
       if (held.length > 0) {
         held.push(c);
         heldBytes += c.length;
-      } else copyIn(c, force);
+      } else {
+        copyIn(c, force);
+        dropped += c.length;
+      }
     }
+    if (dropped > 0) o.garbage?.(dropped);
   };
 
   /** Whether the caller may send more: no part waits for an upload slot, nothing is held, and a buffer is at hand or to be had. */
@@ -129,7 +138,6 @@ export function createPartQueue(o: PartQueueOptions): PartQueue {
     write(chunk) {
       if (up.error) return true;
       received += chunk.length;
-      o.garbage?.(chunk.length);
       if (held.length > 0) {
         held.push(Buffer.from(chunk));
         heldBytes += chunk.length;
