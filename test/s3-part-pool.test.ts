@@ -46,3 +46,32 @@ test('two parts of any size fit whatever the budget: one fills while the other u
   pool.give(filling);
   assert.equal(pool.mayTake(6 * MIB, null), true);
 });
+
+test('a buffer the pool does not keep gives its memory back at once; a failed part\'s is left to the GC', () => {
+  let released = 0;
+  const pool = createPartPool(24 * MIB, () => released++);
+  const a = pool.take(6 * MIB);
+  const b = pool.take(6 * MIB);
+  const c = pool.take(6 * MIB);
+  a.fill(1);
+  c.fill(3);
+  pool.give(a);
+  assert.equal(a.length, 6 * MIB, 'kept for reuse: with the 12 MiB still out, it fits the budget');
+  pool.drop(c);
+  assert.equal(c.length, 6 * MIB, 'a failed part\'s request may still read it: untouched');
+  assert.equal(c[0], 3);
+  pool.give(b);
+  assert.equal(released, 1, 'nothing out: the spares go');
+  assert.equal(b.length, 0, 'the last one back is unmapped');
+  assert.equal(a.length, 0, 'and the spare kept before it');
+  const d = pool.take(6 * MIB);
+  assert.notEqual(d, a, 'a fresh mapping after the release');
+  assert.equal(d.length, 6 * MIB);
+  const e = pool.take(6 * MIB);
+  const f = pool.take(6 * MIB);
+  const g = pool.take(6 * MIB);
+  const h = pool.take(6 * MIB); // past the budget, as a writer that waited long enough takes it
+  pool.give(d);
+  assert.equal(d.length, 0, 'with 24 MiB still out, one more does not fit: unmapped');
+  for (const x of [e, f, g, h]) pool.give(x);
+});

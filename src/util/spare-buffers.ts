@@ -22,6 +22,16 @@ export function pageAligned(size: number): Buffer {
   return Buffer.from(new Resizable(size, { maxByteLength: size }));
 }
 
+/**
+ * Gives a pageAligned buffer's memory back to the system now (V8 shrinks it in place and discards
+ * its pages) instead of when a collection finds it; every view of it is then empty. Only for a
+ * buffer nothing can read or write any more, not even a socket write still in flight.
+ */
+export function unmapNow(buf: Buffer): void {
+  const ab = buf.buffer as ArrayBuffer & { resizable?: boolean; resize?: (n: number) => void };
+  if (ab.resizable === true) ab.resize!(0);
+}
+
 /** Fresh allocations per pool name since start: a steady climb under load means buffers are not coming back. */
 const fresh = new Map<string, number>();
 export const freshAllocations = (): ReadonlyMap<string, number> => fresh;

@@ -1,3 +1,5 @@
+import { pageAligned, unmapNow } from '../../util/spare-buffers.ts';
+
 /**
  * How long a writer waits for a part buffer before it takes one past the budget: buffers of fast
  * uploads come back within a part's upload, so only a budget held by clients that send slowly
@@ -13,7 +15,10 @@ export const PAST_BUDGET_AFTER_MS = 2000;
  */
 export interface PartPool {
   take(size: number): Buffer;
+  /** A buffer whose part was uploaded: its request is over, so nothing reads it any more. */
   give(buf: Buffer): void;
+  /** A buffer whose part failed or was never sent: a request may still hold it, so only the GC frees it. */
+  drop(buf: Buffer): void;
   /** Whether `size` more bytes fit in the budget (or none are out), or a writer waiting since `since` (ms) has waited long enough. */
   mayTake(size: number, since: number | null): boolean;
   /** Runs `fn` once, when a buffer comes back or a waiter's time may be up. */
@@ -21,8 +26,10 @@ export interface PartPool {
 }
 
 /**
- * `released`: called when the pool has let its spare buffers go (no upload holds a buffer any more),
- * so that they are collected soon rather than held through the downloads that may follow.
+ * Buffers are page-aligned mappings, and one the pool does not keep goes back to the system at once
+ * (unmapNow): waiting for the GC held the spares of the last upload beside the fresh ones of the
+ * next, two budgets at once. `released`: called when the pool has let its spare buffers go (no
+ * upload holds a buffer any more), for the garbage the uploads left besides.
  */
 export function createPartPool(budget: number, released: () => void = () => {}): PartPool {
   // Two parts of any size fit, whatever the budget: an upload past its 5,000th part (16 MiB parts)
@@ -43,14 +50,24 @@ export function createPartPool(budget: number, released: () => void = () => {}):
     take(size) {
       out += size;
       const i = free.findIndex((b) => b.length === size);
-      return i >= 0 ? free.splice(i, 1)[0]! : Buffer.allocUnsafe(size);
+      return i >= 0 ? free.splice(i, 1)[0]! : pageAligned(size);
     },
     give(buf) {
       out -= buf.length;
       if (out === 0) {
-        free.length = 0;
+        for (const b of free.splice(0)) unmapNow(b);
+        unmapNow(buf);
         released();
       } else if (out + free.reduce((n, b) => n + b.length, 0) + buf.length <= room(buf.length)) free.push(buf);
+      else unmapNow(buf);
+      wake();
+    },
+    drop(buf) {
+      out -= buf.length;
+      if (out === 0) {
+        for (const b of free.splice(0)) unmapNow(b);
+        released();
+      }
       wake();
     },
     mayTake: (size, since) => out === 0 || out + size <= room(size) || (since !== null && Date.now() - since >= PAST_BUDGET_AFTER_MS),

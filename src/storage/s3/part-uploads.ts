@@ -62,7 +62,8 @@ export function pump(u: PartUploads): void {
       },
       (err: Error) => {
         u.inFlight--;
-        u.o.pool.give(buf);
+        // An aborted request may still be writing its body: the buffer is not reused or unmapped.
+        u.o.pool.drop(buf);
         failUploads(u, err);
       },
     );

@@ -1,10 +1,17 @@
 import { MAX_PARTS, partSize } from '../../util/s3-sizes.ts';
 import { failUploads, partUploads, pump, settleUploads, type PartTarget, type UploadedPart } from './part-uploads.ts';
+import { pageAligned } from '../../util/spare-buffers.ts';
 
 export { MAX_PARTS, MIN_PART, partSize } from '../../util/s3-sizes.ts';
 export type { UploadedPart } from './part-uploads.ts';
 
 const EMPTY: Buffer = Buffer.alloc(0);
+/**
+ * takeFilling's copies from this size up are mappings of their own (pageAligned). A plain copy under
+ * glibc's mmap threshold comes from malloc's heap: hundreds of small objects held for publishing
+ * left it full of holes that kept the RSS up long after they were freed; a mapping goes back whole.
+ */
+const OWN_MAPPING = 4096;
 
 /**
  * Cuts a stream of chunks into parts of partSize(n) bytes and uploads them to one multipart upload,
@@ -164,7 +171,8 @@ export function createPartQueue(o: PartQueueOptions): PartQueue {
     },
     takeFilling() {
       absorb(true);
-      const out = Buffer.from(part.subarray(0, fill));
+      const out = fill >= OWN_MAPPING ? pageAligned(fill) : Buffer.allocUnsafe(fill);
+      out.set(part.subarray(0, fill));
       if (part.length > 0) o.pool.give(part);
       part = EMPTY;
       fill = 0;

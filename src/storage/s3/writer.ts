@@ -8,6 +8,7 @@ import { type BlobDigest, type BlobKey, type BlobWriter, type WriteOptions } fro
 import { BlobError } from '../../errors.ts';
 import type { ByteBudget, PartPool } from './part-pool.ts';
 import { createPartQueue } from './parts.ts';
+import { unmapNow } from '../../util/spare-buffers.ts';
 
 /** What every part of the S3 store shares: the client, the bucket and where things live in it. */
 export interface S3Ctx {
@@ -65,8 +66,10 @@ export function createS3Writer(ctx: S3Ctx, key: BlobKey, opts: WriteOptions = {}
   let state: 'open' | 'finishing' | 'finished' | 'published' | 'aborted' = 'open';
   /** The bytes of an object too small for a multipart upload, held until publish (charged to ctx.held). */
   let small: Buffer | null = null;
-  const drop = () => {
+  /** `sent`: its PutObject is over, so its memory goes back now (an aborted one may still be sending it). */
+  const drop = (sent = false) => {
     if (small) ctx.held.give(small.length);
+    if (small && sent) unmapNow(small);
     small = null;
   };
   let parts: { PartNumber: number; ETag: string }[] = [];
@@ -113,7 +116,7 @@ export function createS3Writer(ctx: S3Ctx, key: BlobKey, opts: WriteOptions = {}
       if (state !== 'finished') throw new Error(`publish() before finish() resolved (state ${state})`);
       if (small) {
         await ctx.client.send(new PutObjectCommand({ Bucket: ctx.bucket, Key: objectKey, Body: small, ContentLength: small.length }));
-        drop();
+        drop(true);
       } else {
         // radosgw answers an empty ETag here: nothing downstream relies on it.
         await ctx.client.send(new CompleteMultipartUploadCommand({
