@@ -127,7 +127,7 @@ async function main(): Promise<void> {
       `Request bodies >= ${CONTENT_LENGTH_LIMIT} bytes go chunked (uWS v20.30 drops 10-digit Content-Length), ` +
       'smaller ones carry Content-Length; the same rule for every server.',
   );
-  const names = selectServers(['sluice', 'node-busboy', 'express-multer', 'express-multer-fsync', 'nginx', 'uws-sink']);
+  const names = selectServers(['sluice', 'node-busboy', 'express-multer', 'express-multer-fsync', 'nginx', 'uws-sink', 'uws-disk']);
   const targets: Target[] = [];
   for (const name of names) {
     try {
@@ -193,7 +193,7 @@ async function main(): Promise<void> {
   // The bound's ratios are the most a server that syncs before it answers could read here (the faster disk row's, were
   // its network free).
   const vsPeer = (c: CaseResult, peer: string): string =>
-    c.server === 'sluice' || isReference(c.server) ? ratio(c.mbps, find(peer, c)) : '';
+    c.server === 'sluice' || c.server === 'uws-disk' || isReference(c.server) ? ratio(c.mbps, find(peer, c)) : '';
   const rows: Cell[][] = results.map((c) => [
     c.server,
     formatSize(c.size),
@@ -229,6 +229,13 @@ async function main(): Promise<void> {
     console.log(
       'uws-sink: bare uWebSockets.js taking the body and dropping it (one copy per chunk, no parsing, no disk): the\n' +
         "stack's receive ceiling; what Sluice takes beyond it is its own work on the bytes and the wait for the disk",
+    );
+  }
+  if (names.includes('uws-disk')) {
+    console.log(
+      'uws-disk: bare uWebSockets.js writing the body as Sluice writes a file (1 MiB O_DIRECT writes, then fsync of the\n' +
+        'file and its directory; no parsing, no checksum, no database): the least a durable server on this stack does,\n' +
+        'its receive and its writes sharing the cores with the client as Sluice\'s do',
     );
   }
   printTable(

@@ -1,0 +1,152 @@
+// Reference, not a peer: the least a durable server on this stack does with an upload. uWebSockets.js,
+// loaded as Sluice loads it, copies each chunk of the body (the one copy every uWS handler must make)
+// into page-aligned 1 MiB buffers, writes each full one with O_DIRECT as Sluice does, then cuts the
+// padded tail, fsyncs the file and its directory and answers. No parsing, no checksum, no database:
+// what Sluice takes longer than this row is its own work on the bytes and its bookkeeping, with the
+// same kernel receive and write paths. Env: PORT, DIR (where the bodies go; each is removed once answered).
+import fs from 'node:fs';
+import path from 'node:path';
+import { loadUws } from '../../src/http/uws.ts';
+import { pageAligned } from '../../src/util/spare-buffers.ts';
+import { alignUp, writeDirect, type DirectIo } from '../../src/storage/disk/direct-io.ts';
+
+const port = Number(process.env.PORT ?? 3000);
+const dir = process.env.DIR ?? '.';
+const { uws } = loadUws();
+const SLOT = 1 << 20;
+/** Buffers per upload, as Sluice's write ring holds for one file. */
+const DEPTH = 4;
+const spare: Buffer[] = [];
+const io: DirectIo = { supported: true };
+let seq = 0;
+
+interface Upload {
+  fd: number;
+  file: string;
+  /** Buffers ready to fill. */
+  free: Buffer[];
+  /** The one being filled, and how much of it is. */
+  fill: Buffer | null;
+  used: number;
+  /** File offset of `fill`'s first byte. */
+  at: number;
+  inFlight: number;
+  failed: Error | null;
+  paused: boolean;
+  finished: boolean;
+  /** Runs once nothing is in flight after the last chunk. */
+  drained: (() => void) | null;
+}
+
+function open(): Upload {
+  const file = path.join(dir, `body-${process.pid}-${++seq}`);
+  const fd = fs.openSync(file, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_TRUNC | fs.constants.O_DIRECT, 0o600);
+  const free = Array.from({ length: DEPTH }, () => spare.pop() ?? pageAligned(SLOT));
+  return { fd, file, free, fill: null, used: 0, at: 0, inFlight: 0, failed: null, paused: false, finished: false, drained: null };
+}
+
+/** Writes the buffer being filled; its return to `free` resumes a paused body. */
+function flush(u: Upload, resume: () => void): void {
+  const buf = u.fill!;
+  const len = u.used;
+  const at = u.at;
+  u.fill = null;
+  u.at += len;
+  u.used = 0;
+  u.inFlight++;
+  writeDirect(io, u.fd, buf, len, at, (err) => {
+    u.inFlight--;
+    u.failed ??= err;
+    u.free.push(buf);
+    if (u.paused) {
+      u.paused = false;
+      resume();
+    }
+    if (u.inFlight === 0) u.drained?.();
+  });
+}
+
+/** Copies a chunk in, writing each buffer it fills; false when every buffer is out (the body must pause). */
+function take(u: Upload, chunk: Uint8Array, resume: () => void): boolean {
+  let off = 0;
+  while (off < chunk.length) {
+    // A chunk that uWS had read before the pause took effect still lands: a spare holds it.
+    u.fill ??= u.free.pop() ?? spare.pop() ?? pageAligned(SLOT);
+    const n = Math.min(SLOT - u.used, chunk.length - off);
+    u.fill.set(chunk.subarray(off, off + n), u.used);
+    u.used += n;
+    off += n;
+    if (u.used === SLOT) flush(u, resume);
+  }
+  return u.free.length > 0;
+}
+
+function finish(u: Upload, size: number, done: (err: Error | null) => void): void {
+  if (u.finished) return;
+  u.finished = true;
+  const end = (): void => {
+    if (u.failed) return close(u, u.failed, done);
+    fs.ftruncate(u.fd, size, (err) => {
+      if (err) return close(u, err, done);
+      fs.fsync(u.fd, (err2) => close(u, err2, done));
+    });
+  };
+  if (u.fill && u.used > 0) flush(u, () => {});
+  if (u.inFlight === 0) end();
+  else u.drained = end;
+}
+
+function close(u: Upload, err: Error | null, done: (err: Error | null) => void): void {
+  fs.close(u.fd, () => {
+    for (const b of u.free.splice(0)) if (spare.length < 64) spare.push(b);
+    if (u.fill && spare.length < 64) spare.push(u.fill);
+    if (err) return done(err);
+    // The directory entry is durable too, as a stored file's is.
+    fs.open(dir, 'r', (e, dfd) => {
+      if (e) return done(e);
+      fs.fsync(dfd, (e2) => fs.close(dfd, () => done(e2)));
+    });
+  });
+}
+
+uws
+  .App()
+  .get('/healthz', (res) => {
+    res.writeHeader('content-type', 'application/json').end('{"success":true}');
+  })
+  .post('/api/v1/upload', (res) => {
+    let aborted = false;
+    let size = 0;
+    const u = open();
+    const resume = (): void => {
+      if (!aborted) res.resume();
+    };
+    res.onAborted(() => {
+      aborted = true;
+      u.failed ??= new Error('aborted');
+      finish(u, size, () => fs.rm(u.file, { force: true }, () => {}));
+    });
+    res.onData((ab, isLast) => {
+      const chunk = new Uint8Array(ab);
+      size += chunk.length;
+      if (!take(u, chunk, resume)) {
+        u.paused = true;
+        res.pause();
+      }
+      if (!isLast) return;
+      finish(u, size, (err) => {
+        fs.rm(u.file, { force: true }, () => {});
+        if (aborted) return;
+        const status = err ? '500 Internal Server Error' : '201 Created';
+        // The body's size, not a file's: like nginx, this row parses no form.
+        const body = JSON.stringify(err ? { success: false, error: String(err) } : { success: true, body_bytes: size, files: [{ name: 'body' }] });
+        res.cork(() => res.writeStatus(status).writeHeader('content-type', 'application/json').end(body));
+      });
+    });
+  })
+  .listen('127.0.0.1', port, (socket) => {
+    if (!socket) {
+      console.error(`uws-disk: cannot listen on ${port}`);
+      process.exit(1);
+    }
+  });
