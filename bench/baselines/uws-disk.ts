@@ -6,13 +6,11 @@
 // same kernel receive and write paths. Env: PORT, DIR (where the bodies go; each is removed once answered).
 import fs from 'node:fs';
 import path from 'node:path';
-import { loadUws } from '../../src/http/uws.ts';
+import { serveUws, uploadReply } from '../lib/uws-baseline.ts';
 import { pageAligned } from '../../src/util/spare-buffers.ts';
 import { alignUp, writeDirect, type DirectIo } from '../../src/storage/disk/direct-io.ts';
 
-const port = Number(process.env.PORT ?? 3000);
 const dir = process.env.DIR ?? '.';
-const { uws } = loadUws();
 const SLOT = 1 << 20;
 /** Buffers per upload, as Sluice's write ring holds for one file. */
 const DEPTH = 4;
@@ -109,44 +107,32 @@ function close(u: Upload, err: Error | null, done: (err: Error | null) => void):
   });
 }
 
-uws
-  .App()
-  .get('/healthz', (res) => {
-    res.writeHeader('content-type', 'application/json').end('{"success":true}');
-  })
-  .post('/api/v1/upload', (res) => {
-    let aborted = false;
-    let size = 0;
-    const u = open();
-    const resume = (): void => {
-      if (!aborted) res.resume();
-    };
-    res.onAborted(() => {
-      aborted = true;
-      u.failed ??= new Error('aborted');
-      finish(u, size, () => fs.rm(u.file, { force: true }, () => {}));
-    });
-    res.onData((ab, isLast) => {
-      const chunk = new Uint8Array(ab);
-      size += chunk.length;
-      if (!take(u, chunk, resume)) {
-        u.paused = true;
-        res.pause();
-      }
-      if (!isLast) return;
-      finish(u, size, (err) => {
-        fs.rm(u.file, { force: true }, () => {});
-        if (aborted) return;
-        const status = err ? '500 Internal Server Error' : '201 Created';
-        // The body's size, not a file's: like nginx, this row parses no form.
-        const body = JSON.stringify(err ? { success: false, error: String(err) } : { success: true, body_bytes: size, files: [{ name: 'body' }] });
-        res.cork(() => res.writeStatus(status).writeHeader('content-type', 'application/json').end(body));
-      });
-    });
-  })
-  .listen('127.0.0.1', port, (socket) => {
-    if (!socket) {
-      console.error(`uws-disk: cannot listen on ${port}`);
-      process.exit(1);
-    }
+serveUws('uws-disk', (res) => {
+  let aborted = false;
+  let size = 0;
+  const u = open();
+  const resume = (): void => {
+    if (!aborted) res.resume();
+  };
+  res.onAborted(() => {
+    aborted = true;
+    u.failed ??= new Error('aborted');
+    finish(u, size, () => fs.rm(u.file, { force: true }, () => {}));
   });
+  res.onData((ab, isLast) => {
+    const chunk = new Uint8Array(ab);
+    size += chunk.length;
+    if (!take(u, chunk, resume)) {
+      u.paused = true;
+      res.pause();
+    }
+    if (!isLast) return;
+    finish(u, size, (err) => {
+      fs.rm(u.file, { force: true }, () => {});
+      if (aborted) return;
+      const status = err ? '500 Internal Server Error' : '201 Created';
+      const body = err ? JSON.stringify({ success: false, error: String(err) }) : uploadReply(size);
+      res.cork(() => res.writeStatus(status).writeHeader('content-type', 'application/json').end(body));
+    });
+  });
+});

@@ -3,34 +3,19 @@
 // copy every uWS handler must make (the chunk's memory is reused once onData returns), into one
 // reused buffer. No parsing, no disk. What Sluice takes longer than this row is its own work on the
 // bytes (parsing, checksumming, writing) and the wait for the disk. Env: PORT (DIR is not used).
-import { loadUws } from '../../src/http/uws.ts';
+import { serveUws, uploadReply } from '../lib/uws-baseline.ts';
 
-const port = Number(process.env.PORT ?? 3000);
-const { uws } = loadUws();
 const sink = Buffer.allocUnsafe(1 << 20);
 
-uws
-  .App()
-  .get('/healthz', (res) => {
-    res.writeHeader('content-type', 'application/json').end('{"success":true}');
-  })
-  .post('/api/v1/upload', (res) => {
-    let aborted = false;
-    let size = 0;
-    res.onAborted(() => (aborted = true));
-    res.onData((ab, isLast) => {
-      const chunk = new Uint8Array(ab);
-      size += chunk.length;
-      sink.set(chunk.length <= sink.length ? chunk : chunk.subarray(0, sink.length));
-      if (!isLast || aborted) return;
-      // The body's size, not a file's: like nginx, this row stores no file.
-      const body = JSON.stringify({ success: true, body_bytes: size, files: [{ name: 'body' }] });
-      res.cork(() => res.writeStatus('201 Created').writeHeader('content-type', 'application/json').end(body));
-    });
-  })
-  .listen('127.0.0.1', port, (socket) => {
-    if (!socket) {
-      console.error(`uws-sink: cannot listen on ${port}`);
-      process.exit(1);
-    }
+serveUws('uws-sink', (res) => {
+  let aborted = false;
+  let size = 0;
+  res.onAborted(() => (aborted = true));
+  res.onData((ab, isLast) => {
+    const chunk = new Uint8Array(ab);
+    size += chunk.length;
+    sink.set(chunk.length <= sink.length ? chunk : chunk.subarray(0, sink.length));
+    if (!isLast || aborted) return;
+    res.cork(() => res.writeStatus('201 Created').writeHeader('content-type', 'application/json').end(uploadReply(size)));
   });
+});
