@@ -113,6 +113,21 @@ describe('S3 part cuts on radosgw', { skip: cephSkip('S3 part cuts on radosgw (t
     await s3.send(new DeleteObjectCommand({ Bucket: bucket.bucket, Key }));
   });
 
+  test('once a part upload failed, a part cut later goes back to the pool, and the pool empties', async () => {
+    let released = 0;
+    const pool = createPartPool(64 * MIB, () => released++);
+    const queue = createPartQueue({
+      client: s3, bucket: bucket.bucket, key: `${prefix}/gone`, uploadId: () => Promise.resolve('no-such-upload'), firstPart: 1,
+      pool, onError: () => {},
+    });
+    queue.write(Buffer.alloc(6 * MIB + 1, 1)); // one full part goes up (and fails), one byte stays in the next
+    await assert.rejects(queue.settle());
+    queue.flush();
+    await assert.rejects(queue.settle());
+    queue.abort();
+    assert.equal(released, 1, 'no buffer is left out: the pool let its spares go');
+  });
+
   test('only the copies a queue held for want of a part buffer are reported as garbage, not the chunks it was given', async () => {
     const paced = await queueAt(1);
     await push(paced.queue, 20 * MIB);

@@ -15,8 +15,11 @@ export const PAST_BUDGET_AFTER_MS = 2000;
  */
 export interface PartPool {
   take(size: number): Buffer;
-  /** A buffer whose part was uploaded: its request is over, so nothing reads it any more. */
-  give(buf: Buffer): void;
+  /**
+   * A buffer whose part was uploaded, or never sent: nothing reads it any more. `used`: the bytes
+   * written into it this time (a short last part, a small object's bytes, copied out).
+   */
+  give(buf: Buffer, used: number): void;
   /** A buffer whose part failed or was never sent: a request may still hold it, so only the GC frees it. */
   drop(buf: Buffer): void;
   /** Whether `size` more bytes fit in the budget (or none are out), or a writer waiting since `since` (ms) has waited long enough. */
@@ -27,9 +30,11 @@ export interface PartPool {
 
 /**
  * Buffers are page-aligned mappings, and one the pool does not keep goes back to the system at once
- * (unmapNow): waiting for the GC held the spares of the last upload beside the fresh ones of the
- * next, two budgets at once. `released`: called when the pool has let its spare buffers go (no
- * upload holds a buffer any more), for the garbage the uploads left besides.
+ * (unmapNow) once it has been filled to its end: waiting for the GC held the spares of the last
+ * upload beside the fresh ones of the next, two budgets at once. One never filled (a small object's
+ * part) is left to the GC: few of its pages are resident, and V8 zeroes a buffer it shrinks, which
+ * would fault in the rest. `released`: called when the pool has let its spare buffers go (no upload
+ * holds a buffer any more), for the garbage the uploads left besides.
  */
 export function createPartPool(budget: number, released: () => void = () => {}): PartPool {
   // Two parts of any size fit, whatever the budget: an upload past its 5,000th part (16 MiB parts)
@@ -37,6 +42,11 @@ export function createPartPool(budget: number, released: () => void = () => {}):
   const room = (size: number): number => Math.max(budget, 2 * size);
   const free: Buffer[] = [];
   let out = 0;
+  /** Buffers once filled to their end: all their pages are resident. */
+  const filled = new WeakSet<Buffer>();
+  const letGo = (buf: Buffer): void => {
+    if (filled.has(buf)) unmapNow(buf);
+  };
   let waiting: (() => void)[] = [];
   let timer: NodeJS.Timeout | null = null;
   const wake = () => {
@@ -52,20 +62,21 @@ export function createPartPool(budget: number, released: () => void = () => {}):
       const i = free.findIndex((b) => b.length === size);
       return i >= 0 ? free.splice(i, 1)[0]! : pageAligned(size);
     },
-    give(buf) {
+    give(buf, used) {
       out -= buf.length;
+      if (used >= buf.length) filled.add(buf);
       if (out === 0) {
-        for (const b of free.splice(0)) unmapNow(b);
-        unmapNow(buf);
+        for (const b of free.splice(0)) letGo(b);
+        letGo(buf);
         released();
       } else if (out + free.reduce((n, b) => n + b.length, 0) + buf.length <= room(buf.length)) free.push(buf);
-      else unmapNow(buf);
+      else letGo(buf);
       wake();
     },
     drop(buf) {
       out -= buf.length;
       if (out === 0) {
-        for (const b of free.splice(0)) unmapNow(b);
+        for (const b of free.splice(0)) letGo(b);
         released();
       }
       wake();

@@ -55,7 +55,7 @@ export function pump(u: PartUploads): void {
     void upload(u, n, body).then(
       () => {
         u.inFlight--;
-        u.o.pool.give(buf);
+        u.o.pool.give(buf, body.length);
         pump(u);
         u.freed();
         if (u.inFlight === 0 && u.waiting.length === 0) u.settled?.();
@@ -86,7 +86,7 @@ export function failUploads(u: PartUploads, err: Error, report = true): void {
   u.error = err;
   u.ac.abort();
   if (report) u.o.onError(err);
-  for (const w of u.waiting.splice(0)) u.o.pool.give(w.buf);
+  for (const w of u.waiting.splice(0)) u.o.pool.give(w.buf, w.body.length);
   u.settled?.();
 }
 

@@ -66,11 +66,10 @@ export function createPartQueue(o: PartQueueOptions): PartQueue {
   let waitingSince: number | null = null;
 
   const cut = () => {
-    if (nextPart > MAX_PARTS) {
-      failUploads(up, new Error(`an object may have at most ${MAX_PARTS} parts`));
-      return;
-    }
-    up.waiting.push({ n: nextPart++, body: part.subarray(0, fill), buf: part });
+    if (nextPart > MAX_PARTS) failUploads(up, new Error(`an object may have at most ${MAX_PARTS} parts`));
+    // After a failure nothing more goes up: a part cut now would never be sent, nor its buffer given back.
+    if (up.error) o.pool.give(part, fill);
+    else up.waiting.push({ n: nextPart++, body: part.subarray(0, fill), buf: part });
     part = EMPTY;
     fill = 0;
     pump(up);
@@ -94,7 +93,7 @@ export function createPartQueue(o: PartQueueOptions): PartQueue {
   /** Copies a chunk into part buffers, cutting each one as it fills; what finds no buffer is held in a copy. */
   const copyIn = (chunk: Uint8Array, force = false) => {
     let at = 0;
-    while (at < chunk.length) {
+    while (at < chunk.length && !up.error) {
       if (!bufferAtHand(force)) {
         held.push(Buffer.from(chunk.subarray(at)));
         heldBytes += chunk.length - at;
@@ -173,7 +172,7 @@ export function createPartQueue(o: PartQueueOptions): PartQueue {
       absorb(true);
       const out = fill >= OWN_MAPPING ? pageAligned(fill) : Buffer.allocUnsafe(fill);
       out.set(part.subarray(0, fill));
-      if (part.length > 0) o.pool.give(part);
+      if (part.length > 0) o.pool.give(part, fill);
       part = EMPTY;
       fill = 0;
       return out;
@@ -182,7 +181,7 @@ export function createPartQueue(o: PartQueueOptions): PartQueue {
     abort() {
       // The caller's own decision: no onError for it.
       failUploads(up, new Error('aborted'), false);
-      if (part.length > 0) o.pool.give(part);
+      if (part.length > 0) o.pool.give(part, fill);
       part = EMPTY;
       fill = 0;
     },
