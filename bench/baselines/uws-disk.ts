@@ -110,7 +110,14 @@ function close(u: Upload, err: Error | null, done: (err: Error | null) => void):
 serveUws('uws-disk', (res) => {
   let aborted = false;
   let size = 0;
-  const u = open();
+  let u: Upload;
+  try {
+    u = open();
+  } catch (err) {
+    // DIR refuses O_DIRECT (tmpfs), or no descriptor is left: answered, not a crash.
+    res.writeStatus('500 Internal Server Error').end(JSON.stringify({ success: false, error: String(err) }));
+    return;
+  }
   const resume = (): void => {
     if (!aborted) res.resume();
   };
@@ -122,7 +129,8 @@ serveUws('uws-disk', (res) => {
   res.onData((ab, isLast) => {
     const chunk = new Uint8Array(ab);
     size += chunk.length;
-    if (!take(u, chunk, resume)) {
+    // The last chunk never pauses: nothing would resume the socket for the next request.
+    if (!take(u, chunk, resume) && !isLast) {
       u.paused = true;
       res.pause();
     }
