@@ -23,9 +23,10 @@ export function pageAligned(size: number): Buffer {
 }
 
 /**
- * Gives a pageAligned buffer's memory back to the system now (V8 shrinks it in place and discards
- * its pages) instead of when a collection finds it; every view of it is then empty. Only for a
- * buffer nothing can read or write any more, not even a socket write still in flight.
+ * Gives a pageAligned buffer's memory back to the system now (V8 shrinks it in place, zeroing it,
+ * then discards its pages) instead of when a collection finds it; every view of it is then empty.
+ * Only for a buffer nothing can read or write any more, not even a socket write still in flight,
+ * and worth it only where its pages are in memory (the zeroing touches every one).
  */
 export function unmapNow(buf: Buffer): void {
   const ab = buf.buffer as ArrayBuffer & { resizable?: boolean; resize?: (n: number) => void };

@@ -20,7 +20,7 @@ export interface PartPool {
    * written into it this time (a short last part, a small object's bytes, copied out).
    */
   give(buf: Buffer, used: number): void;
-  /** A buffer whose part failed or was never sent: a request may still hold it, so only the GC frees it. */
+  /** A buffer whose part upload failed: its request may still be writing it, so it is never reused, and only the GC frees it. */
   drop(buf: Buffer): void;
   /** Whether `size` more bytes fit in the budget (or none are out), or a writer waiting since `since` (ms) has waited long enough. */
   mayTake(size: number, since: number | null): boolean;
