@@ -75,11 +75,14 @@ test('a buffer the pool does not keep gives its memory back at once; a failed pa
   assert.equal(d.length, 0, 'with 24 MiB still out, one more does not fit: unmapped');
   for (const x of [e, f, g, h]) pool.give(x, x.length);
 
-  // A buffer never filled to its end (a small object's part) is left to the GC: shrinking makes V8
-  // zero it, which would fault in pages that were never used.
+  // A buffer filled less than halfway (a small object's part) is left to the GC: shrinking makes V8
+  // zero it, which would fault in pages that were never used. A short last part is given back.
   const small = pool.take(6 * MIB);
   small.fill(5, 0, 64 * 1024);
   pool.give(small, 64 * 1024);
   assert.equal(small.length, 6 * MIB, 'not unmapped');
   assert.equal(released, 3);
+  const last = pool.take(6 * MIB);
+  pool.give(last, 4 * MIB);
+  assert.equal(last.length, 0, 'two thirds used: unmapped');
 });

@@ -30,10 +30,10 @@ export interface PartPool {
 
 /**
  * Buffers are page-aligned mappings, and one the pool does not keep goes back to the system at once
- * (unmapNow) once it has been filled to its end: waiting for the GC held the spares of the last
- * upload beside the fresh ones of the next, two budgets at once. One never filled (a small object's
- * part) is left to the GC: few of its pages are resident, and V8 zeroes a buffer it shrinks, which
- * would fault in the rest. `released`: called when the pool has let its spare buffers go (no upload
+ * (unmapNow) once at least half of it has been filled: waiting for the GC held the spares of the
+ * last upload beside the fresh ones of the next, two budgets at once. One filled less (a small
+ * object's part) is left to the GC: few of its pages are resident, and V8 zeroes a buffer it
+ * shrinks, which would fault in the rest. `released`: called when the pool has let its spare buffers go (no upload
  * holds a buffer any more), for the garbage the uploads left besides.
  */
 export function createPartPool(budget: number, released: () => void = () => {}): PartPool {
@@ -42,10 +42,10 @@ export function createPartPool(budget: number, released: () => void = () => {}):
   const room = (size: number): number => Math.max(budget, 2 * size);
   const free: Buffer[] = [];
   let out = 0;
-  /** Buffers once filled to their end: all their pages are resident. */
-  const filled = new WeakSet<Buffer>();
+  /** The most bytes ever written into each buffer: about how much of it is resident. */
+  const touched = new WeakMap<Buffer, number>();
   const letGo = (buf: Buffer): void => {
-    if (filled.has(buf)) unmapNow(buf);
+    if ((touched.get(buf) ?? 0) * 2 >= buf.length) unmapNow(buf);
   };
   let waiting: (() => void)[] = [];
   let timer: NodeJS.Timeout | null = null;
@@ -64,7 +64,7 @@ export function createPartPool(budget: number, released: () => void = () => {}):
     },
     give(buf, used) {
       out -= buf.length;
-      if (used >= buf.length) filled.add(buf);
+      touched.set(buf, Math.max(used, touched.get(buf) ?? 0));
       if (out === 0) {
         for (const b of free.splice(0)) letGo(b);
         letGo(buf);
