@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { serveUws, uploadReply } from '../lib/uws-baseline.ts';
 import { pageAligned } from '../../src/util/spare-buffers.ts';
-import { alignUp, writeDirect, type DirectIo } from '../../src/storage/disk/direct-io.ts';
+import { writeDirect, type DirectIo } from '../../src/storage/disk/direct-io.ts';
 
 const dir = process.env.DIR ?? '.';
 const SLOT = 1 << 20;
