@@ -7,14 +7,14 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { serveUws, uploadReply } from '../lib/uws-baseline.ts';
-import { pageAligned } from '../../src/util/spare-buffers.ts';
+import { pageAligned, spareBuffers } from '../../src/util/spare-buffers.ts';
 import { writeDirect, type DirectIo } from '../../src/storage/disk/direct-io.ts';
 
 const dir = process.env.DIR ?? '.';
 const SLOT = 1 << 20;
 /** Buffers per upload, as Sluice's write ring holds for one file. */
 const DEPTH = 4;
-const spare: Buffer[] = [];
+const spare = spareBuffers('uws-disk', SLOT, 64, pageAligned);
 const io: DirectIo = { supported: true };
 let seq = 0;
 
@@ -39,7 +39,7 @@ interface Upload {
 function open(): Upload {
   const file = path.join(dir, `body-${process.pid}-${++seq}`);
   const fd = fs.openSync(file, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_TRUNC | fs.constants.O_DIRECT, 0o600);
-  const free = Array.from({ length: DEPTH }, () => spare.pop() ?? pageAligned(SLOT));
+  const free = Array.from({ length: DEPTH }, () => spare.take());
   return { fd, file, free, fill: null, used: 0, at: 0, inFlight: 0, failed: null, paused: false, finished: false, drained: null };
 }
 
@@ -69,7 +69,7 @@ function take(u: Upload, chunk: Uint8Array, resume: () => void): boolean {
   let off = 0;
   while (off < chunk.length) {
     // A chunk that uWS had read before the pause took effect still lands: a spare holds it.
-    u.fill ??= u.free.pop() ?? spare.pop() ?? pageAligned(SLOT);
+    u.fill ??= u.free.pop() ?? spare.take();
     const n = Math.min(SLOT - u.used, chunk.length - off);
     u.fill.set(chunk.subarray(off, off + n), u.used);
     u.used += n;
@@ -96,8 +96,8 @@ function finish(u: Upload, size: number, done: (err: Error | null) => void): voi
 
 function close(u: Upload, err: Error | null, done: (err: Error | null) => void): void {
   fs.close(u.fd, () => {
-    for (const b of u.free.splice(0)) if (spare.length < 64) spare.push(b);
-    if (u.fill && spare.length < 64) spare.push(u.fill);
+    for (const b of u.free.splice(0)) spare.give(b);
+    if (u.fill) spare.give(u.fill);
     if (err) return done(err);
     // The directory entry is durable too, as a stored file's is.
     fs.open(dir, 'r', (e, dfd) => {

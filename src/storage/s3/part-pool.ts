@@ -47,6 +47,14 @@ export function createPartPool(budget: number, released: () => void = () => {}):
   const letGo = (buf: Buffer): void => {
     if ((touched.get(buf) ?? 0) * 2 >= buf.length) unmapNow(buf);
   };
+  /** After a buffer came back: with none out any more, the spares go too; waiters are told. */
+  const emptied = (): void => {
+    if (out === 0) {
+      for (const b of free.splice(0)) letGo(b);
+      released();
+    }
+    wake();
+  };
   let waiting: (() => void)[] = [];
   let timer: NodeJS.Timeout | null = null;
   const wake = () => {
@@ -65,21 +73,13 @@ export function createPartPool(budget: number, released: () => void = () => {}):
     give(buf, used) {
       out -= buf.length;
       touched.set(buf, Math.max(used, touched.get(buf) ?? 0));
-      if (out === 0) {
-        for (const b of free.splice(0)) letGo(b);
-        letGo(buf);
-        released();
-      } else if (out + free.reduce((n, b) => n + b.length, 0) + buf.length <= room(buf.length)) free.push(buf);
+      if (out > 0 && out + free.reduce((n, b) => n + b.length, 0) + buf.length <= room(buf.length)) free.push(buf);
       else letGo(buf);
-      wake();
+      emptied();
     },
     drop(buf) {
       out -= buf.length;
-      if (out === 0) {
-        for (const b of free.splice(0)) letGo(b);
-        released();
-      }
-      wake();
+      emptied();
     },
     mayTake: (size, since) => out === 0 || out + size <= room(size) || (since !== null && Date.now() - since >= PAST_BUDGET_AFTER_MS),
     onFree(fn) {
