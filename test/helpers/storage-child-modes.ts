@@ -4,7 +4,8 @@
  *   midwrite            a new object half written (never finished)
  *   published           a new object finished and published (no row will ever name it)
  *   midappend <id> <n>  an append to resumable <id> at offset <n>, half written
- * `writing` resolves once the half-written bytes have reached the store as far as that store lets them.
+ * `writing` resolves once the half-written bytes have reached the store as far as that store lets them;
+ * it is given the writer or appender and what its write() answered.
  */
 import type { BlobStore, BlobWriter } from '../../src/storage/blob-store.ts';
 
@@ -12,7 +13,7 @@ export async function runCrashMode(
   store: BlobStore,
   [mode, id, offset]: string[],
   bytes: Buffer,
-  writing: (w: Pick<BlobWriter, 'onDrain'> | null, wrote: boolean) => Promise<void>,
+  writing: (w: Pick<BlobWriter, 'onDrain'>, wrote: boolean) => Promise<void>,
 ): Promise<void> {
   if (mode === 'midwrite') {
     const w = store.createWriter();
@@ -26,8 +27,7 @@ export async function runCrashMode(
     process.stdout.write(`ready ${w.key}\n`);
   } else if (mode === 'midappend') {
     const a = await store.append(id!, Number(offset), { limit: Number.MAX_SAFE_INTEGER, hashAhead: true });
-    a.write(bytes);
-    await writing(null, true);
+    await writing(a, a.write(bytes));
     process.stdout.write(`ready ${id}\n`);
   } else throw new Error(`unknown mode ${mode}`);
   setInterval(() => {}, 1 << 30);
