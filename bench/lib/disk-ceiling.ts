@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { mkdtemp, rm } from 'node:fs/promises';
+import { settleDisk } from './files.ts';
 
 const PIECE = 1 << 20;
 const IN_FLIGHT = 4;
@@ -72,6 +73,7 @@ export async function durableWrite(sizes: readonly number[], cached = false): Pr
     return { ms: performance.now() - started, writtenMs: Math.max(...written) - started };
   } finally {
     await rm(dir, { recursive: true, force: true });
+    await settleDisk(os.tmpdir());
   }
 }
 
@@ -102,5 +104,6 @@ export async function durableAppends(size: number, piece: number, record: (offse
     return performance.now() - started;
   } finally {
     await rm(dir, { recursive: true, force: true });
+    await settleDisk(os.tmpdir());
   }
 }

@@ -1,6 +1,7 @@
 // The little of the upload response the benches read, and clean-up between runs.
 import http from 'node:http';
 import { removeLargeFiles, type Target } from './targets.ts';
+import { settleDisk } from './files.ts';
 
 export interface UploadedFile {
   id: string | number;
@@ -34,12 +35,13 @@ function httpDelete(url: string, headers: Record<string, string>): Promise<numbe
 
 /**
  * Frees the disk after a run. Sluice: delete each bundle through its API (keeps its db consistent), then sweep
- * any large file left in DATA_DIR outside the embedded db. Baselines: every uploaded file in DIR.
+ * any large file left in DATA_DIR outside the embedded db. Baselines: every uploaded file in DIR. Then waits for the
+ * disk to settle (settleDisk).
  */
 export async function cleanupUploads(target: Target, replies: readonly unknown[]): Promise<void> {
   if (!target.name.startsWith('sluice')) {
     await removeLargeFiles(target.dir, 0);
-    return;
+    return settleDisk(target.dir);
   }
   for (const json of replies) {
     const reply = asUploadReply(json);
@@ -51,4 +53,5 @@ export async function cleanupUploads(target: Target, replies: readonly unknown[]
   }
   const swept = await removeLargeFiles(target.dir, 1024 * 1024, ['pg']);
   if (swept > 0) console.warn(`  (removed ${swept} file(s) >= 1 MiB that Sluice left in DATA_DIR)`);
+  await settleDisk(target.dir);
 }
