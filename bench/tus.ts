@@ -5,7 +5,8 @@
 // The `bound` rows are the disk and database alone, in the same rounds: the file written once and fsynced (multipart's
 // least), and written as appends of PIECE, each fsynced and its offset committed to PostgreSQL before the next
 // (tus's least, without HTTP). Their ratio is the most tus can reach against multipart on this disk (BENCH_DISK=0
-// skips them).
+// skips them). The `uws-disk` rows are the same over HTTP: bare uWebSockets.js writing each body as Sluice does, no
+// database (bench/baselines/uws-disk.ts).
 //   node --import tsx bench/tus.ts [4G]     env: BENCH_SIZES (default 4G) BENCH_RUNS (3) BENCH_TUS_PIECE (64M) DATABASE_URL BENCH_TREE_ALT BENCH_DISK
 import http from 'node:http';
 import postgres from 'postgres';
@@ -178,7 +179,7 @@ async function main(): Promise<void> {
   );
   // with BENCH_TREE_ALT, `sluice-base` too: the servers take turns round by round (A, B, A, B ...)
   const targets: Target[] = [];
-  for (const name of selectServers(['sluice'])) {
+  for (const name of selectServers(['sluice', 'uws-disk'])) {
     const t = await startTarget(name, { databaseUrl: process.env.DATABASE_URL });
     targets.push(t);
     const warm = await runOnce(t, 'tus', 16 * MiB, 4 * MiB, 0);
@@ -229,6 +230,12 @@ async function main(): Promise<void> {
     console.log(
       `${BOUND}: the disk alone, O_DIRECT; multipart = one write and fsync; tus = appends of ${formatSize(piece)}, each fsynced` +
         (process.env.DATABASE_URL ? ' and its offset committed to PostgreSQL' : ' (no database: DATABASE_URL unset)') + ' before the next',
+    );
+  }
+  if (targets.some((t) => t.name === 'uws-disk')) {
+    console.log(
+      'uws-disk: bare uWebSockets.js writing each body as Sluice does (1 MiB O_DIRECT writes, fsync, then the answer), with\n' +
+        'no parsing and no database: its tus / multipart is the most a durable tus server reaches over HTTP on the same disk',
     );
   }
   printTable(

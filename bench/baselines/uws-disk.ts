@@ -4,9 +4,11 @@
 // padded tail, fsyncs the file and its directory and answers. No parsing, no checksum, no database:
 // what Sluice takes longer than this row is its own work on the bytes and its bookkeeping, with the
 // same kernel receive and write paths. Env: PORT, DIR (where the bodies go; each is removed once answered).
+// It takes tus uploads the same way (creation, then PATCHes each appended, fsynced and answered), with no
+// database: the offset is the file's length. What Sluice's tus takes longer is its admission, lock and record.
 import fs from 'node:fs';
 import path from 'node:path';
-import { serveUws, uploadReply } from '../lib/uws-baseline.ts';
+import { serveUws, uploadReply, type App, type Response } from '../lib/uws-baseline.ts';
 import { pageAligned, spareBuffers } from '../../src/util/spare-buffers.ts';
 import { writeDirect, type DirectIo } from '../../src/storage/disk/direct-io.ts';
 
@@ -36,11 +38,14 @@ interface Upload {
   drained: (() => void) | null;
 }
 
-function open(): Upload {
-  const file = path.join(dir, `body-${process.pid}-${++seq}`);
-  const fd = fs.openSync(file, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_TRUNC | fs.constants.O_DIRECT, 0o600);
+const newFile = (): string => path.join(dir, `body-${process.pid}-${++seq}`);
+
+/** Opens `file` for the body's bytes from offset `at` (a whole number of blocks). */
+function open(file: string, at: number): Upload {
+  const flags = fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_DIRECT | (at === 0 ? fs.constants.O_TRUNC : 0);
+  const fd = fs.openSync(file, flags, 0o600);
   const free = Array.from({ length: DEPTH }, () => spare.take());
-  return { fd, file, free, fill: null, used: 0, at: 0, inFlight: 0, failed: null, paused: false, finished: false, drained: null };
+  return { fd, file, free, fill: null, used: 0, at, inFlight: 0, failed: null, paused: false, finished: false, drained: null };
 }
 
 /** Writes the buffer being filled; its return to `free` resumes a paused body. */
@@ -79,6 +84,7 @@ function take(u: Upload, chunk: Uint8Array, resume: () => void): boolean {
   return u.free.length > 0;
 }
 
+/** Writes what is left, cuts the file at `size` (its whole length), fsyncs it and its directory. */
 function finish(u: Upload, size: number, done: (err: Error | null) => void): void {
   if (u.finished) return;
   u.finished = true;
@@ -107,15 +113,19 @@ function close(u: Upload, err: Error | null, done: (err: Error | null) => void):
   });
 }
 
-serveUws('uws-disk', (res) => {
+/**
+ * Takes the body into `file` from offset `at`, durably; `answer` gets the body's size, or is never called once the
+ * client is gone (the file is then removed).
+ */
+function receive(res: Response, file: string, at: number, answer: (err: Error | null, size: number) => void): void {
   let aborted = false;
   let size = 0;
   let u: Upload;
   try {
-    u = open();
+    u = open(file, at);
   } catch (err) {
     // DIR refuses O_DIRECT (tmpfs), or no descriptor is left: answered, not a crash.
-    res.writeStatus('500 Internal Server Error').end(JSON.stringify({ success: false, error: String(err) }));
+    answer(err as Error, 0);
     return;
   }
   const resume = (): void => {
@@ -124,7 +134,7 @@ serveUws('uws-disk', (res) => {
   res.onAborted(() => {
     aborted = true;
     u.failed ??= new Error('aborted');
-    finish(u, size, () => fs.rm(u.file, { force: true }, () => {}));
+    finish(u, at + size, () => fs.rm(u.file, { force: true }, () => {}));
   });
   res.onData((ab, isLast) => {
     const chunk = new Uint8Array(ab);
@@ -135,12 +145,58 @@ serveUws('uws-disk', (res) => {
       res.pause();
     }
     if (!isLast) return;
-    finish(u, size, (err) => {
-      fs.rm(u.file, { force: true }, () => {});
-      if (aborted) return;
-      const status = err ? '500 Internal Server Error' : '201 Created';
-      const body = err ? JSON.stringify({ success: false, error: String(err) }) : uploadReply(size);
-      res.cork(() => res.writeStatus(status).writeHeader('content-type', 'application/json').end(body));
+    finish(u, at + size, (err) => {
+      if (!aborted) answer(err, size);
     });
   });
-});
+}
+
+const failed = (res: Response, err: Error): void => {
+  res.cork(() => res.writeStatus('500 Internal Server Error').end(JSON.stringify({ success: false, error: String(err) })));
+};
+
+/** tus uploads: their file and declared length, by id. */
+const uploads = new Map<string, { file: string; length: number }>();
+
+function serveTus(app: App, port: number): void {
+  app.post('/api/v1/tus/', (res, req) => {
+    const length = Number(req.getHeader('upload-length'));
+    const id = String(++seq);
+    const file = newFile();
+    fs.writeFileSync(file, '', { mode: 0o600 });
+    uploads.set(id, { file, length });
+    res
+      .writeStatus('201 Created')
+      .writeHeader('tus-resumable', '1.0.0')
+      .writeHeader('location', `http://127.0.0.1:${port}/api/v1/tus/${id}`)
+      .end();
+  });
+  app.patch('/api/v1/tus/:id', (res, req) => {
+    const id = req.getParameter(0) ?? '';
+    const up = uploads.get(id);
+    const at = Number(req.getHeader('upload-offset'));
+    if (!up || at % 4096 !== 0) {
+      res.writeStatus('404 Not Found').end();
+      return;
+    }
+    receive(res, up.file, at, (err, size) => {
+      if (err) return failed(res, err);
+      // The finished upload is dropped, as a multipart body is once answered.
+      if (at + size === up.length) fs.rm(up.file, { force: true }, () => uploads.delete(id));
+      res.cork(() => res.writeStatus('204 No Content').writeHeader('tus-resumable', '1.0.0').writeHeader('upload-offset', String(at + size)).endWithoutBody());
+    });
+  });
+}
+
+serveUws(
+  'uws-disk',
+  (res) => {
+    const file = newFile();
+    receive(res, file, 0, (err, size) => {
+      fs.rm(file, { force: true }, () => {});
+      if (err) return failed(res, err);
+      res.cork(() => res.writeStatus('201 Created').writeHeader('content-type', 'application/json').end(uploadReply(size)));
+    });
+  },
+  serveTus,
+);
