@@ -4,8 +4,9 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
-import { OCTETS, tusCall, tusMeta, tusPatch, uploadPath } from './helpers/tus.ts';
-import { MiB, assertNoServerErrors } from './upload-util.ts';
+import { OCTETS, tusCall, tusCreate, tusMeta, tusPatch, uploadPath } from './helpers/tus.ts';
+import { MiB, assertNoServerErrors, rawConnect, write } from './upload-util.ts';
+import { waitFor } from './helpers/wait.ts';
 import { file, upload, call } from './helpers/http.ts';
 
 const CAP = 10 * MiB;
@@ -99,6 +100,26 @@ for (const backend of backends()) {
       assert.equal(status.json.space_remaining, CAP - 1000 - piece);
       const small = await upload(srv, [file('s.txt', 'abc')], { path: `/api/v1/upload/${token}` });
       assert.equal(small.status, 200, JSON.stringify(small.json));
+      assertNoServerErrors(srv);
+    });
+
+    test('a PATCH whose client leaves during its admission wedges nothing: the upload takes the next PATCH', async () => {
+      // A PATCH takes the upload's lock at admission. Its read of the row is held up here (the table
+      // locked) until the client has reset the connection: whether the server notices before its
+      // handler runs or only when the handler reads the body, the lock must go with the request.
+      const loc = await tusCreate(srv, 1000);
+      await srv.sql.begin(async (tx) => {
+        await tx`lock table tus_uploads in access exclusive mode`;
+        const conn = await rawConnect(srv.port);
+        await write(conn.sock, `PATCH ${loc} HTTP/1.1\r\nHost: x\r\nTus-Resumable: 1.0.0\r\nUpload-Offset: 0\r\n` +
+          `Content-Type: application/offset+octet-stream\r\nContent-Length: 1000\r\n\r\n`);
+        await waitFor('the admission to wait on the table', async () =>
+          (await srv.sql`select 1 from pg_stat_activity where wait_event_type = 'Lock' and query like '%tus_uploads%'`).length > 0);
+        conn.sock.resetAndDestroy();
+        // A request sent after the reset, answered: the server's loop has been past it.
+        assert.equal((await call(srv, 'GET', '/healthz')).status, 200);
+      });
+      await waitFor('the upload to take a PATCH again', async () => (await tusPatch(srv, loc, 0, randomBytes(1000))).status === 204);
       assertNoServerErrors(srv);
     });
   });

@@ -24,12 +24,17 @@ export interface TusRow {
   joined_into: string | null;
   expires_at: Date;
   is_expired: boolean;
+  /** Started under a key: whether that key is still active (null: no key). */
+  key_active: boolean | null;
 }
 
-export type NewUpload = Omit<TusRow, 'upload_offset' | 'completed_at' | 'file_id' | 'joined_into' | 'is_expired'>;
+export type NewUpload = Omit<TusRow, 'upload_offset' | 'completed_at' | 'file_id' | 'joined_into' | 'is_expired' | 'key_active'>;
 
-// With the quarantine of the bundle it appends to: every request to the upload answers 451 then.
-const COLS = 'u.*, u.expires_at <= now() as is_expired, (select b.quarantined_at from bundles b where b.id = u.bundle_id) as quarantined_at';
+// With the quarantine of the bundle it appends to (every request to the upload answers 451 then),
+// and the state of the key it was started under, read in the same round trip.
+const COLS = `u.*, u.expires_at <= now() as is_expired,
+  (select b.quarantined_at from bundles b where b.id = u.bundle_id) as quarantined_at,
+  (select k.revoked_at is null and (k.expires_at is null or k.expires_at > now()) from api_keys k where k.id = u.api_key_id) as key_active`;
 
 export async function insertUpload(sql: Sql, u: NewUpload): Promise<void> {
   await sql`
@@ -62,10 +67,10 @@ export async function findUpload(sql: Sql, id: string): Promise<TusRow | undefin
 }
 
 /**
- * Takes upload `id`'s lock and reads its row in one round trip: 'locked' while another request
- * holds it, undefined when there is no such upload (nothing is held then).
+ * Tries upload `id`'s lock and reads its row in one round trip. `lock` is null while another
+ * request holds it, and when there is no such upload (`row` undefined: nothing is held then).
  */
-export async function holdUpload(locks: UploadLocks, id: string): Promise<{ lock: UploadLock; row: TusRow } | 'locked' | undefined> {
+export async function takeUpload(locks: UploadLocks, id: string): Promise<{ lock: UploadLock | null; row: TusRow | undefined }> {
   const { lock, read } = await locks.take(id, (session) => uploadRow(session, id));
   let row: TusRow | undefined;
   try {
@@ -74,10 +79,16 @@ export async function holdUpload(locks: UploadLocks, id: string): Promise<{ lock
     await lock?.release();
     throw err;
   }
-  if (!lock) return row ? 'locked' : undefined;
-  if (row) return { lock, row };
+  if (row || !lock) return { lock, row };
   await lock.release();
-  return undefined;
+  return { lock: null, row };
+}
+
+/** takeUpload's outcome as one value: 'locked' while another request holds the lock, undefined when there is no such upload. */
+export async function holdUpload(locks: UploadLocks, id: string): Promise<{ lock: UploadLock; row: TusRow } | 'locked' | undefined> {
+  const { lock, row } = await takeUpload(locks, id);
+  if (!row) return undefined;
+  return lock ? { lock, row } : 'locked';
 }
 
 /**

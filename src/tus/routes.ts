@@ -47,7 +47,7 @@ export function tusRoutes(deps: Deps): Route[] {
   // Termination and methods the URL does not take spend the hourly budget like any API request.
   const admitToUrl: Admit = (ctx) => {
     const method = methodOf(ctx);
-    return method !== 'DELETE' && Object.hasOwn(onUpload, method) ? admitToUpload(ctx, deps) : deps.access.admit(ctx);
+    return method !== 'DELETE' && Object.hasOwn(onUpload, method) ? admitToUpload(ctx, deps, method === 'PATCH') : deps.access.admit(ctx);
   };
   const routes: Route[] = [];
   const mount = (pattern: string, table: Record<string, Handler>, admit?: Admit): void => {

@@ -9,11 +9,10 @@ import { finishedHeaders, recoverCompletion } from './complete.ts';
 import { findDownloadableFile } from '../db/files.ts';
 import { changeState } from '../db/bundle-room.ts';
 import { mayChange, refuseChange } from '../bundles/guard.ts';
-import { isKeyActive } from '../db/api-keys.ts';
 import { sendStoredFile } from '../routes/download.ts';
 import { removeOneFile } from '../routes/bundle.ts';
 import { AppError } from '../errors.ts';
-import { deleteUpload, findUpload, holdUpload, releaseAhead, reserveAhead, type TusRow } from '../db/tus-uploads.ts';
+import { deleteUpload, findUpload, holdUpload, releaseAhead, reserveAhead, takeUpload, type TusRow } from '../db/tus-uploads.ts';
 import type { UploadLock } from '../db/upload-locks.ts';
 import { checkResumable, httpDate, intHeader, NO_STORE, OFFSET_TYPE, parseChecksum, replyError, UPLOAD_ID_RE } from './protocol.ts';
 
@@ -32,6 +31,8 @@ export const requestBound = (row: Pick<TusRow, 'upload_length' | 'upload_offset'
 
 /** The live upload each admitted request to an upload's URL names (see admitToUpload). */
 const admitted = new WeakMap<Ctx, TusRow>();
+/** A PATCH's hold on its upload, taken at admission (null: another request holds it); see takeHold. */
+const holds = new WeakMap<Ctx, UploadLock | null>();
 
 /** The live upload this request was admitted to, or undefined when it names none. */
 export const uploadOf = (ctx: Ctx): TusRow | undefined => admitted.get(ctx);
@@ -41,22 +42,49 @@ export const uploadOf = (ctx: Ctx): TusRow | undefined => admitted.get(ctx);
  * requests are counted against its own bound (requestBound, for as long as the upload lives) and
  * leave the hourly budget unspent; a request naming no live upload spends the hourly budget like
  * any other API request, so probing ids costs. The upload is then `uploadOf(ctx)`.
+ *
+ * A PATCH (`writing`) tries the upload's lock in the same round trip that reads its row, and holds
+ * it from here to its answer (takeHold): one round trip less per PATCH than locking in the handler.
  */
-export async function admitToUpload(ctx: Ctx, deps: Deps): Promise<Caller> {
+export async function admitToUpload(ctx: Ctx, deps: Deps, writing: boolean): Promise<Caller> {
   const id = ctx.params[0] ?? '';
   let row: TusRow | undefined;
+  let lock: UploadLock | null = null;
   try {
-    row = UPLOAD_ID_RE.test(id) ? await findUpload(deps.sql, id) : undefined;
+    if (!UPLOAD_ID_RE.test(id)) row = undefined;
+    else if (writing) ({ row, lock } = await takeUpload(deps.uploadLocks, id));
+    else row = await findUpload(deps.sql, id);
   } catch (err) {
     // The database is out: the answer is an error either way, but it still states the budget.
     await deps.access.admit(ctx).catch(() => {});
     throw err;
   }
-  if (!row || row.is_expired) return deps.access.admit(ctx);
-  const life = Math.max(1000, row.expires_at.getTime() - Date.now());
-  const caller = await deps.access.admitWithin(ctx, `tus:${row.id}`, requestBound(row), life);
+  let caller: Caller;
+  try {
+    if (!row || row.is_expired) {
+      await lock?.release();
+      return await deps.access.admit(ctx);
+    }
+    const life = Math.max(1000, row.expires_at.getTime() - Date.now());
+    caller = await deps.access.admitWithin(ctx, `tus:${row.id}`, requestBound(row), life);
+  } catch (err) {
+    await lock?.release();
+    throw err;
+  }
   admitted.set(ctx, row);
+  if (writing) {
+    holds.set(ctx, lock);
+    // Gone before its handler ran (the server then skips it): the hold goes with the request.
+    ctx.onAbort(() => void takeHold(ctx)?.release());
+  }
   return caller;
+}
+
+/** The PATCH's hold, now the caller's to release (null: another request holds the lock). Once only. */
+function takeHold(ctx: Ctx): UploadLock | null {
+  const lock = holds.get(ctx) ?? null;
+  holds.delete(ctx);
+  return lock;
 }
 
 /** Logged with the route, never the path: an upload's id is all it takes to write to it or delete it. */
@@ -100,19 +128,25 @@ async function withLock<T>(deps: Deps, id: string, work: (row: TusRow, lock: Upl
   const held = await holdUpload(deps.uploadLocks, id);
   if (held === 'locked') throw new AppError('UPLOAD_LOCKED', 'Another request is writing to this upload');
   if (!held) throw notFound();
+  return underLock(held.lock, held.row, work);
+}
+
+/** Runs `work` on `row`, read under `lock`, and lets the lock go once it is done. */
+async function underLock<T>(lock: UploadLock, row: TusRow, work: (row: TusRow, lock: UploadLock) => Promise<T>): Promise<T> {
   try {
-    return await work(held.row, held.lock);
+    if (row.is_expired) throw notFound();
+    return await work(row, lock);
   } finally {
-    await held.lock.release();
+    await lock.release();
   }
 }
 
 export async function patch(ctx: Ctx, deps: Deps): Promise<void> {
+  const hold = takeHold(ctx);
+  const live = uploadOf(ctx);
   const h = ctx.headers;
   const tap: BodyTap | null = hasBody(h) ? tapBody(ctx) : null;
-  const id = ctx.params[0] ?? '';
   try {
-    const live = uploadOf(ctx);
     // A PATCH is an upload: a Bearer that is not an active key is refused (401), as on any upload.
     deps.access.uploaderFor(await deps.access.callerOf(ctx));
     checkResumable(h);
@@ -125,14 +159,14 @@ export async function patch(ctx: Ctx, deps: Deps): Promise<void> {
     const checksum = parseChecksum(h['upload-checksum']);
     const declared = intHeader(h, 'upload-length');
     const contentLength = intHeader(h, 'content-length');
-    const headers = await withLock(deps, id, async (row, lock) => {
-      if (row.is_expired) throw notFound();
+    if (!hold) throw new AppError('UPLOAD_LOCKED', 'Another request is writing to this upload');
+    const headers = await underLock(hold, live, async (row, lock) => {
       if (row.concat !== null && row.concat !== 'partial') {
         throw new AppError('FINAL_UPLOAD', 'A final upload takes no PATCH: its bytes are its partial uploads\'');
       }
       // Started under a key: the key must still be active for every byte and for completion (a
       // revoked key's upload would otherwise still become a bundle on its plan).
-      if (row.api_key_id !== null && !(await isKeyActive(deps.sql, row.api_key_id))) throw new AppError('INVALID_API_KEY');
+      if (row.api_key_id !== null && !row.key_active) throw new AppError('INVALID_API_KEY');
       if (offset !== row.upload_offset) {
         throw new AppError('OFFSET_MISMATCH', `Upload-Offset ${offset} does not match the upload's offset ${row.upload_offset}`);
       }
@@ -176,6 +210,8 @@ export async function patch(ctx: Ctx, deps: Deps): Promise<void> {
     send(ctx, 204, '', [...NO_STORE, ...headers]);
   } catch (err) {
     tap?.cancel();
+    // Let go before the answer, as on success.
+    await hold?.release();
     replyError(ctx, err, logFailure(deps, ctx), tap !== null);
   }
 }
@@ -191,7 +227,6 @@ export async function terminate(ctx: Ctx, deps: Deps): Promise<void> {
   try {
     checkResumable(ctx.headers);
     await withLock(deps, id, async (row) => {
-      if (row.is_expired) throw notFound();
       if (row.completed_at === null) {
         await deleteUpload(deps.sql, row.id);
         if (row.bundle_id !== null) deps.bundles.invalidate(row.bundle_id); // its reservation is free again
