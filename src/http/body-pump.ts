@@ -8,7 +8,7 @@ import { watchClient } from './client-waits.ts';
 const CHUNK_BYTES = 1 << 20;
 /**
  * Bodies larger than this read through reused, page-aligned 1 MiB buffers (reads from the page cache
- * into them are much faster than into malloc's); spares for eight responses reading ahead are kept.
+ * into them are much faster than into malloc's); as many spares are kept as read-ahead may hold.
  * Smaller bodies get one buffer of their own size. Figures: bench/RESULTS.md, "Design notes moved
  * from the code".
  */
@@ -16,11 +16,17 @@ const POOLED_OVER_BYTES = 64 * 1024;
 /** Read buffer bytes all responses hold together (docs/security.md, "Slow readers"). */
 export const TOTAL_BUDGET_BYTES = 64 * CHUNK_BYTES;
 /**
+ * A response reads ahead of its send only while all responses together hold at most this much: with
+ * a few streaming, the others keep the sockets busy while one reads, and each then holds one buffer,
+ * not two.
+ */
+const AHEAD_BYTES = 8 * CHUNK_BYTES;
+/**
  * A full collection soon, at most every 5 s: what a crowd of dropped connections or buffers leaves
  * lives in the old generation, and an idle server may not collect it for a long time.
  */
 const collectSoon = createOldCollector(5_000);
-const memory = createResponseMemory(TOTAL_BUDGET_BYTES, CHUNK_BYTES, 16, collectSoon);
+const memory = createResponseMemory(TOTAL_BUDGET_BYTES, CHUNK_BYTES, AHEAD_BYTES / CHUNK_BYTES, collectSoon);
 /** Read buffer bytes held by all responses right now, and how many responses wait for some. */
 export const responseMemory = (): { inUse: number; waiting: number } => ({ inUse: memory.inUse(), waiting: memory.waiting() });
 
@@ -227,12 +233,14 @@ export function streamBody(
       return buf && startRead(buf, at);
     };
     const readAhead = (at: number): void => {
-      const buf = bufferNow(); // only with memory to spare
+      // only with memory to spare
+      const buf = idle.length > 0 || memory.inUse() + size <= AHEAD_BYTES ? bufferNow() : null;
       if (buf) ahead = startRead(buf, at);
     };
-    // Sent whole: its buffer serves the next read, unless another response is waiting for one.
+    // Sent whole: its buffer serves the next read, unless another response is waiting for one or
+    // read-ahead is over its share.
     const sentWhole = (p: Piece): void => {
-      if (memory.waiting() > 0) drop(p.buf);
+      if (memory.waiting() > 0 || memory.inUse() > AHEAD_BYTES) drop(p.buf);
       else idle.push(p.buf);
       p.buf = NO_BUFFER;
     };
