@@ -15,6 +15,9 @@ export interface ApiKeyRow {
   state: 'active' | 'expired' | 'revoked';
 }
 
+/** SQL: the key (the table aliased `k`) is still active, neither revoked nor expired. */
+export const KEY_ACTIVE = 'k.revoked_at is null and (k.expires_at is null or k.expires_at > now())';
+
 /** A key's state as `keys list` shows it (the table is aliased `k`). */
 export const KEY_STATE = `case when k.revoked_at is not null then 'revoked'
                    when k.expires_at is not null and k.expires_at <= now() then 'expired'
@@ -47,11 +50,6 @@ export async function apiKeyByHash(sql: Sql, hash: Uint8Array): Promise<ApiKeyRo
   return row;
 }
 
-/** Whether the key with this id is still active (neither revoked nor expired). */
-export async function isKeyActive(sql: Sql, id: number): Promise<boolean> {
-  const [row] = await sql`select 1 from api_keys where id = ${id} and revoked_at is null and (expires_at is null or expires_at > now())`;
-  return row !== undefined;
-}
 
 export const listApiKeys = (sql: Sql): Promise<ApiKeyRow[]> =>
   sql<ApiKeyRow[]>`select k.*, ${sql.unsafe(KEY_STATE)} from api_keys k order by k.id`;

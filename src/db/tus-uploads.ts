@@ -4,6 +4,7 @@ import { lockForChange, type ChangeCheck } from './bundle-room.ts';
 import { AppError } from '../errors.ts';
 import type { NewBundleFields } from './bundles.ts';
 import { refuseQuarantined } from './quarantine.ts';
+import { KEY_ACTIVE } from './api-keys.ts';
 
 export interface TusRow {
   id: string;
@@ -34,7 +35,7 @@ export type NewUpload = Omit<TusRow, 'upload_offset' | 'completed_at' | 'file_id
 // and the state of the key it was started under, read in the same round trip.
 const COLS = `u.*, u.expires_at <= now() as is_expired,
   (select b.quarantined_at from bundles b where b.id = u.bundle_id) as quarantined_at,
-  (select k.revoked_at is null and (k.expires_at is null or k.expires_at > now()) from api_keys k where k.id = u.api_key_id) as key_active`;
+  (select ${KEY_ACTIVE} from api_keys k where k.id = u.api_key_id) as key_active`;
 
 export async function insertUpload(sql: Sql, u: NewUpload): Promise<void> {
   await sql`

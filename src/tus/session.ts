@@ -51,9 +51,10 @@ export async function admitToUpload(ctx: Ctx, deps: Deps, writing: boolean): Pro
   let row: TusRow | undefined;
   let lock: UploadLock | null = null;
   try {
-    if (!UPLOAD_ID_RE.test(id)) row = undefined;
-    else if (writing) ({ row, lock } = await takeUpload(deps.uploadLocks, id));
-    else row = await findUpload(deps.sql, id);
+    if (UPLOAD_ID_RE.test(id)) {
+      if (writing) ({ row, lock } = await takeUpload(deps.uploadLocks, id));
+      else row = await findUpload(deps.sql, id);
+    }
   } catch (err) {
     // The database is out: the answer is an error either way, but it still states the budget.
     await deps.access.admit(ctx).catch(() => {});
