@@ -12,7 +12,7 @@ import postgres from 'postgres';
 import { request, type Agent } from 'undici';
 import { startServer, storedBlobs, type TestServer } from './helpers/server.ts';
 import { mountTmpfs, pgUnavailable, privateRedis, redisUnavailable, startPrivatePg, type PrivatePg, type PrivateRedis } from './helpers/services.ts';
-import { rawConnect, rawHead, partHead, newBoundary, write, sha, MiB, stored, createTus } from './upload-util.ts';
+import { rawConnect, rawHead, partHead, newBoundary, write, sha, MiB, stored, createTus, logOf } from './upload-util.ts';
 import { multipart, filePart } from './helpers/multipart.ts';
 import { from, randomLoopback } from './access-util.ts';
 import { waitFor } from './helpers/wait.ts';
@@ -202,6 +202,13 @@ describe('Redis down', { skip: pgSkip ?? redisSkip ?? false }, () => {
   let pg: PrivatePg;
   let redis: PrivateRedis;
   let srv: TestServer;
+  // Closed by the suite whatever a test did: a server left running would keep the file from ending.
+  const servers: TestServer[] = [];
+  const start = async (): Promise<TestServer> => {
+    const s = await startServer('embedded', await env());
+    servers.push(s);
+    return s;
+  };
   const env = async (): Promise<Record<string, string>> => ({
     DATABASE_URL: await freshDb(pg),
     REDIS_URL: redis.url,
@@ -237,20 +244,26 @@ describe('Redis down', { skip: pgSkip ?? redisSkip ?? false }, () => {
     redis = await privateRedis();
   });
   after(async () => {
-    await srv?.close();
+    for (const s of servers) await s.close();
     await redis?.destroy();
     await pg?.destroy();
   });
 
   test('killed and frozen during traffic: requests fail open within the budget; limits apply again once it is back', async () => {
     await redis.start();
-    srv = await startServer('embedded', await env());
+    srv = await start();
     const base = `http://127.0.0.1:${srv.port}`;
     assert.equal((await timed(`${base}/readyz`)).status, 200);
     await limitsApply(base);
 
+    // The log: a miss is a warning; a store still failing after 5 s is an error; its return is said.
+    const log = logOf(srv);
+    const lines = (since: number): { level: number; msg: string }[] =>
+      log.text.slice(since).split('\n').filter((l) => l.includes('rate limit store')).map((l) => JSON.parse(l) as { level: number; msg: string });
+    const logFrom = log.text.length;
     await redis.kill();
     await failsOpen(base);
+    assert.deepEqual(lines(logFrom).map((l) => [l.level, l.msg]), [[40, 'rate limit store did not answer: request let through uncounted']]);
 
     await redis.start();
     await waitFor('readyz 200 after Redis restarted', async () => (await timed(`${base}/readyz`)).status === 200, 10_000);
@@ -260,9 +273,14 @@ describe('Redis down', { skip: pgSkip ?? redisSkip ?? false }, () => {
     // those requests sent waits in Redis's socket; thawed, it must not count (they went through
     // uncounted): the same address then has its whole budget.
     const frozenAgent = from(randomLoopback());
+    const frozenAt = Date.now();
     redis.freeze();
     try {
       await failsOpen(base, frozenAgent);
+      // The subject: an outage is a store that has failed for 5 s.
+      await new Promise((r) => setTimeout(r, Math.max(0, frozenAt + 5200 - Date.now())));
+      assert.equal((await timed(`${base}/api/v1/bundle/abcde`, { agent: frozenAgent })).status, 404);
+      await waitFor('the outage logged as an error', () => lines(logFrom).some((l) => l.level === 50 && l.msg === 'rate limit store unavailable: failing open'));
       // The subject: a count may still run until a second after it was sent (its deadline).
       await new Promise((r) => setTimeout(r, 1100));
     } finally {
@@ -270,13 +288,13 @@ describe('Redis down', { skip: pgSkip ?? redisSkip ?? false }, () => {
     }
     await waitFor('readyz 200 after Redis thawed', async () => (await timed(`${base}/readyz`)).status === 200, 10_000);
     await limitsApply(base, frozenAgent);
-    await srv.close();
+    assert.ok(lines(logFrom).some((l) => l.level === 30 && l.msg === 'rate limit store answering again'));
   });
 
   test('starts while Redis is down, fails open, and picks Redis up when it appears', async () => {
     await redis.kill();
     const t0 = Date.now();
-    srv = await startServer('embedded', await env());
+    srv = await start();
     assert.ok(Date.now() - t0 < 30_000);
     const base = `http://127.0.0.1:${srv.port}`;
     // The rate store gives the first Redis connection 1 s from its creation before it fails open, and
