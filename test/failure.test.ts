@@ -10,9 +10,9 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';
 import { request, type Agent } from 'undici';
-import { startServer, storedBlobs, type TestServer } from './helpers/server.ts';
+import { startServer, storedBlobs, storedPaths, type TestServer } from './helpers/server.ts';
 import { mountTmpfs, pgUnavailable, privateRedis, redisUnavailable, startPrivatePg, type PrivatePg, type PrivateRedis } from './helpers/services.ts';
-import { rawConnect, rawHead, partHead, newBoundary, write, sha, MiB, stored, createTus, logOf } from './upload-util.ts';
+import { rawConnect, rawHead, partHead, newBoundary, write, sha, MiB, createTus, logOf } from './upload-util.ts';
 import { multipart, filePart } from './helpers/multipart.ts';
 import { from, randomLoopback } from './access-util.ts';
 import { waitFor } from './helpers/wait.ts';
@@ -338,9 +338,9 @@ describe('disk full (ENOSPC)', { skip: pgSkip ?? false }, () => {
     const big = await timed(`${srv.url}/api/v1/upload`, { method: 'POST', ...uploadBody('big.bin', randomBytes(40 * MiB)) });
     assertJsonError(big, 500, 'INSUFFICIENT_STORAGE');
     assert.ok(big.ms < 10_000);
-    await waitFor('the part removed', async () => stored(mount!.dir).parts.length === 0, 3000);
+    await waitFor('the part removed', async () => storedPaths(mount!.dir).parts.length === 0, 3000);
     assert.equal(await countFiles(), rowsBefore, 'no row for the failed upload');
-    assert.equal(stored(mount.dir).files.length, 1);
+    assert.equal(storedPaths(mount.dir).files.length, 1);
 
     // The aborted part's space returns once its last in-flight write closes the unlinked inode.
     const freeBytes = (): number => {
@@ -370,7 +370,7 @@ describe('disk full (ENOSPC)', { skip: pgSkip ?? false }, () => {
     const again = await timed(`${srv.url}/api/v1/upload`, { method: 'POST', ...uploadBody('again.txt', 'space again') });
     assert.equal(again.status, 201, again.text);
     assert.equal(await countFiles(), rowsBefore + 1);
-    assert.deepEqual(stored(mount.dir).parts, []);
+    assert.deepEqual(storedPaths(mount.dir).parts, []);
   });
 
   test('a tus PATCH past the free space gets 500, keeps the offset it started at, and DELETE frees the part', async (t) => {

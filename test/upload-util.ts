@@ -129,19 +129,6 @@ export async function assertServes(srv: TestServer): Promise<void> {
   await res.body.dump();
 }
 
-/**
- * Like the harness's storedPaths, but a file deleted while the directory is listed is simply not
- * there (the server removes parts concurrently with these polls).
- */
-export function stored(dataDir: string): { parts: string[]; files: string[] } {
-  const list = (dir: string): string[] =>
-    ((fs.readdirSync(dir, { recursive: true, withFileTypes: true }) as fs.Dirent[])
-      .filter((d) => d.isFile())
-      .map((d) => path.relative(dir, path.join(d.parentPath, d.name)))
-      .sort());
-  return { parts: list(path.join(dataDir, 'tmp')), files: list(path.join(dataDir, 'files')) };
-}
-
 export async function snapshot(srv: TestServer): Promise<Snapshot> {
   const { parts, files } = await storedBlobs(srv);
   const [row] = await survives(srv, srv.sql<{ bundles: number; files: number }[]>`

@@ -210,10 +210,18 @@ export function runCli(args: string[], env: Record<string, string>): Promise<{ c
   });
 }
 
-/** Files under DATA_DIR/tmp and DATA_DIR/files (recursively), relative paths. */
+/**
+ * Files under DATA_DIR/tmp and DATA_DIR/files (recursively), relative paths, sorted. The entry types
+ * come with the listing, so a file the server removes while it is listed is simply not there.
+ */
 export function storedPaths(dataDir: string): { parts: string[]; files: string[] } {
   const list = (dir: string): string[] =>
-    fs.existsSync(dir) ? (fs.readdirSync(dir, { recursive: true }) as string[]).filter((p) => fs.statSync(path.join(dir, p)).isFile()) : [];
+    fs.existsSync(dir)
+      ? (fs.readdirSync(dir, { recursive: true, withFileTypes: true }) as fs.Dirent[])
+          .filter((d) => d.isFile())
+          .map((d) => path.relative(dir, path.join(d.parentPath, d.name)))
+          .sort()
+      : [];
   return { parts: list(path.join(dataDir, 'tmp')), files: list(path.join(dataDir, 'files')) };
 }
 
@@ -223,16 +231,7 @@ export function storedPaths(dataDir: string): { parts: string[]; files: string[]
  * bucket). Files the server removes while they are listed are simply not there.
  */
 export async function storedBlobs(srv: TestServer): Promise<{ parts: string[]; files: string[] }> {
-  if (srv.backend !== 's3') {
-    const list = (dir: string): string[] =>
-      fs.existsSync(dir)
-        ? (fs.readdirSync(dir, { recursive: true, withFileTypes: true }) as fs.Dirent[])
-            .filter((d) => d.isFile())
-            .map((d) => path.relative(dir, path.join(d.parentPath, d.name)))
-            .sort()
-        : [];
-    return { parts: list(path.join(srv.dataDir, 'tmp')), files: list(path.join(srv.dataDir, 'files')) };
-  }
+  if (srv.backend !== 's3') return storedPaths(srv.dataDir);
   const b = await sharedBucket();
   const prefix = `${/^s3:\/\/[^/]+\/?(.*)$/.exec(srv.env.STORAGE_URL!)![1]}/`;
   const client = b.client();
