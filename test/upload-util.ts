@@ -4,7 +4,6 @@ import { createHash, randomBytes } from 'node:crypto';
 import net from 'node:net';
 import path from 'node:path';
 import { request } from 'undici';
-import fs from 'node:fs';
 import { storedBlobs, type TestServer } from './helpers/server.ts';
 import { upload, type NewFile, type Res, type UploadOpts } from './helpers/http.ts';
 import { waitFor } from './helpers/wait.ts';

@@ -50,7 +50,6 @@ export async function apiKeyByHash(sql: Sql, hash: Uint8Array): Promise<ApiKeyRo
   return row;
 }
 
-
 export const listApiKeys = (sql: Sql): Promise<ApiKeyRow[]> =>
   sql<ApiKeyRow[]>`select k.*, ${sql.unsafe(KEY_STATE)} from api_keys k order by k.id`;
 
