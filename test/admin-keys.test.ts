@@ -99,7 +99,7 @@ describe('operator console: keys, blocklist, audit trail', () => {
     assert.match(cli.stdout, new RegExp(`${row!.prefix}\tpartner <b>x</b>\tpower\trevoked`));
   });
 
-  test('a mint form sent again (a reload of its answer, or twice at once) finds its key and mints no other', async () => {
+  test('a mint form sent again (a reload of its answer, or twice at once) finds its key and mints no other; filled in anew, it mints', async () => {
     const freshForm = async (label: string): Promise<Record<string, string>> => {
       const page = await call(srv, 'GET', '/admin/keys', { cookie });
       return { plan: 'starter', label, form_id: /name="form_id" value="([^"]+)"/.exec(page.body)![1]! };
@@ -117,6 +117,12 @@ describe('operator console: keys, blocklist, audit trail', () => {
     assert.deepEqual(keysShown([again.body]), [], 'a key is shown only once');
     assert.match(again.body, new RegExp(`made key <strong class="mono">${key.slice(0, 12)}</strong> \\(active\\)`));
     assert.equal(await listed('reloaded'), 1);
+    // The same form filled in anew (a page shown again from the browser's history keeps its name): a new key.
+    const refilled = await post('/admin/keys/mint', { ...reloaded, label: 'refilled' });
+    assert.equal(refilled.status, 200, refilled.body);
+    assert.equal(keysShown([refilled.body]).length, 1, refilled.body);
+    assert.notEqual(keysShown([refilled.body])[0], key);
+    assert.equal(await listed('refilled'), 1);
 
     // Sent twice at once: the column's unique index lets one of them mint.
     const raced = await freshForm('raced');

@@ -1,13 +1,13 @@
 // The console's keys page: list (keyset-paged, newest first), mint, revoke. Minting checks its fields
 // as `sluice keys create` does; a new key is shown once, on the answer to the form, and stored only as
 // a hash. Each rendering of the form carries a name of its own, so a reload of the answer, which sends
-// the form again, finds the key it made instead of minting a second. Both actions are audited under
+// the same form again, finds the key it made instead of minting a second. Both actions are audited under
 // the session's label.
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import type { Ctx } from '../../http/context.ts';
 import type { Route } from '../../http/server.ts';
 import type { AdminSession } from '../../auth/admin-sessions.ts';
-import { checkKeyFields, mintKeyAudited, type KeyFields } from '../../auth/key-request.ts';
+import { checkKeyFields, mintKeyAudited, type KeyFields, type KeyRequest } from '../../auth/key-request.ts';
 import { ID_CURSOR_RE, keysPage } from '../../db/admin-lists.ts';
 import { revokeKeyAudited } from '../../db/key-actions.ts';
 import { apiKeyByMintForm, isMintFormTaken } from '../../db/api-keys.ts';
@@ -23,6 +23,14 @@ const FORM_ID_RE = /^[A-Za-z0-9_-]{22}$/;
 
 /** A form field as given: blank is left out, as an absent flag is. */
 const given = (v: string | undefined): string | undefined => (v === undefined || v.trim() === '' ? undefined : v.trim());
+
+/**
+ * What a mint records of the form that asked for it: the form's name and a digest of what it asked. A
+ * page shown again from the browser's history keeps its old name, and filled in anew it is a new
+ * request: only the same form with the same fields (a reload of the answer) finds the earlier key.
+ */
+const mintForm = (formId: string, k: KeyRequest): string =>
+  `${formId}.${createHash('sha256').update(JSON.stringify([k.plan, k.label, k.email, k.days])).digest('base64url')}`;
 
 export function adminKeysRoutes(deps: Deps, c: Console): Route[] {
   const show = async (ctx: Ctx, s: AdminSession, o: { before?: string | null; error?: string; form?: KeyFields } = {}): Promise<void> => {
@@ -40,7 +48,7 @@ export function adminKeysRoutes(deps: Deps, c: Console): Route[] {
       const form: KeyFields = { plan: given(f.plan), label: given(f.label), email: given(f.email), days: given(f.days) };
       const checked = checkKeyFields(form);
       if (!checked.ok) return show(ctx, s, { error: checked.error, form });
-      const formId = f.form_id !== undefined && FORM_ID_RE.test(f.form_id) ? f.form_id : null;
+      const formId = f.form_id !== undefined && FORM_ID_RE.test(f.form_id) ? mintForm(f.form_id, checked.key) : null;
       // The unique index on the form's name is the one check: a form sent again, even at the same
       // moment, fails its insert (and the audit record with it) and finds the key the first made.
       const minted = await mintKeyAudited(deps.sql, checked.key, s.label, formId).catch((err: unknown) => {
