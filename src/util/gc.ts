@@ -56,3 +56,13 @@ export function createOldCollector(minIntervalMs: number): () => void {
     else timer = setTimeout(run, wait).unref();
   };
 }
+
+/**
+ * Has V8 collect its old generation once it has grown by `percent` since the last full collection,
+ * instead of letting it grow to several times what is live, as it does on a machine with gigabytes of
+ * memory. A --heap-growing-percent given to node on its command line is kept.
+ */
+export function boundHeapGrowth(percent: number): void {
+  if (process.execArgv.some((a) => a.startsWith('--heap-growing-percent'))) return;
+  v8.setFlagsFromString(`--heap-growing-percent=${percent}`);
+}
