@@ -5,6 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { backends, startServer, storedPaths, type TestServer } from './helpers/server.ts';
 import { request } from 'undici';
 import { call, upload, type Res } from './helpers/http.ts';
+import { waitFor } from './helpers/wait.ts';
 
 interface UploadedFile {
   id: number;
@@ -181,9 +182,12 @@ for (const backend of backends()) {
       const kept = await request(`${srv.url}${c.download_url}`);
       assert.equal((await kept.body.arrayBuffer()).byteLength, 40);
       assert.equal(kept.statusCode, 200);
-      const disk = onDisk(srv);
-      assert.ok(!disk.has(keys[0]!) && !disk.has(keys[1]!), 'deleted files are gone from disk');
-      assert.ok(disk.has(keys[2]!), 'the remaining file stays');
+      // The answer comes once the rows are gone; the bytes go right after it.
+      await waitFor('the deleted files to be gone from disk', () => {
+        const disk = onDisk(srv);
+        return !disk.has(keys[0]!) && !disk.has(keys[1]!);
+      });
+      assert.ok(onDisk(srv).has(keys[2]!), 'the remaining file stays');
       // Gone: answered as any file the token does not open (see the next test).
       assertError(await call(srv, 'DELETE', `/api/v1/file/${a.id}`, { headers: { authorization: `Bearer ${up.upload_token}` }, json: true }), 403);
     });

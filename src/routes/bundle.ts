@@ -111,20 +111,22 @@ async function removeFile(ctx: Ctx, deps: Deps): Promise<void> {
   if (!row || !matches || !UPLOAD_TOKEN_RE.test(token)) throw denied();
   refuseQuarantined(row);
   if (row.is_expired) throw new AppError('BUNDLE_EXPIRED');
+  const key = await removeOneFile(deps, id, row.bundle_id);
   // Deleted meanwhile: no such file, as above.
-  if (!(await removeOneFile(deps, id, row.bundle_id))) throw denied();
+  if (key === undefined) throw denied();
+  // As for a bundle: the row is committed, and the bytes go after the answer.
   sendJson(ctx, 200, { success: true, deleted_file_id: id });
+  await removeObjects(deps.blobs, [key], deps.log);
 }
 
 /**
  * Deletes one file of bundle `bundleId` for a holder of the bundle's secret (its upload token, or
- * the file's tus upload URL), if the bundle guard allows: the row and the bundle's totals, then its
- * bytes. False when it was already gone.
+ * the file's tus upload URL), if the bundle guard allows: the row and the bundle's totals. Gives
+ * the key of its bytes, for the caller to remove once it has answered, or undefined when the file
+ * was already gone.
  */
-export async function removeOneFile(deps: Deps, fileId: number, bundleId: number): Promise<boolean> {
+export async function removeOneFile(deps: Deps, fileId: number, bundleId: number): Promise<string | undefined> {
   const key = await deleteFile(deps.sql, fileId, bundleId, mayChange('remove-file', 'holder'));
   deps.bundles.invalidate(bundleId);
-  if (key === undefined) return false;
-  await removeObjects(deps.blobs, [key], deps.log);
-  return true;
+  return key;
 }

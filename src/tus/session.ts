@@ -11,6 +11,7 @@ import { changeState } from '../db/bundle-room.ts';
 import { mayChange, refuseChange } from '../bundles/guard.ts';
 import { sendStoredFile } from '../routes/download.ts';
 import { removeOneFile } from '../routes/bundle.ts';
+import { removeObjects } from '../storage/remove.ts';
 import { AppError } from '../errors.ts';
 import { deleteUpload, findUpload, holdUpload, releaseAhead, reserveAhead, takeUpload, type TusRow } from '../db/tus-uploads.ts';
 import type { UploadLock } from '../db/upload-locks.ts';
@@ -227,6 +228,9 @@ export async function terminate(ctx: Ctx, deps: Deps): Promise<void> {
   const id = ctx.params[0] ?? '';
   try {
     checkResumable(ctx.headers);
+    // A finished upload's file goes as DELETE /api/v1/file/{id} takes it: its row under the lock, its
+    // bytes after the answer, which a slow store must not hold (the sweeper reclaims what a crash leaves).
+    let removeBytes = async (): Promise<void> => {};
     await withLock(deps, id, async (row) => {
       if (row.completed_at === null) {
         await deleteUpload(deps.sql, row.id);
@@ -239,10 +243,12 @@ export async function terminate(ctx: Ctx, deps: Deps): Promise<void> {
       const state = row.bundle_id === null ? undefined : await changeState(deps.sql, row.bundle_id);
       if (state) refuseChange(state, 'remove-file', 'holder');
       const file = row.file_id === null ? undefined : await findDownloadableFile(deps.sql, row.file_id);
-      if (file) await removeOneFile(deps, file.id, file.bundle_id);
+      const key = file ? await removeOneFile(deps, file.id, file.bundle_id) : undefined;
       await deleteUpload(deps.sql, row.id);
+      if (key !== undefined) removeBytes = () => removeObjects(deps.blobs, [key], deps.log);
     });
     send(ctx, 204, '', NO_STORE);
+    await removeBytes();
   } catch (err) {
     replyError(ctx, err, logFailure(deps, ctx));
   }
