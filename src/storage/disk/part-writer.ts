@@ -73,6 +73,11 @@ export function createPartWriter(path: string, opts: PartWriterOptions): PartWri
 
   function slotBack(slot: number, view: Buffer): void {
     if (!putBack(ring, slot, view)) return;
+    // Closing: the file is complete, and the ring goes back to the pool once the hasher returns the last buffer.
+    if (closing) {
+      if (ringIdle(ring)) releaseRing(ring, true);
+      return;
+    }
     pump();
     if (roomy()) releaseProducer();
     idleFn?.();
@@ -80,6 +85,8 @@ export function createPartWriter(path: string, opts: PartWriterOptions): PartWri
 
   /** Set by finish(): a file whose first write comes now is written in one piece. */
   let finishing = false;
+  /** Set once every byte is written: the file is being synced and closed. */
+  let closing = false;
   const file = createPartFile(path, { io, append: append !== undefined }, (err) => fail(err), () => idleFn?.());
 
   /** Runs the producer's drain callback: room again, or a stopped writer (whose write() takes anything). */
@@ -172,16 +179,17 @@ export function createPartWriter(path: string, opts: PartWriterOptions): PartWri
             sealCur();
             return;
           }
-          if (!ringIdle(ring) || file.busy()) return;
+          // Every byte written (each slot then went to the hasher, in order): the sync need not wait for
+          // the hasher to hand the last buffers back, nor the checksum for the sync.
+          if (feed.order.length > 0 || file.busy()) return;
           idleFn = null;
-          releaseRing(ring, true);
+          closing = true;
+          if (ringIdle(ring)) releaseRing(ring, true);
           const sha256 = sha ? sha.digest('hex') : null;
-          file.close().then(() => {
-            if (append) return resolve({ size: bytes, crc32: 0, sha256 });
-            if (!feed.inline) return hashStream(feed).digest().then((d) => resolve({ size: bytes, crc32: d.crc32, sha256 }), reject);
-            // (an empty file never filled a slot)
-            resolve({ size: bytes, crc32: feed.inlineDigest?.crc32 ?? 0, sha256 });
-          }, reject);
+          const crc =
+            append || feed.inline ? Promise.resolve(feed.inlineDigest?.crc32 ?? 0) : hashStream(feed).digest().then((d) => d.crc32);
+          // (an empty file never filled a slot; an append's CRC-32 is the hasher's, under its key)
+          Promise.all([file.close(), crc]).then(([, crc32]) => resolve({ size: bytes, crc32, sha256 }), reject);
         };
         idleFn = complete;
         complete();
