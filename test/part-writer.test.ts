@@ -111,6 +111,28 @@ for (const mode of ['direct', 'page cache'] as const) {
       assert.equal(slotsAllocated() - before, 0, 'later bursts take only kept slots');
     });
 
+    test('appends of every size, at block-aligned and unaligned offsets, follow what the file held', async (t) => {
+      if (mode === 'direct' && !direct.supported) return t.skip('no O_DIRECT on this filesystem');
+      for (const head of [0, 4096, 5000]) {
+        for (const size of SIZES.filter((n) => n < 64 << 20)) {
+          const file = path.join(dir, `append-${head}-${size}`);
+          const prefix = randomBytes(head);
+          await fsp.writeFile(file, prefix);
+          const key = `append-${mode}-${head}-${size}`;
+          const w = createPartWriter(file, { hasher, io: direct, count, onError: (err) => assert.fail(err), append: { at: head, feedKey: key } });
+          const data = randomBytes(size);
+          await feed(w, data);
+          assert.equal((await w.finish()).size, size);
+          const whole = Buffer.concat([prefix, data]);
+          assert.ok((await fsp.readFile(file)).equals(whole), `bytes of ${size} after ${head}`);
+          // The hasher was fed the append's bytes; it reads the head it missed from the file.
+          hasher.hashAhead(key, file, whole.length);
+          assert.equal((await hasher.digestFile(file, key)).crc32, crc32(whole) >>> 0, `crc32 of ${size} after ${head}`);
+          await fsp.rm(file);
+        }
+      }
+    });
+
     test('an abort mid-file leaves nothing behind', async () => {
       const file = path.join(dir, 'aborted');
       const w = create(file);

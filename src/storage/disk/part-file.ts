@@ -1,5 +1,5 @@
 import fs from 'node:fs';
-import { alignUp, DIRECT_ALIGN, writeDirect, type DirectIo } from './direct-io.ts';
+import { alignUp, DIRECT_ALIGN, directReady, writeDirect, type DirectIo } from './direct-io.ts';
 
 /**
  * Durability while the file arrives. A file written in more than one piece is opened with
@@ -17,9 +17,11 @@ import { alignUp, DIRECT_ALIGN, writeDirect, type DirectIo } from './direct-io.t
  * upload's trips through libuv's thread pool; each trip costs the event loop a wake-up of a pool
  * thread and a completion.
  *
- * An append (a tus PATCH) opens an existing file instead: direct writes need a block-aligned offset,
- * so a write that does not start on a block boundary (the first of an append at an unaligned offset)
- * goes through a second, page-cache descriptor of the same file; the final fsync covers both.
+ * An append (a tus PATCH) opens an existing file instead, at once rather than at its first write, so
+ * the open overlaps the first slot's filling. Direct writes need a block-aligned offset and buffer, so
+ * a write that does not start on a block boundary (the first of an append at an unaligned offset), or
+ * a small append still in its first slot, goes through a second, page-cache descriptor of the same
+ * file, opened when first needed; the final fsync covers both.
  */
 const SYNC_EVERY = 16 << 20;
 /** Must stay well above the largest write: one larger than it would wait for a sync that never starts. */
@@ -123,15 +125,22 @@ export function createPartFile(
         dsync = onePiece && !append;
         for (const fn of waitingForFd.splice(0)) fn();
       };
-      if (!(tryDirect && append)) return ready();
-      fs.open(path, fs.constants.O_WRONLY, (err2, plain) => {
-        if (err2) {
-          fs.close(opened, () => {});
-          return fail(err2);
-        }
-        cachedFd = plain;
-        ready();
-      });
+      ready();
+    });
+  }
+
+  /** Opens the page-cache descriptor of an append, for its unaligned first write, then runs `then`. */
+  function openCached(then: () => void): void {
+    inFlight++;
+    fs.open(path, fs.constants.O_WRONLY, (err, plain) => {
+      inFlight--;
+      if (aborted) {
+        if (!err) fs.close(plain, () => {});
+        return closeIfIdle();
+      }
+      if (err) return fail(err);
+      cachedFd = plain;
+      then();
     });
   }
   /** The descriptor for page-cache writes and syncs. */
@@ -197,7 +206,9 @@ export function createPartFile(
 
   function start(view: Buffer, len: number, at: number, released: () => void): void {
     if (aborted || failed) return;
-    if (isDirect && (at % DIRECT_ALIGN === 0 || cachedFd < 0)) return directWrite(view, len, at, released);
+    // An append's unaligned head, and a small append still in its first (ordinary) slot, go through the page cache.
+    if (isDirect && (!append || (at % DIRECT_ALIGN === 0 && directReady(view)))) return directWrite(view, len, at, released);
+    if (isDirect && cachedFd < 0) return openCached(() => start(view, len, at, released));
     if (issued + len - synced > MAX_UNSYNCED) {
       waitingForSync.push(() => start(view, len, at, released));
       syncIfDue();
@@ -206,6 +217,8 @@ export function createPartFile(
     issued += len;
     cachedWrite(view, len, at, released);
   }
+
+  if (append) ensureOpen(false);
 
   return {
     write(view, len, at, released, onePiece) {

@@ -28,9 +28,13 @@ export function diskResumables(core: DiskCore): Resumables {
   /** Ids with an append open in this store: a second append to one of them is refused. */
   const open = new Set<string>();
 
-  /** Truncates to `size` when longer and makes the cut durable; the size the file had. */
+  /**
+   * Truncates to `size` when longer and makes the cut durable; the size the file had. The stat is
+   * synchronous: the file's inode is in memory while it is being appended to, and a trip through
+   * libuv's pool cost each PATCH about a tenth of a millisecond.
+   */
   async function cutTo(file: string, size: number): Promise<number> {
-    const have = (await fsp.stat(file)).size;
+    const have = fs.statSync(file).size;
     if (have > size) {
       await fsp.truncate(file, size);
       await fsyncFile(file);
@@ -47,14 +51,9 @@ export function diskResumables(core: DiskCore): Resumables {
       if (open.has(id)) throw new BlobError('BUSY', `resumable ${id} has an append in progress`);
       const file = partOf(id);
       open.add(id);
-      try {
-        if ((await cutTo(file, offset)) < offset) throw new BlobError('OFFSET_MISMATCH', `resumable ${id} holds fewer than ${offset} bytes`);
-      } catch (err) {
-        open.delete(id);
-        throw err;
-      }
       const feedKey = opts.hashAhead ? id : null;
       let error: Error | null = null;
+      // The writer starts opening the file at once (part-file.ts); nothing is written before the body is piped.
       const part = createPartWriter(file, {
         hasher,
         io: core.io,
@@ -62,6 +61,13 @@ export function diskResumables(core: DiskCore): Resumables {
         append: { at: offset, feedKey },
         onError: (err) => (error ??= err),
       });
+      try {
+        if ((await cutTo(file, offset)) < offset) throw new BlobError('OFFSET_MISMATCH', `resumable ${id} holds fewer than ${offset} bytes`);
+      } catch (err) {
+        part.abort();
+        open.delete(id);
+        throw err;
+      }
       let received = 0;
       let over = false;
       let done = false;
