@@ -177,7 +177,7 @@ async function main(): Promise<void> {
     `tus = creation POST, then PATCHes of ${formatSize(piece)} on one kept-alive connection, Content-Length each; ` +
       `multipart = one streamed POST (chunked when >= ${CONTENT_LENGTH_LIMIT} bytes). Same bytes, same server, same run.`,
   );
-  // with BENCH_TREE_ALT, `sluice-base` too: the servers take turns round by round (A, B, A, B ...)
+  // with BENCH_TREE_ALT, `sluice-base` too: the servers take turns round by round (A, B, then B, A ...)
   const targets: Target[] = [];
   for (const name of selectServers(['sluice', 'uws-disk'])) {
     const t = await startTarget(name, { databaseUrl: process.env.DATABASE_URL });
@@ -193,7 +193,10 @@ async function main(): Promise<void> {
     const cases = targets.map((t) => (['tus', 'multipart'] as const).map((mode): Case => ({ server: t.name, mode, size, runs: [], errors: [] })));
     const bound = (['tus', 'multipart'] as const).map((mode): Case => ({ server: BOUND, mode, size, runs: [], errors: [] }));
     for (let r = 0; r < runs; r++) {
-      for (let i = 0; i < targets.length; i++) {
+      // Rotate which server goes first each run, as the modes alternate: the first upload after the previous run's
+      // deletes is slower on a disk that discards freed blocks, whichever server makes it.
+      for (let j = 0; j < targets.length; j++) {
+        const i = (j + r) % targets.length;
         for (let k = 0; k < 2; k++) {
           const c = cases[i]![(k + r) % 2]!; // alternate which goes first after the previous run's writeback
           const out = await runOnce(targets[i]!, c.mode, size, piece, r + 1);
