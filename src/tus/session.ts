@@ -228,14 +228,15 @@ export async function terminate(ctx: Ctx, deps: Deps): Promise<void> {
   const id = ctx.params[0] ?? '';
   try {
     checkResumable(ctx.headers);
-    // A finished upload's file goes as DELETE /api/v1/file/{id} takes it: its row under the lock, its
-    // bytes after the answer, which a slow store must not hold (the sweeper reclaims what a crash leaves).
+    // The row goes under the lock, the bytes after the answer, which a slow store must not hold (the
+    // sweeper reclaims what a crash leaves): an unfinished upload's part, or a finished one's file, as
+    // DELETE /api/v1/file/{id} takes it.
     let removeBytes = async (): Promise<void> => {};
     await withLock(deps, id, async (row) => {
       if (row.completed_at === null) {
         await deleteUpload(deps.sql, row.id);
         if (row.bundle_id !== null) deps.bundles.invalidate(row.bundle_id); // its reservation is free again
-        await deps.blobs.removeResumable(id);
+        removeBytes = () => deps.blobs.removeResumable(id).catch((err: unknown) => deps.log.warn({ err }, 'terminated upload\'s part not removed'));
         return;
       }
       // Removing the file is a change to its bundle: the guard decides (a closed request's sender
