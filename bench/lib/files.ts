@@ -5,17 +5,21 @@ import { promisify } from 'node:util';
 
 /** Deletes regular files of at least minBytes under dir, skipping `skip` subdirectories (e.g. Sluice's pg/). */
 export async function removeLargeFiles(dir: string, minBytes: number, skip: readonly string[] = []): Promise<number> {
-  let removed = 0;
+  const found = await largeFiles(dir, minBytes, skip);
+  // (a server may remove its own temp files meanwhile, e.g. nginx's request bodies)
+  for (const p of found) await rm(p, { force: true });
+  return found.length;
+}
+
+/** Paths of the files of at least `minBytes` under `dir`, skipping the directories named in `skip` at its top. */
+export async function largeFiles(dir: string, minBytes: number, skip: readonly string[] = []): Promise<string[]> {
+  const found: string[] = [];
   for (const entry of await readdir(dir, { withFileTypes: true }).catch(() => [])) {
     const p = path.join(dir, entry.name);
-    if (entry.isDirectory() && !skip.includes(entry.name)) removed += await removeLargeFiles(p, minBytes);
-    else if (entry.isFile() && ((await stat(p).catch(() => null))?.size ?? -1) >= minBytes) {
-      // (a server may remove its own temp files meanwhile, e.g. nginx's request bodies)
-      await rm(p, { force: true });
-      removed++;
-    }
+    if (entry.isDirectory() && !skip.includes(entry.name)) found.push(...(await largeFiles(p, minBytes)));
+    else if (entry.isFile() && ((await stat(p).catch(() => null))?.size ?? -1) >= minBytes) found.push(p);
   }
-  return removed;
+  return found;
 }
 
 /** The block device's counters (/sys/dev/block/M:m/stat) of the filesystem holding `dir`, or null where there are none. */

@@ -1,7 +1,7 @@
 // The little of the upload response the benches read, and clean-up between runs.
 import http from 'node:http';
 import { removeLargeFiles, type Target } from './targets.ts';
-import { settleDisk } from './files.ts';
+import { largeFiles, settleDisk } from './files.ts';
 
 export interface UploadedFile {
   id: string | number;
@@ -50,6 +50,11 @@ export async function cleanupUploads(target: Target, replies: readonly unknown[]
       'x-upload-token': reply.upload_token,
     }).catch(() => 0);
     if (status !== 200) console.warn(`  (sluice DELETE bundle ${reply.short_code} answered ${status})`);
+  }
+  // A DELETE answers once the rows are gone and removes the bytes right after: give that a moment.
+  const until = performance.now() + 5000;
+  while (performance.now() < until && (await largeFiles(target.dir, 1024 * 1024, ['pg'])).length > 0) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
   }
   const swept = await removeLargeFiles(target.dir, 1024 * 1024, ['pg']);
   if (swept > 0) console.warn(`  (removed ${swept} file(s) >= 1 MiB that Sluice left in DATA_DIR)`);
