@@ -133,6 +133,26 @@ for (const mode of ['direct', 'page cache'] as const) {
       }
     });
 
+    test('a producer told to wait for room is let go once the file is written, not when the hasher hands buffers back', async (t) => {
+      if (mode === 'direct' && !direct.supported) return t.skip('no O_DIRECT on this filesystem');
+      // The hasher's acks are held until the end, so no buffer comes back to make room meanwhile.
+      const held: Array<() => void> = [];
+      const slow: Hasher = { ...hasher, open: (onAck) => hasher.open((slot, buf) => held.push(() => onAck(slot, buf))) };
+      const w = createPartWriter(path.join(dir, 'waiting'), { hasher: slow, io: direct, count, onError: (err) => assert.fail(err) });
+      const piece = Buffer.alloc(512 * 1024, 7);
+      // Fill the ring until it says stop, as a parser does before it pauses the socket.
+      let written = 0;
+      while (w.write(Buffer.from(piece))) written += piece.length;
+      written += piece.length;
+      let released = false;
+      w.onDrain(() => (released = true));
+      const r = await w.finish();
+      assert.equal(r.size, written);
+      assert.equal(released, true, 'the drain callback ran');
+      for (const ack of held.splice(0)) ack();
+      await fsp.rm(w.path);
+    });
+
     test('an abort mid-file leaves nothing behind', async () => {
       const file = path.join(dir, 'aborted');
       const w = create(file);

@@ -180,6 +180,7 @@ export function createPartFile(
       if (done + n < len) return cachedWrite(view, len, at, released, done + n);
       syncIfDue();
       released();
+      onSettled();
     });
   }
 

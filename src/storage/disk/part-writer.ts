@@ -76,7 +76,7 @@ export function createPartWriter(path: string, opts: PartWriterOptions): PartWri
     // Closing: the file is complete, and the ring goes back to the pool once the hasher returns the last buffer.
     if (closing) {
       if (ringIdle(ring)) releaseRing(ring, true);
-      return;
+      return releaseProducer();
     }
     pump();
     if (roomy()) releaseProducer();
@@ -185,6 +185,8 @@ export function createPartWriter(path: string, opts: PartWriterOptions): PartWri
           idleFn = null;
           closing = true;
           if (ringIdle(ring)) releaseRing(ring, true);
+          // A producer still waiting for room (its last write filled the ring) goes on: nothing more is written.
+          releaseProducer();
           const sha256 = sha ? sha.digest('hex') : null;
           const crc =
             append || feed.inline ? Promise.resolve(feed.inlineDigest?.crc32 ?? 0) : hashStream(feed).digest().then((d) => d.crc32);
