@@ -396,7 +396,8 @@ describe('disk full (ENOSPC)', { skip: pgSkip ?? false }, () => {
     await del.body.dump();
     assert.equal(del.statusCode, 204);
     // The answer comes once the upload's row is gone; its part goes right after.
-    await waitFor('the part freed', () => fs.readdirSync(path.join(mount.dir, 'tus')).length === 0);
+    const tusDir = path.join(mount.dir, 'tus');
+    await waitFor('the part freed', () => fs.readdirSync(tusDir).length === 0);
   });
 });
 
