@@ -1,5 +1,6 @@
 // The little of the upload response the benches read, and clean-up between runs.
 import http from 'node:http';
+import { rm } from 'node:fs/promises';
 import { removeLargeFiles, type Target } from './targets.ts';
 import { largeFiles, settleDisk } from './files.ts';
 
@@ -53,10 +54,12 @@ export async function cleanupUploads(target: Target, replies: readonly unknown[]
   }
   // A DELETE answers once the rows are gone and removes the bytes right after: give that a moment.
   const until = performance.now() + 5000;
-  while (performance.now() < until && (await largeFiles(target.dir, 1024 * 1024, ['pg'])).length > 0) {
+  let left = await largeFiles(target.dir, 1024 * 1024, ['pg']);
+  while (left.length > 0 && performance.now() < until) {
     await new Promise((resolve) => setTimeout(resolve, 20));
+    left = await largeFiles(target.dir, 1024 * 1024, ['pg']);
   }
-  const swept = await removeLargeFiles(target.dir, 1024 * 1024, ['pg']);
-  if (swept > 0) console.warn(`  (removed ${swept} file(s) >= 1 MiB that Sluice left in DATA_DIR)`);
+  for (const p of left) await rm(p, { force: true });
+  if (left.length > 0) console.warn(`  (removed ${left.length} file(s) >= 1 MiB that Sluice left in DATA_DIR)`);
   await settleDisk(target.dir);
 }
