@@ -2,6 +2,8 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fsp from 'node:fs/promises';
 import os from 'node:os';
+import { randomBytes } from 'node:crypto';
+import { crc32 } from 'node:zlib';
 import path from 'node:path';
 import { createDiskStore, type DiskStore } from '../src/storage/disk/store.ts';
 import { coalesced, shardedKeys } from '../src/storage/disk/dirs.ts';
@@ -103,5 +105,63 @@ describe('disk publish', () => {
     for (const [i, key] of more.entries()) assert.equal(await text(key), `file ${i + 4}`);
     // Publishing what was never finished is an error, not a retry loop.
     await assert.rejects(disk.createWriter().publish());
+  });
+});
+
+describe('disk resumables: a range on record before its sync', () => {
+  let dir: string;
+  let hasher: Hasher;
+  let disk: DiskStore;
+  before(async () => {
+    dir = await fsp.mkdtemp(path.join(os.tmpdir(), 'sluice-disk-'));
+    hasher = createHasher(1);
+    disk = await createDiskStore(dir, hasher);
+  });
+  after(async () => {
+    await hasher.close();
+    await fsp.rm(dir, { recursive: true, force: true });
+  });
+
+  const MiB = 1 << 20;
+  const newId = (): string => randomBytes(16).toString('hex');
+  async function append(id: string, at: number, data: Buffer): Promise<number> {
+    const ap = await disk.append(id, at, { limit: 1 << 30, hashAhead: false });
+    ap.write(data);
+    const f = await ap.finish({ crc32: crc32(data) });
+    assert.equal(f.error, null);
+    return f.offset;
+  }
+
+  test('an append the store synced is known at once; another range is read back and must match its CRC-32', async () => {
+    const id = newId();
+    await disk.createResumable(id);
+    const first = randomBytes(MiB + 123);
+    const second = randomBytes(3 * MiB);
+    assert.equal(await append(id, 0, first), first.length);
+    assert.equal(await append(id, first.length, second), first.length + second.length);
+    const range = { from: first.length, to: first.length + second.length, crc32: crc32(second) };
+    assert.ok(disk.syncedHere(id, range), 'the last append is known synced');
+    assert.ok(!disk.syncedHere(id, { ...range, crc32: (range.crc32 ^ 1) >>> 0 }), 'the same range with other bytes');
+    assert.ok(!disk.syncedHere(id, { from: 0, to: first.length, crc32: crc32(first) }), 'only the last append is remembered');
+    assert.ok(await disk.checkUnsynced(id, { from: 0, to: first.length, crc32: crc32(first) }), 'read back and matching');
+    assert.ok(disk.syncedHere(id, { from: 0, to: first.length, crc32: crc32(first) }), 'a checked range is then known');
+    assert.ok(!(await disk.checkUnsynced(id, { from: 0, to: first.length, crc32: (crc32(first) ^ 1) >>> 0 })), 'a wrong CRC-32');
+    assert.ok(!(await disk.checkUnsynced(id, { from: range.from, to: range.to + 1, crc32: range.crc32 })), 'past the end of the file');
+    assert.ok(!(await disk.checkUnsynced(newId(), range)), 'no such resumable');
+  });
+
+  test('a range written again is no longer known, nor one of a removed resumable', async () => {
+    const id = newId();
+    await disk.createResumable(id);
+    const data = randomBytes(2 * MiB);
+    await append(id, 0, data);
+    const whole = { from: 0, to: data.length, crc32: crc32(data) };
+    assert.ok(disk.syncedHere(id, whole));
+    // The range was dropped (its client resumed from its start) and is being written again.
+    const ap = await disk.append(id, 0, { limit: 1 << 30, hashAhead: false });
+    assert.ok(!disk.syncedHere(id, whole));
+    ap.abort();
+    await disk.removeResumable(id);
+    assert.ok(!disk.syncedHere(id, whole));
   });
 });

@@ -22,7 +22,7 @@ const ROOT = path.resolve(import.meta.dirname, '..');
 const S3_FILES = [
   'upload', 'upload-abort', 'upload-append', 'upload-large', 'upload-buffers', 'fast-paths', 'crash',
   'download', 'download-limits', 'slow-reader', 'zip', 'large-bundle', 'content', 'preview-memory',
-  'tus', 'tus-protocol', 'tus-e2e', 'tus-race', 'tus-budget', 'tus-client', 'blocklist-backfill',
+  'tus', 'tus-protocol', 'tus-e2e', 'tus-race', 'tus-budget', 'tus-client', 'tus-unsynced', 'blocklist-backfill',
 ].map((f) => path.join('test', `${f}.test.ts`));
 
 /**

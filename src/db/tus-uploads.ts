@@ -27,9 +27,24 @@ export interface TusRow {
   is_expired: boolean;
   /** Started under a key: whether that key is still active (null: no key). */
   key_active: boolean | null;
+  /**
+   * Where the last append's range starts while its sync is not known done, and the range's CRC-32
+   * (both null once it is): see recordProgress and tus/unsynced.ts.
+   */
+  unsynced_from: number | null;
+  unsynced_crc: number | null;
 }
 
-export type NewUpload = Omit<TusRow, 'upload_offset' | 'completed_at' | 'file_id' | 'joined_into' | 'is_expired' | 'key_active'>;
+export type NewUpload = Omit<
+  TusRow,
+  'upload_offset' | 'completed_at' | 'file_id' | 'joined_into' | 'is_expired' | 'key_active' | 'unsynced_from' | 'unsynced_crc'
+>;
+
+/** An appended range on record before its bytes were synced: [from, the row's offset), and its CRC-32. */
+export interface Unsynced {
+  readonly from: number;
+  readonly crc32: number;
+}
 
 // With the quarantine of the bundle it appends to (every request to the upload answers 451 then),
 // and the state of the key it was started under, read in the same round trip.
@@ -118,20 +133,30 @@ export async function releaseAhead(sql: Sql, id: string): Promise<void> {
  * yet (its creation). Only called after the bytes are on disk; a PATCH records with recordProgress.
  */
 export async function setProgress(sql: Sql, id: string, offset: number, length: number | null): Promise<void> {
-  await sql`update tus_uploads set upload_offset = ${offset}, upload_length = ${length} where id = ${id}`;
+  await sql`update tus_uploads set upload_offset = ${offset}, upload_length = ${length}, unsynced_from = null, unsynced_crc = null
+            where id = ${id}`;
 }
 
 /**
  * setProgress by the request holding `lock`, on the lock's session and only while it holds the
  * lock: a writer whose session was lost meanwhile lost the lock too (another node may be writing
  * now), gets 503 and records nothing. With `release`, the lock goes right behind it in the same
- * round trip.
+ * round trip. With `unsynced`, the bytes from `unsynced.from` to `offset` are still being synced,
+ * and the row says so (without, it says every byte below `offset` is durable).
  */
-export async function recordProgress(lock: UploadLock, id: string, offset: number, length: number | null, release: boolean): Promise<void> {
+export async function recordProgress(
+  lock: UploadLock,
+  id: string,
+  offset: number,
+  length: number | null,
+  release: boolean,
+  unsynced: Unsynced | null = null,
+): Promise<void> {
   const lost = (cause?: unknown) => new AppError('UNAVAILABLE', 'The upload was released while this request wrote to it; resume from HEAD', { cause });
   const r = await lock
     .write(
-      (session) => session`update tus_uploads set upload_offset = ${offset}, upload_length = ${length}
+      (session) => session`update tus_uploads set upload_offset = ${offset}, upload_length = ${length},
+                             unsynced_from = ${unsynced?.from ?? null}, unsynced_crc = ${unsynced?.crc32 ?? null}
                            where id = ${id} and ${stillHeld(session, lock)}`,
       release,
     )
@@ -142,6 +167,19 @@ export async function recordProgress(lock: UploadLock, id: string, offset: numbe
       throw sqlstate === null || /^(08|57)/.test(sqlstate) ? lost(err) : err;
     });
   if (r.count === 0) throw lost();
+}
+
+/**
+ * Clears the mark recordProgress left for [from, to) once its bytes are synced, unless the row moved
+ * on meanwhile. Needs no lock: only that mark is cleared, and a clear that is lost (this commit does not
+ * wait for its flush) costs only a check of the range.
+ */
+export async function clearUnsynced(sql: Sql, id: string, from: number, to: number): Promise<void> {
+  await sql.begin((tx) => [
+    tx`set local synchronous_commit = off`,
+    tx`update tus_uploads set unsynced_from = null, unsynced_crc = null
+       where id = ${id} and unsynced_from = ${from} and upload_offset = ${to}`,
+  ]);
 }
 
 export async function markCompleted(sql: Sql, id: string, fileId: number, bundleId: number): Promise<void> {

@@ -92,10 +92,18 @@ export interface BlobAppender {
    * short (the client went away) or stopped at the limit (TOO_LARGE) keeps what arrived before; a
    * failed write or sync (ENOSPC, EIO) drops the append's bytes and resolves with the offset it
    * started at, with the error. `cutTo` drops everything past that offset (a checksum mismatch).
+   * `crc32`, the appended bytes' CRC-32, lets the store remember the range it synced (syncedHere).
    */
-  finish(opts?: { readonly cutTo?: number }): Promise<{ readonly offset: number; readonly error: Error | null }>;
+  finish(opts?: { readonly cutTo?: number; readonly crc32?: number }): Promise<{ readonly offset: number; readonly error: Error | null }>;
   /** Drops this append's bytes (durable offset stays where it started). Safe at any time. */
   abort(): void;
+}
+
+/** Bytes [from, to) of a resumable, appended and on record, whose sync is not known done; with their CRC-32. */
+export interface UnsyncedRange {
+  readonly from: number;
+  readonly to: number;
+  readonly crc32: number;
 }
 
 export interface AppendOptions {
@@ -171,6 +179,17 @@ export interface BlobStore {
   reopenResumable(id: string, key: BlobKey): Promise<void>;
   /** Removes a resumable; missing is fine. */
   removeResumable(id: string): Promise<void>;
+  /**
+   * Stores whose appends can go on record before they are synced (disk) have these two; for the
+   * others an acknowledged append is already durable (S3: a part is stored when its upload returns).
+   * Whether this store synced `range` of resumable `id` itself (its last append, or a check), since it started.
+   */
+  syncedHere?(id: string, range: UnsyncedRange): boolean;
+  /**
+   * Whether `range` of resumable `id` is durable and holds the bytes its CRC-32 names: true at once
+   * if syncedHere; else the range is read back and compared, and a match is synced before it counts.
+   */
+  checkUnsynced?(id: string, range: UnsyncedRange): Promise<boolean>;
 
   /**
    * A random reader over a published object; rejects with NOT_FOUND. `size`: the object's size as

@@ -5,7 +5,10 @@ import { BlobError, AppError } from '../errors.ts';
 import { completeUpload, completionHeaders } from './complete.ts';
 import { recordProgress, setProgress, type TusRow } from '../db/tus-uploads.ts';
 import type { UploadLock } from '../db/upload-locks.ts';
+import { crc32IsNative } from '../util/crc32.mjs';
 import { httpDate, type Checksum } from './protocol.ts';
+import { EARLY_RECORD_MAX, recordWhileSyncing } from './unsynced.ts';
+
 
 /** True when the request announces body bytes (a positive Content-Length, or chunked). */
 export function hasBody(headers: Readonly<Record<string, string>>): boolean {
@@ -15,9 +18,10 @@ export function hasBody(headers: Readonly<Record<string, string>>): boolean {
 }
 
 /**
- * Appends this request's body at `row.upload_offset`, then records the new offset — only after
- * the bytes are durable, so a HEAD after any break reports bytes the server really holds. With a
- * checksum, the body counts only when complete and matching (else the append is cut back, 460).
+ * Appends this request's body at `row.upload_offset` and records the new offset. The answer waits
+ * until the bytes are durable, and a HEAD after any break reports only bytes the server holds: the
+ * offset is recorded once they are synced, or while they are (recordWhileSyncing), marked until then.
+ * With a checksum, the body counts only when complete and matching (else the append is cut back, 460).
  * At the final offset the upload is completed into its bundle. Returns the reply headers.
  *
  * `hold` is the PATCH's lock on the upload; with `lastUse`, its caller does nothing more under it,
@@ -46,16 +50,24 @@ export async function appendBody(
       if (err instanceof BlobError && err.code === 'BUSY') throw new AppError('UPLOAD_LOCKED', 'Another request is writing to this upload');
       throw err;
     });
-    const r = await tap.pipe(appender, limit, checksum?.algorithm ?? null);
+    // A plain append under the PATCH's lock, to a store that can check an unsynced range later, may
+    // go on record while it syncs; its body's CRC-32 is what that check compares.
+    const early = hold?.lastUse === true && checksum === null && row.concat !== 'partial' && deps.blobs.checkUnsynced !== undefined && crc32IsNative;
+    const r = await tap.pipe(appender, limit, checksum?.algorithm ?? null, early ? EARLY_RECORD_MAX : 0);
     let failure = r.error;
     const mismatch = checksum !== null && !(r.complete && r.digest?.equals(checksum.digest));
     if (mismatch && r.complete) failure = new AppError('CHECKSUM_MISMATCH', 'Upload-Checksum does not match the body');
-    // Durable before the offset is recorded; a checksum that did not match drops the whole body.
-    const f = await appender.finish(mismatch ? { cutTo: start } : {});
-    offset = f.offset;
-    failure ??= f.error;
-    if (offset !== start || length !== null) await record(offset);
-    if (failure) throw failure;
+    const end = start + r.received;
+    if (early && hold && r.complete && !failure && r.crc32 !== null && !completes(end)) {
+      offset = await recordWhileSyncing(deps, appender, hold.lock, row, { from: start, to: end, crc32: r.crc32 });
+    } else {
+      // Durable before the offset is recorded; a checksum that did not match drops the whole body.
+      const f = await appender.finish(mismatch ? { cutTo: start } : {});
+      offset = f.offset;
+      failure ??= f.error;
+      if (offset !== start || length !== null) await record(offset);
+      if (failure) throw failure;
+    }
     if (ctx.aborted) return [];
   } else if (length !== null) await record(offset);
 

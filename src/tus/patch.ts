@@ -1,4 +1,5 @@
 import { createHash, type Hash } from 'node:crypto';
+import { crc32 } from '../util/crc32.mjs';
 import type { Ctx } from '../http/context.ts';
 import { dropBody, holdBody, limitBody, onBody, onBodyOverrun, pauseBody, resumeBody } from '../http/body-flow.ts';
 import { AppError } from '../errors.ts';
@@ -9,8 +10,9 @@ export interface BodyTap {
    * Streams the body into `appender`, never past `limit` (absolute). Resolves once every received
    * byte was handed over — at the body's end, or after the client went away, with what had arrived
    * by then; the caller's appender.finish() makes them durable. Never rejects: see PatchResult.error.
+   * With `crcUpTo`, the body's CRC-32 is computed too, unless it brings more bytes than that.
    */
-  pipe(appender: BlobAppender, limit: number, hashName: string | null): Promise<PatchResult>;
+  pipe(appender: BlobAppender, limit: number, hashName: string | null, crcUpTo?: number): Promise<PatchResult>;
   /** Drops the body (the request was refused before streaming). */
   cancel(): void;
 }
@@ -21,6 +23,10 @@ export interface PatchResult {
   readonly digest: Buffer | null;
   /** Why streaming stopped early (the size limit); what came before still counts. */
   readonly error: Error | null;
+  /** Bytes handed to the appender. */
+  readonly received: number;
+  /** The CRC-32 of those bytes, if asked for and they were no more than `crcUpTo`. */
+  readonly crc32: number | null;
 }
 
 /**
@@ -38,10 +44,11 @@ export function tapBody(ctx: Ctx): BodyTap {
       ended = true;
       dropBody(ctx);
     },
-    pipe(appender, limit, hashName) {
+    pipe(appender, limit, hashName, crcUpTo = 0) {
       return new Promise<PatchResult>((resolve) => {
         const hash: Hash | null = hashName === null ? null : createHash(hashName);
         let received = 0;
+        let crc = 0;
         let failure: Error | null = null;
         let sawLast = false;
         let finished = false;
@@ -50,7 +57,8 @@ export function tapBody(ctx: Ctx): BodyTap {
         const done = (): void => {
           if (finished) return;
           finished = true;
-          resolve({ complete: sawLast && !failure, digest: hash ? hash.digest() : null, error: failure });
+          const crcOf = received > 0 && received <= crcUpTo ? crc >>> 0 : null;
+          resolve({ complete: sawLast && !failure, digest: hash ? hash.digest() : null, error: failure, received, crc32: crcOf });
         };
         const drained = (): void => {
           full = false;
@@ -69,6 +77,7 @@ export function tapBody(ctx: Ctx): BodyTap {
           }
           received += chunk.length;
           hash?.update(chunk);
+          if (received <= crcUpTo) crc = crc32(chunk, crc);
           const more = appender.write(chunk, true);
           if (last) {
             sawLast = true;

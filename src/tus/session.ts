@@ -14,6 +14,7 @@ import { removeOneFile } from '../routes/bundle.ts';
 import { removeObjects } from '../storage/remove.ts';
 import { AppError } from '../errors.ts';
 import { deleteUpload, findUpload, holdUpload, releaseAhead, reserveAhead, takeUpload, type TusRow } from '../db/tus-uploads.ts';
+import { offsetHeld, settleUnsynced } from './unsynced.ts';
 import type { UploadLock } from '../db/upload-locks.ts';
 import { checkResumable, httpDate, intHeader, NO_STORE, OFFSET_TYPE, parseChecksum, replyError, UPLOAD_ID_RE } from './protocol.ts';
 
@@ -107,7 +108,7 @@ export async function head(ctx: Ctx, deps: Deps): Promise<void> {
     if (recovered) row = { ...row, completed_at: new Date(), bundle_id: recovered.bundle.id, file_id: recovered.fileId };
     const headers: Array<readonly [string, string]> = [
       ...NO_STORE,
-      ['Upload-Offset', String(row.upload_offset)],
+      ['Upload-Offset', String(offsetHeld(deps, row))],
       row.upload_length === null ? ['Upload-Defer-Length', '1'] : ['Upload-Length', String(row.upload_length)],
       ['Upload-Expires', httpDate(row.expires_at)],
     ];
@@ -162,7 +163,8 @@ export async function patch(ctx: Ctx, deps: Deps): Promise<void> {
     const declared = intHeader(h, 'upload-length');
     const contentLength = intHeader(h, 'content-length');
     if (!hold) throw new AppError('UPLOAD_LOCKED', 'Another request is writing to this upload');
-    const headers = await underLock(hold, live, async (row, lock) => {
+    const headers = await underLock(hold, live, async (taken, lock) => {
+      const row = await settleUnsynced(deps, taken, lock, offset);
       if (row.concat !== null && row.concat !== 'partial') {
         throw new AppError('FINAL_UPLOAD', 'A final upload takes no PATCH: its bytes are its partial uploads\'');
       }

@@ -13,5 +13,10 @@ function loadNative() {
   }
 }
 
+const native = loadNative();
+
 /** crc32(bytes, previous = 0): the CRC-32 of `bytes`, continuing from `previous`. */
-export const crc32 = loadNative() ?? zlibCrc32;
+export const crc32 = native ?? zlibCrc32;
+
+/** Whether crc32 is the native one (zlib's can be several times slower: worth avoiding on the event loop). */
+export const crc32IsNative = native !== null;

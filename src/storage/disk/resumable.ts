@@ -4,14 +4,21 @@ import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { createPartWriter } from './part-writer.ts';
 import { fsyncFile } from './dirs.ts';
-import { BLOB_KEY_RE, type BlobAppender, type BlobStore } from '../blob-store.ts';
+import { BLOB_KEY_RE, type BlobAppender, type BlobStore, type UnsyncedRange } from '../blob-store.ts';
 import { BlobError } from '../../errors.ts';
+import { crc32 } from '../../util/crc32.mjs';
 import type { DiskCore } from './core.ts';
 
-type Resumables = Pick<
-  BlobStore,
-  'createResumable' | 'append' | 'join' | 'completeResumable' | 'reopenResumable' | 'removeResumable'
+type Resumables = Required<
+  Pick<
+    BlobStore,
+    'createResumable' | 'append' | 'join' | 'completeResumable' | 'reopenResumable' | 'removeResumable' | 'syncedHere' | 'checkUnsynced'
+  >
 >;
+
+/** Resumables whose last synced append this store remembers (see `synced`); forgetting one costs a check. */
+const SYNCED_KEPT = 10_000;
+const CHECK_PIECE = 1 << 20;
 
 /**
  * Resumable objects on disk: one file per id under tus/, written by the same part writer as new
@@ -27,6 +34,41 @@ export function diskResumables(core: DiskCore): Resumables {
   };
   /** Ids with an append open in this store: a second append to one of them is refused. */
   const open = new Set<string>();
+  /**
+   * The range each resumable's last append here synced (oldest forgotten first), so that a range on
+   * record before its sync (tus) is not read back by the process that synced it.
+   */
+  const synced = new Map<string, UnsyncedRange>();
+  function noteSynced(id: string, range: UnsyncedRange): void {
+    synced.delete(id);
+    synced.set(id, range);
+    if (synced.size > SYNCED_KEPT) synced.delete(synced.keys().next().value!);
+  }
+  const syncedHere = (id: string, range: UnsyncedRange): boolean => {
+    const s = synced.get(id);
+    return s !== undefined && s.from === range.from && s.to === range.to && s.crc32 === range.crc32;
+  };
+
+  /** Reads `range` back: whether the file holds it whole with that CRC-32. */
+  async function holds(file: string, range: UnsyncedRange): Promise<boolean> {
+    const fh = await fsp.open(file, 'r');
+    try {
+      const buf = Buffer.allocUnsafe(Math.min(CHECK_PIECE, Math.max(1, range.to - range.from)));
+      let crc = 0;
+      for (let at = range.from; at < range.to; ) {
+        const { bytesRead } = await fh.read(buf, 0, Math.min(buf.length, range.to - at), at);
+        if (bytesRead === 0) return false;
+        crc = crc32(buf.subarray(0, bytesRead), crc);
+        at += bytesRead;
+      }
+      if (crc >>> 0 !== range.crc32) return false;
+      // What was read may still be only in the page cache (the writer died before its sync).
+      await fh.sync();
+      return true;
+    } finally {
+      await fh.close();
+    }
+  }
 
   /**
    * Truncates to `size` when longer and makes the cut durable; the size the file had. The stat is
@@ -51,6 +93,8 @@ export function diskResumables(core: DiskCore): Resumables {
       if (open.has(id)) throw new BlobError('BUSY', `resumable ${id} has an append in progress`);
       const file = partOf(id);
       open.add(id);
+      // A range this store synced is being written again (it was dropped: see checkUnsynced's callers).
+      if ((synced.get(id)?.to ?? 0) > offset) synced.delete(id);
       const feedKey = opts.hashAhead ? id : null;
       let error: Error | null = null;
       // The writer starts opening the file at once (part-file.ts); nothing is written before the body is piped.
@@ -105,6 +149,7 @@ export function diskResumables(core: DiskCore): Resumables {
           }
           const end = fopts.cutTo ?? offset + wrote;
           if (fopts.cutTo !== undefined) await cutTo(file, fopts.cutTo);
+          else if (wrote > 0 && fopts.crc32 !== undefined) noteSynced(id, { from: offset, to: end, crc32: fopts.crc32 });
           return { offset: await settle(end), error };
         },
         abort() {
@@ -133,6 +178,7 @@ export function diskResumables(core: DiskCore): Resumables {
       const file = partOf(id);
       const have = await cutTo(file, size);
       if (have < size) throw new BlobError('SHORT', `resumable ${id} holds ${have} bytes, ${size} expected`);
+      synced.delete(id);
       // A hash worker reads the part in 1 MiB pieces; the appends had it hash their durable bytes,
       // so usually nothing is left (after a restart, or on another process, it reads from 0).
       const d = await hasher.digestFile(file, id);
@@ -147,7 +193,20 @@ export function diskResumables(core: DiskCore): Resumables {
     },
 
     async removeResumable(id) {
+      synced.delete(id);
       await fsp.rm(partOf(id), { force: true });
+    },
+
+    syncedHere,
+
+    async checkUnsynced(id, range) {
+      if (syncedHere(id, range)) return true;
+      const ok = await holds(partOf(id), range).catch((err: NodeJS.ErrnoException) => {
+        if (err.code === 'ENOENT') return false;
+        throw err;
+      });
+      if (ok) noteSynced(id, range);
+      return ok;
     },
   };
 }

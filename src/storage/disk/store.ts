@@ -23,6 +23,8 @@ const FRESH_PART_MS = 60_000;
 
 export interface DiskStore extends BlobStore {
   readonly layout: DiskLayout;
+  syncedHere: NonNullable<BlobStore['syncedHere']>;
+  checkUnsynced: NonNullable<BlobStore['checkUnsynced']>;
 }
 
 export function diskLayout(dataDir: string): DiskLayout {
