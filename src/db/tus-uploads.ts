@@ -170,16 +170,15 @@ export async function recordProgress(
 }
 
 /**
- * Clears the mark recordProgress left for [from, to) once its bytes are synced, unless the row moved
- * on meanwhile. Needs no lock: only that mark is cleared, and a clear that is lost (this commit does not
- * wait for its flush) costs only a check of the range.
+ * Releases `lock` and clears the mark recordProgress left for [from, to), whose bytes are now synced,
+ * unless the row moved on meanwhile. Nothing waits for the clear: one that is lost (it is behind the
+ * release, and its commit does not wait for its flush) costs only a check of the range.
  */
-export async function clearUnsynced(sql: Sql, id: string, from: number, to: number): Promise<void> {
-  await sql.begin((tx) => [
-    tx`set local synchronous_commit = off`,
-    tx`update tus_uploads set unsynced_from = null, unsynced_crc = null
-       where id = ${id} and unsynced_from = ${from} and upload_offset = ${to}`,
-  ]);
+export function releaseSynced(lock: UploadLock, id: string, from: number, to: number): Promise<void> {
+  return lock.release(
+    (session) => session`update tus_uploads set unsynced_from = null, unsynced_crc = null
+                         where id = ${id} and unsynced_from = ${from} and upload_offset = ${to}`,
+  );
 }
 
 export async function markCompleted(sql: Sql, id: string, fileId: number, bundleId: number): Promise<void> {

@@ -12,8 +12,12 @@ export interface UploadLock {
    * whoever takes it next sees what `write` committed.
    */
   write<T extends readonly postgres.MaybeRow[]>(write: (session: Sql) => PendingQuery<T>, release: boolean): Promise<RowList<T>>;
-  /** Frees it; never rejects (a lost session has freed it already). A second call does nothing. */
-  release(): Promise<void>;
+  /**
+   * Frees it; never rejects (a lost session has freed it already). A second call does nothing.
+   * `lossy`: a write whose loss costs nothing, sent right behind the unlock on the same session and
+   * left to run: its commit does not wait for its flush, and the release resolves without it.
+   */
+  release(lossy?: (session: Sql) => PendingQuery<readonly postgres.MaybeRow[]>): Promise<void>;
 }
 
 export interface UploadLocks {
@@ -52,14 +56,23 @@ export function createUploadLocks(session: Sql): UploadLocks {
           await released;
         }
       },
-      release() {
+      release(lossy) {
+        if (released) return released;
         // Only in the session that took it: after a reconnect the lock is gone already. The set
         // lets go at once: a later take in this process is sent behind this unlock on the session.
-        released ??= sendNow(session`select pg_advisory_unlock(${key}::bigint) from (select 1) t where pg_backend_pid() = ${pid}`).then(
+        released = sendNow(session`select pg_advisory_unlock(${key}::bigint) from (select 1) t where pg_backend_pid() = ${pid}`).then(
           () => {},
           () => {},
         );
         held.delete(id);
+        // Sent in this same turn, so nothing else on the session lands inside its transaction.
+        if (lossy) {
+          const ignore = (): void => {};
+          sendNow(session`begin`).catch(ignore);
+          sendNow(session`set local synchronous_commit = off`).catch(ignore);
+          lossy(session).execute().catch(ignore);
+          sendNow(session`commit`).catch(ignore);
+        }
         return released;
       },
     };

@@ -59,7 +59,7 @@ export async function appendBody(
     if (mismatch && r.complete) failure = new AppError('CHECKSUM_MISMATCH', 'Upload-Checksum does not match the body');
     const end = start + r.received;
     if (early && hold && r.complete && !failure && r.crc32 !== null && !completes(end)) {
-      offset = await recordWhileSyncing(deps, appender, hold.lock, row, { from: start, to: end, crc32: r.crc32 });
+      offset = await recordWhileSyncing(appender, hold.lock, row, { from: start, to: end, crc32: r.crc32 });
     } else {
       // Durable before the offset is recorded; a checksum that did not match drops the whole body.
       const f = await appender.finish(mismatch ? { cutTo: start } : {});

@@ -1,7 +1,7 @@
 // An append whose offset goes on record while its bytes are synced, and how a later request settles
 // such a range when it cannot know that the sync finished (after a crash, a restart, on another node).
 import type { Deps } from '../deps.ts';
-import { clearUnsynced, recordProgress, type TusRow } from '../db/tus-uploads.ts';
+import { recordProgress, releaseSynced, type TusRow } from '../db/tus-uploads.ts';
 import type { UploadLock } from '../db/upload-locks.ts';
 import type { BlobAppender, UnsyncedRange } from '../storage/blob-store.ts';
 
@@ -19,7 +19,7 @@ export const EARLY_RECORD_MAX = 64 << 20;
  * goes; a crash in between leaves the mark, which whoever takes the upload next settles
  * (settleUnsynced). Resolves with the new offset.
  */
-export async function recordWhileSyncing(deps: Deps, appender: BlobAppender, lock: UploadLock, row: TusRow, range: UnsyncedRange): Promise<number> {
+export async function recordWhileSyncing(appender: BlobAppender, lock: UploadLock, row: TusRow, range: UnsyncedRange): Promise<number> {
   const [synced, recorded] = await Promise.allSettled([
     appender.finish({ crc32: range.crc32 }),
     recordProgress(lock, row.id, range.to, row.upload_length, false, { from: range.from, crc32: range.crc32 }),
@@ -27,8 +27,8 @@ export async function recordWhileSyncing(deps: Deps, appender: BlobAppender, loc
   const f = synced.status === 'fulfilled' ? synced.value : { offset: range.from, error: synced.reason as Error };
   if (f.offset === range.to && f.error === null) {
     if (recorded.status === 'rejected') throw recorded.reason;
-    // Known synced: the mark goes, unwaited for (one that stays costs a check of the range).
-    clearUnsynced(deps.sql, row.id, range.from, range.to).catch((err: unknown) => deps.log.warn({ err }, 'tus: a synced range is still marked'));
+    // Known synced: the lock goes now, and the mark with it (the caller's release is then a no-op).
+    await releaseSynced(lock, row.id, range.from, range.to);
     return range.to;
   }
   // The sync failed and the appender dropped the bytes: the record must not name them.
