@@ -9,7 +9,6 @@ import { crc32IsNative } from '../util/crc32.mjs';
 import { httpDate, type Checksum } from './protocol.ts';
 import { EARLY_RECORD_MAX, recordWhileSyncing } from './unsynced.ts';
 
-
 /** True when the request announces body bytes (a positive Content-Length, or chunked). */
 export function hasBody(headers: Readonly<Record<string, string>>): boolean {
   const cl = headers['content-length'];
@@ -50,9 +49,12 @@ export async function appendBody(
       if (err instanceof BlobError && err.code === 'BUSY') throw new AppError('UPLOAD_LOCKED', 'Another request is writing to this upload');
       throw err;
     });
-    // A plain append under the PATCH's lock, to a store that can check an unsynced range later, may
-    // go on record while it syncs; its body's CRC-32 is what that check compares.
-    const early = hold?.lastUse === true && checksum === null && row.concat !== 'partial' && deps.blobs.checkUnsynced !== undefined && crc32IsNative;
+    // A plain append under the PATCH's lock that leaves the upload unfinished, to a store that can check
+    // an unsynced range later, may go on record while it syncs; its body's CRC-32 is what that check compares.
+    const announced = Number(ctx.headers['content-length'] ?? Number.NaN);
+    const early =
+      hold?.lastUse === true && checksum === null && row.concat !== 'partial' && deps.blobs.checkUnsynced !== undefined && crc32IsNative &&
+      !(announced > EARLY_RECORD_MAX) && !completes(start + announced);
     const r = await tap.pipe(appender, limit, checksum?.algorithm ?? null, early ? EARLY_RECORD_MAX : 0);
     let failure = r.error;
     const mismatch = checksum !== null && !(r.complete && r.digest?.equals(checksum.digest));

@@ -149,7 +149,7 @@ export function diskResumables(core: DiskCore): Resumables {
           }
           const end = fopts.cutTo ?? offset + wrote;
           if (fopts.cutTo !== undefined) await cutTo(file, fopts.cutTo);
-          else if (wrote > 0 && fopts.crc32 !== undefined) noteSynced(id, { from: offset, to: end, crc32: fopts.crc32 });
+          else if (wrote > 0 && error === null && fopts.crc32 !== undefined) noteSynced(id, { from: offset, to: end, crc32: fopts.crc32 });
           return { offset: await settle(end), error };
         },
         abort() {
