@@ -61,39 +61,49 @@ describe('coalesced task', () => {
   });
 });
 
-describe('disk publish', () => {
+/** A disk store in a directory of its own for the enclosing describe block (made before its tests, removed after). */
+function freshDisk(): { readonly store: DiskStore } {
   let dir: string;
   let hasher: Hasher;
-  let disk: DiskStore;
+  let store: DiskStore;
   before(async () => {
     dir = await fsp.mkdtemp(path.join(os.tmpdir(), 'sluice-disk-'));
     hasher = createHasher(1);
-    disk = await createDiskStore(dir, hasher);
+    store = await createDiskStore(dir, hasher);
   });
   after(async () => {
     await hasher.close();
     await fsp.rm(dir, { recursive: true, force: true });
   });
+  return {
+    get store() {
+      return store;
+    },
+  };
+}
+
+describe('disk publish', () => {
+  const fresh = freshDisk();
 
   /** Writes `text` as a new object and publishes it; returns its key. */
   const store = async (text: string): Promise<string> => {
-    const w = disk.createWriter();
+    const w = fresh.store.createWriter();
     w.write(Buffer.from(text));
     await w.finish();
     await w.publish();
     return w.key;
   };
-  const text = async (key: string): Promise<string> => fsp.readFile(disk.layout.filePath(key), 'utf8');
+  const text = async (key: string): Promise<string> => fsp.readFile(fresh.store.layout.filePath(key), 'utf8');
 
   test('concurrent publishes into new and shared shard directories all land', async () => {
     const keys = await Promise.all(Array.from({ length: 40 }, (_, i) => store(`file ${i}`)));
     for (const [i, key] of keys.entries()) assert.equal(await text(key), `file ${i}`);
-    assert.deepEqual(await fsp.readdir(disk.layout.tmpDir), []);
+    assert.deepEqual(await fsp.readdir(fresh.store.layout.tmpDir), []);
   });
 
   test('a shard directory removed by hand after its first use is made again by the next publish', async () => {
     const first = await store('file 1');
-    const shard = path.join(disk.layout.filesDir, first.slice(0, 2));
+    const shard = path.join(fresh.store.layout.filesDir, first.slice(0, 2));
     await fsp.rm(shard, { recursive: true });
     // Keys come in shard runs: the next ones land in the directory just removed.
     const second = await store('file 2');
@@ -104,28 +114,17 @@ describe('disk publish', () => {
     const more = await Promise.all([4, 5, 6, 7].map((n) => store(`file ${n}`)));
     for (const [i, key] of more.entries()) assert.equal(await text(key), `file ${i + 4}`);
     // Publishing what was never finished is an error, not a retry loop.
-    await assert.rejects(disk.createWriter().publish());
+    await assert.rejects(fresh.store.createWriter().publish());
   });
 });
 
 describe('disk resumables: a range on record before its sync', () => {
-  let dir: string;
-  let hasher: Hasher;
-  let disk: DiskStore;
-  before(async () => {
-    dir = await fsp.mkdtemp(path.join(os.tmpdir(), 'sluice-disk-'));
-    hasher = createHasher(1);
-    disk = await createDiskStore(dir, hasher);
-  });
-  after(async () => {
-    await hasher.close();
-    await fsp.rm(dir, { recursive: true, force: true });
-  });
+  const fresh = freshDisk();
 
   const MiB = 1 << 20;
   const newId = (): string => randomBytes(16).toString('hex');
   async function append(id: string, at: number, data: Buffer): Promise<number> {
-    const ap = await disk.append(id, at, { limit: 1 << 30, hashAhead: false });
+    const ap = await fresh.store.append(id, at, { limit: 1 << 30, hashAhead: false });
     ap.write(data);
     const f = await ap.finish({ crc32: crc32(data) });
     assert.equal(f.error, null);
@@ -134,34 +133,34 @@ describe('disk resumables: a range on record before its sync', () => {
 
   test('an append the store synced is known at once; another range is read back and must match its CRC-32', async () => {
     const id = newId();
-    await disk.createResumable(id);
+    await fresh.store.createResumable(id);
     const first = randomBytes(MiB + 123);
     const second = randomBytes(3 * MiB);
     assert.equal(await append(id, 0, first), first.length);
     assert.equal(await append(id, first.length, second), first.length + second.length);
     const range = { from: first.length, to: first.length + second.length, crc32: crc32(second) };
-    assert.ok(disk.syncedHere(id, range), 'the last append is known synced');
-    assert.ok(!disk.syncedHere(id, { ...range, crc32: (range.crc32 ^ 1) >>> 0 }), 'the same range with other bytes');
-    assert.ok(!disk.syncedHere(id, { from: 0, to: first.length, crc32: crc32(first) }), 'only the last append is remembered');
-    assert.ok(await disk.checkUnsynced(id, { from: 0, to: first.length, crc32: crc32(first) }), 'read back and matching');
-    assert.ok(disk.syncedHere(id, { from: 0, to: first.length, crc32: crc32(first) }), 'a checked range is then known');
-    assert.ok(!(await disk.checkUnsynced(id, { from: 0, to: first.length, crc32: (crc32(first) ^ 1) >>> 0 })), 'a wrong CRC-32');
-    assert.ok(!(await disk.checkUnsynced(id, { from: range.from, to: range.to + 1, crc32: range.crc32 })), 'past the end of the file');
-    assert.ok(!(await disk.checkUnsynced(newId(), range)), 'no such resumable');
+    assert.ok(fresh.store.syncedHere(id, range), 'the last append is known synced');
+    assert.ok(!fresh.store.syncedHere(id, { ...range, crc32: (range.crc32 ^ 1) >>> 0 }), 'the same range with other bytes');
+    assert.ok(!fresh.store.syncedHere(id, { from: 0, to: first.length, crc32: crc32(first) }), 'only the last append is remembered');
+    assert.ok(await fresh.store.checkUnsynced(id, { from: 0, to: first.length, crc32: crc32(first) }), 'read back and matching');
+    assert.ok(fresh.store.syncedHere(id, { from: 0, to: first.length, crc32: crc32(first) }), 'a checked range is then known');
+    assert.ok(!(await fresh.store.checkUnsynced(id, { from: 0, to: first.length, crc32: (crc32(first) ^ 1) >>> 0 })), 'a wrong CRC-32');
+    assert.ok(!(await fresh.store.checkUnsynced(id, { from: range.from, to: range.to + 1, crc32: range.crc32 })), 'past the end of the file');
+    assert.ok(!(await fresh.store.checkUnsynced(newId(), range)), 'no such resumable');
   });
 
   test('a range written again is no longer known, nor one of a removed resumable', async () => {
     const id = newId();
-    await disk.createResumable(id);
+    await fresh.store.createResumable(id);
     const data = randomBytes(2 * MiB);
     await append(id, 0, data);
     const whole = { from: 0, to: data.length, crc32: crc32(data) };
-    assert.ok(disk.syncedHere(id, whole));
+    assert.ok(fresh.store.syncedHere(id, whole));
     // The range was dropped (its client resumed from its start) and is being written again.
-    const ap = await disk.append(id, 0, { limit: 1 << 30, hashAhead: false });
-    assert.ok(!disk.syncedHere(id, whole));
+    const ap = await fresh.store.append(id, 0, { limit: 1 << 30, hashAhead: false });
+    assert.ok(!fresh.store.syncedHere(id, whole));
     ap.abort();
-    await disk.removeResumable(id);
-    assert.ok(!disk.syncedHere(id, whole));
+    await fresh.store.removeResumable(id);
+    assert.ok(!fresh.store.syncedHere(id, whole));
   });
 });
