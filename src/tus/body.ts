@@ -6,7 +6,7 @@ import { completeUpload, completionHeaders } from './complete.ts';
 import { recordProgress, setProgress, type TusRow } from '../db/tus-uploads.ts';
 import type { UploadLock } from '../db/upload-locks.ts';
 import { crc32IsNative } from '../util/crc32.mjs';
-import { httpDate, type Checksum } from './protocol.ts';
+import { httpDate, intHeader, type Checksum } from './protocol.ts';
 import { EARLY_RECORD_MAX, recordWhileSyncing } from './unsynced.ts';
 
 /** True when the request announces body bytes (a positive Content-Length, or chunked). */
@@ -39,6 +39,9 @@ export async function appendBody(
   const length = row.upload_length;
   let offset = start;
   const completes = (at: number): boolean => length !== null && at === length && row.concat !== 'partial';
+  /** A body of `announced` bytes (undefined: chunked) can go on record before its sync: see recordWhileSyncing. */
+  const mayRecordEarly = (announced: number | undefined): boolean =>
+    announced === undefined || (announced <= EARLY_RECORD_MAX && !completes(start + announced));
   const record = (at: number): Promise<void> =>
     hold ? recordProgress(hold.lock, row.id, at, length, hold.lastUse && !completes(at)) : setProgress(deps.sql, row.id, at, length);
   if (tap) {
@@ -51,10 +54,9 @@ export async function appendBody(
     });
     // A plain append under the PATCH's lock that leaves the upload unfinished, to a store that can check
     // an unsynced range later, may go on record while it syncs; its body's CRC-32 is what that check compares.
-    const announced = Number(ctx.headers['content-length'] ?? Number.NaN);
     const early =
       hold?.lastUse === true && checksum === null && row.concat !== 'partial' && deps.blobs.checkUnsynced !== undefined && crc32IsNative &&
-      !(announced > EARLY_RECORD_MAX) && !completes(start + announced);
+      mayRecordEarly(intHeader(ctx.headers, 'content-length'));
     const r = await tap.pipe(appender, limit, checksum?.algorithm ?? null, early ? EARLY_RECORD_MAX : 0);
     let failure = r.error;
     const mismatch = checksum !== null && !(r.complete && r.digest?.equals(checksum.digest));
