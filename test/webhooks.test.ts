@@ -272,8 +272,13 @@ describe('webhooks with two nodes on one database', { skip: twoNodes }, () => {
     const codes = new Set<string>();
     for (let i = 0; i < 20; i++) codes.add((await uploaded(i % 2 ? b : a, [file(`n${i}.txt`, String(i))], { key })).short_code as string);
     await waitFor('20 events delivered', () => rx.got.length >= 20, 30_000);
-    const events = await a.sql<{ attempts: number; delivered: boolean }[]>`
+    // The receiver answers before the delivering node records the delivery: wait for the records too.
+    const recorded = async () => a.sql<{ attempts: number; delivered: boolean }[]>`
       select attempts, delivered_at is not null as delivered from webhook_events where webhook_id = ${made.json.webhook_id as number}`;
+    const events = await waitFor('20 deliveries recorded', async () => {
+      const rows = await recorded();
+      return rows.length === 20 && rows.every((e) => e.delivered) ? rows : null;
+    });
     assert.equal(events.length, 20);
     assert.ok(events.every((e) => e.delivered && e.attempts === 1), 'one attempt each');
     assert.equal(new Set(rx.got.map((d) => d.headers['webhook-id'])).size, rx.got.length, 'no webhook-id twice');
