@@ -103,12 +103,15 @@ describe('sluice on a radosgw that serves https', { skip }, () => {
     await ceph?.stop();
   });
 
-  test('parts go unsigned (UNSIGNED-PAYLOAD) and the bytes come back whole', async () => {
+  test('parts go unsigned (UNSIGNED-PAYLOAD) and in slices, and the bytes come back whole', async () => {
     const https = createS3Client({ region: ceph.region, endpoint: ceph.endpoint, bucket: ceph.bucket } as S3Location);
     const http = createS3Client({ region: ceph.region, endpoint: 'http://127.0.0.1:9', bucket: ceph.bucket } as S3Location);
     try {
       assert.ok(https.middlewareStack.identify().some((m) => m.startsWith('sluiceUnsignedPayload')));
       assert.ok(!http.middlewareStack.identify().some((m) => m.startsWith('sluiceUnsignedPayload')), 'plain http keeps the signed hash');
+      // A part goes to the TLS socket in slices, so no ciphertext copy of all of it waits there.
+      assert.ok(https.middlewareStack.identify().some((m) => m.startsWith('sluiceSlicedBody')));
+      assert.ok(!http.middlewareStack.identify().some((m) => m.startsWith('sluiceSlicedBody')), 'plain http writes from the part itself');
     } finally {
       https.destroy();
       http.destroy();

@@ -5,6 +5,7 @@ import {
 } from '@aws-sdk/client-s3';
 import { Agent } from 'node:http';
 import { Agent as HttpsAgent } from 'node:https';
+import { Readable } from 'node:stream';
 import type { S3Location } from '../../config.ts';
 import { BlobError } from '../../errors.ts';
 import { getBody, isNetworkError, signGet } from './get.ts';
@@ -58,7 +59,10 @@ export function createS3Client(loc: S3Location, deadlineMs = REQUEST_TIMEOUT_MS)
     },
   });
   withDeadline(client, deadlineMs);
-  if (!loc.endpoint || loc.endpoint.startsWith('https:')) unsignedPayloads(client);
+  if (!loc.endpoint || loc.endpoint.startsWith('https:')) {
+    unsignedPayloads(client);
+    slicedBodies(client);
+  }
   // Outermost, so it sees what is left once the SDK's own retries are spent.
   client.middlewareStack.add(
     (next) => async (args) => {
@@ -87,6 +91,33 @@ function unsignedPayloads(client: S3Client): void {
       return next(args);
     },
     { step: 'build', name: 'sluiceUnsignedPayload' },
+  );
+}
+
+/** A body larger than this goes to a TLS socket in slices of this size (slicedBodies). */
+const TLS_SLICE_BYTES = 1024 * 1024;
+
+/**
+ * Over https, a large body (a part) is handed to the socket in slices, each once the last has gone
+ * out: Node encrypts all of one write at once and holds the ciphertext until the socket takes it, a
+ * second copy of every part in flight. This step runs at each attempt, after the signature, so a
+ * retry sends the whole body again.
+ */
+function slicedBodies(client: S3Client): void {
+  client.middlewareStack.add(
+    (next) => (args) => {
+      const req = args.request as { body?: unknown };
+      const body = req.body;
+      if (!Buffer.isBuffer(body) || body.length <= TLS_SLICE_BYTES) return next(args);
+      const slices = function* (): Generator<Buffer> {
+        for (let at = 0; at < body.length; at += TLS_SLICE_BYTES) yield body.subarray(at, at + TLS_SLICE_BYTES);
+      };
+      const request: unknown = Object.assign(Object.create(Object.getPrototypeOf(req) as object) as object, req, {
+        body: Readable.from(slices(), { objectMode: false }),
+      });
+      return next({ ...args, request });
+    },
+    { step: 'deserialize', name: 'sluiceSlicedBody' },
   );
 }
 
