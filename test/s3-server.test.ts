@@ -11,6 +11,7 @@ import { cephSkip, startCeph, type Ceph } from './helpers/ceph.ts';
 import { createPgDatabase, dropPgDatabase } from './helpers/database.ts';
 import { runCli, scratchDataDir, startServer, storedBlobs, type TestServer } from './helpers/server.ts';
 import { upload } from './helpers/http.ts';
+import { spawnReadyChild } from './helpers/storage-contract.ts';
 import { createS3Client } from '../src/storage/s3/client.ts';
 import type { S3Location } from '../src/config.ts';
 
@@ -123,5 +124,11 @@ describe('sluice on a radosgw that serves https', { skip }, () => {
     const res = await fetch(`${srv.url}${ok.json.files[0].download_url}`);
     assert.equal(res.status, 200);
     assert.ok(Buffer.from(await res.arrayBuffer()).equals(data), 'the bytes come back');
+  });
+
+  test('a retried part sends its whole body again', async () => {
+    // In a child: only a process started with the cluster's certificate (NODE_EXTRA_CA_CERTS) trusts it.
+    const { ready } = await spawnReadyChild('s3-retry-child.ts', [], { ...process.env, ...ceph.env() });
+    assert.equal(ready, `2,${3 * MIB}/-1,true`, 'attempts, the bytes the failed one sent (-1: not counted), the object read back the same');
   });
 });
