@@ -83,5 +83,34 @@ for (const backend of backends().filter((b) => b !== 's3')) {
       await next.lock.release();
       assert.equal(await holdUpload(second.uploadLocks, 'b'.repeat(32)), undefined, 'no such upload: nothing held');
     });
+
+    test('a lock let go while another process tries it is taken by that process\'s next try', async () => {
+      // A PATCH's holder answers before its unlock is sent: the client's next PATCH may reach
+      // another process first. Its try is refused, and tried again.
+      let tries = 0;
+      let secondTry: () => void = () => {};
+      const triedTwice = new Promise<void>((r) => (secondTry = r));
+      const options = first.db.sql.options as unknown as postgres.Options<Record<string, never>>;
+      const watched = postgres({
+        ...options,
+        max: 1,
+        debug: (_conn: number, query: string) => {
+          if (query.includes('pg_try_advisory_lock') && ++tries === 2) secondTry();
+        },
+      }) as unknown as Sql;
+      try {
+        const held = await take(first.db.uploadLocks);
+        assert.ok(held);
+        const trying = take(createUploadLocks(watched));
+        const outcome = await Promise.race([triedTwice.then(() => 'tried again'), trying.then(() => 'answered')]);
+        assert.equal(outcome, 'tried again', 'a refused try is tried again');
+        await held.release();
+        const taken = await trying;
+        assert.ok(taken, `taken after ${tries} tries`);
+        await taken.release();
+      } finally {
+        await watched.end();
+      }
+    });
   });
 }

@@ -170,12 +170,12 @@ export async function recordProgress(
 }
 
 /**
- * Releases `lock` and clears the mark recordProgress left for [from, to), whose bytes are now synced,
- * unless the row moved on meanwhile. Nothing waits for the clear: one that is lost (it is behind the
- * release, and its commit does not wait for its flush) costs only a check of the range.
+ * Clears, when `lock` is released, the mark recordProgress left for [from, to), whose bytes are now
+ * synced, unless the row moved on meanwhile. Nothing waits for the clear: one that is lost (it is
+ * behind the release, and its commit does not wait for its flush) costs only a check of the range.
  */
-export function releaseSynced(lock: UploadLock, id: string, from: number, to: number): Promise<void> {
-  return lock.release(
+export function clearOnRelease(lock: UploadLock, id: string, from: number, to: number): void {
+  lock.releaseWith(
     (session) => session`update tus_uploads set unsynced_from = null, unsynced_crc = null
                          where id = ${id} and unsynced_from = ${from} and upload_offset = ${to}`,
   );

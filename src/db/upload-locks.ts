@@ -1,3 +1,4 @@
+import { setTimeout as delay } from 'node:timers/promises';
 import type postgres from 'postgres';
 import type { PendingQuery, RowList, Sql } from './sql.ts';
 
@@ -14,20 +15,33 @@ export interface UploadLock {
   write<T extends readonly postgres.MaybeRow[]>(write: (session: Sql) => PendingQuery<T>, release: boolean): Promise<RowList<T>>;
   /**
    * Frees it; never rejects (a lost session has freed it already). A second call does nothing.
-   * `lossy`: a write whose loss costs nothing, sent right behind the unlock on the same session and
-   * left to run: its commit does not wait for its flush, and the release resolves without it.
+   * Whatever releaseWith() left goes right behind the unlock.
    */
-  release(lossy?: (session: Sql) => PendingQuery<readonly postgres.MaybeRow[]>): Promise<void>;
+  release(): Promise<void>;
+  /**
+   * A write whose loss costs nothing, to be sent right behind the unlock on the same session once
+   * the lock is released, and left to run: its commit does not wait for its flush, and the release
+   * resolves without it.
+   */
+  releaseWith(lossy: (session: Sql) => PendingQuery<readonly postgres.MaybeRow[]>): void;
 }
 
 export interface UploadLocks {
   /**
    * Takes upload `id`'s lock (null while another request, here or on another node, holds it), and
    * runs `read` on the lock's session right behind it, in the same round trip: the read sees
-   * whatever the previous holder committed before letting go.
+   * whatever the previous holder committed before letting go. A lock another process holds is
+   * tried again for a moment (RETRY_REFUSED_MS) before it counts as held.
    */
   take<T extends readonly postgres.MaybeRow[]>(id: string, read: (session: Sql) => PendingQuery<T>): Promise<{ lock: UploadLock | null; read: RowList<T> }>;
 }
+
+/**
+ * Pauses (ms) before a lock the database refused is tried again. A PATCH's holder answers before it
+ * sends its unlock (tus/session.ts), so the client's next PATCH, sent to another process or node,
+ * may get there first.
+ */
+const RETRY_REFUSED_MS = [1, 5, 20] as const;
 
 /**
  * Locks that keep writers of one tus upload apart, across processes and nodes: PostgreSQL advisory
@@ -44,6 +58,7 @@ export function createUploadLocks(session: Sql): UploadLocks {
 
   function holding(id: string, pid: number, key: string): UploadLock {
     let released: Promise<void> | null = null;
+    let lossy: ((session: Sql) => PendingQuery<readonly postgres.MaybeRow[]>) | null = null;
     const lock: UploadLock = {
       pid,
       key,
@@ -56,7 +71,10 @@ export function createUploadLocks(session: Sql): UploadLocks {
           await released;
         }
       },
-      release(lossy) {
+      releaseWith(write) {
+        lossy = write;
+      },
+      release() {
         if (released) return released;
         // Only in the session that took it: after a reconnect the lock is gone already. The set
         // lets go at once: a later take in this process is sent behind this unlock on the session.
@@ -70,7 +88,7 @@ export function createUploadLocks(session: Sql): UploadLocks {
           const ignore = (): void => {};
           sendNow(session`begin`).catch(ignore);
           sendNow(session`set local synchronous_commit = off`).catch(ignore);
-          lossy(session).execute().catch(ignore);
+          sendNow(lossy(session)).catch(ignore);
           sendNow(session`commit`).catch(ignore);
         }
         return released;
@@ -83,19 +101,24 @@ export function createUploadLocks(session: Sql): UploadLocks {
     async take(id, read) {
       if (held.has(id)) return { lock: null, read: await sendNow(read(session)) };
       held.add(id);
-      const taking = sendNow(session<{ ok: boolean; pid: number; key: string }[]>`
-        select pg_try_advisory_lock(k) as ok, pg_backend_pid() as pid, k::text as key
-        from (select hashtextextended(${id}, 0) as k) t`);
-      const reading = sendNow(read(session));
-      const [took, value] = await Promise.allSettled([taking, reading]);
-      const r = took.status === 'fulfilled' ? took.value[0] : undefined;
-      const lock = r?.ok ? holding(id, r.pid, r.key) : null;
-      if (!lock) held.delete(id);
-      if (took.status === 'rejected' || value.status === 'rejected') {
-        await lock?.release();
-        throw took.status === 'rejected' ? took.reason : (value as PromiseRejectedResult).reason;
+      for (let attempt = 0; ; attempt++) {
+        const taking = sendNow(session<{ ok: boolean; pid: number; key: string }[]>`
+          select pg_try_advisory_lock(k) as ok, pg_backend_pid() as pid, k::text as key
+          from (select hashtextextended(${id}, 0) as k) t`);
+        const reading = sendNow(read(session));
+        const [took, value] = await Promise.allSettled([taking, reading]);
+        const r = took.status === 'fulfilled' ? took.value[0] : undefined;
+        const lock = r?.ok ? holding(id, r.pid, r.key) : null;
+        const failed = took.status === 'rejected' || value.status === 'rejected';
+        const last = failed || lock !== null || attempt === RETRY_REFUSED_MS.length;
+        if (!lock && last) held.delete(id);
+        if (failed) {
+          await lock?.release();
+          throw took.status === 'rejected' ? took.reason : (value as PromiseRejectedResult).reason;
+        }
+        if (last) return { lock, read: value.value };
+        await delay(RETRY_REFUSED_MS[attempt]);
       }
-      return { lock, read: value.value };
     },
   };
 }

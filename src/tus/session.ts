@@ -134,11 +134,23 @@ async function withLock<T>(deps: Deps, id: string, work: (row: TusRow, lock: Upl
   return underLock(held.lock, held.row, work);
 }
 
-/** Runs `work` on `row`, read under `lock`, and lets the lock go once it is done. */
-async function underLock<T>(lock: UploadLock, row: TusRow, work: (row: TusRow, lock: UploadLock) => Promise<T>): Promise<T> {
+/**
+ * Runs `work` on `row`, read under `lock`, and lets the lock go once it is done; with `answer`, right
+ * after answering with what `work` returned. The unlock is sent in the same turn as the answer, so
+ * this process's next take of the upload, which cannot come sooner than the client's next request,
+ * goes behind it on the lock session; another process's retries a refusal (db/upload-locks.ts).
+ */
+async function underLock<T>(
+  lock: UploadLock,
+  row: TusRow,
+  work: (row: TusRow, lock: UploadLock) => Promise<T>,
+  answer?: (value: T) => void,
+): Promise<T> {
   try {
     if (row.is_expired) throw notFound();
-    return await work(row, lock);
+    const value = await work(row, lock);
+    answer?.(value);
+    return value;
   } finally {
     await lock.release();
   }
@@ -163,7 +175,7 @@ export async function patch(ctx: Ctx, deps: Deps): Promise<void> {
     const declared = intHeader(h, 'upload-length');
     const contentLength = intHeader(h, 'content-length');
     if (!hold) throw new AppError('UPLOAD_LOCKED', 'Another request is writing to this upload');
-    const headers = await underLock(hold, live, async (taken, lock) => {
+    await underLock(hold, live, async (taken, lock) => {
       const row = await settleUnsynced(deps, taken, lock, offset);
       if (row.concat !== null && row.concat !== 'partial') {
         throw new AppError('FINAL_UPLOAD', 'A final upload takes no PATCH: its bytes are its partial uploads\'');
@@ -210,8 +222,7 @@ export async function patch(ctx: Ctx, deps: Deps): Promise<void> {
       } finally {
         await releaseAhead(deps.sql, row.id).catch(logFailure(deps, ctx));
       }
-    });
-    send(ctx, 204, '', [...NO_STORE, ...headers]);
+    }, (headers) => send(ctx, 204, '', [...NO_STORE, ...headers]));
   } catch (err) {
     tap?.cancel();
     // Let go before the answer, as on success.

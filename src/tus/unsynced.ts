@@ -1,7 +1,7 @@
 // An append whose offset goes on record while its bytes are synced, and how a later request settles
 // such a range when it cannot know that the sync finished (after a crash, a restart, on another node).
 import type { Deps } from '../deps.ts';
-import { recordProgress, releaseSynced, type TusRow } from '../db/tus-uploads.ts';
+import { clearOnRelease, recordProgress, type TusRow } from '../db/tus-uploads.ts';
 import type { UploadLock } from '../db/upload-locks.ts';
 import type { BlobAppender, UnsyncedRange } from '../storage/blob-store.ts';
 
@@ -27,8 +27,8 @@ export async function recordWhileSyncing(appender: BlobAppender, lock: UploadLoc
   const f = synced.status === 'fulfilled' ? synced.value : { offset: range.from, error: synced.reason as Error };
   if (f.offset === range.to && f.error === null) {
     if (recorded.status === 'rejected') throw recorded.reason;
-    // Known synced: the lock goes now, and the mark with it (the caller's release is then a no-op).
-    await releaseSynced(lock, row.id, range.from, range.to);
+    // Known synced: the mark goes with the lock, which the caller releases once it has answered.
+    clearOnRelease(lock, row.id, range.from, range.to);
     return range.to;
   }
   // The sync failed and the appender dropped the bytes: the record must not name them.
