@@ -225,7 +225,7 @@ export async function patch(ctx: Ctx, deps: Deps): Promise<void> {
     }, (headers) => send(ctx, 204, '', [...NO_STORE, ...headers]));
   } catch (err) {
     tap?.cancel();
-    // Let go before the answer, as on success.
+    // Refused before underLock took the hold over (it lets go on failure itself): the hold goes before the answer.
     await hold?.release();
     replyError(ctx, err, logFailure(deps, ctx), tap !== null);
   }
