@@ -1,6 +1,7 @@
 // A whole Sluice node on an S3 bucket (a throwaway Ceph radosgw on loopback, memstore) against the AWS SDK talking
 // to the same bucket straight from this process, in alternating rounds:
 //   upload:   POST /api/v1/upload through Sluice (an API key on the premium plan)  vs  lib-storage Upload
+//             and the same body through bench/baselines/uws-s3.ts, the bare stack's least CPU per GB
 //   download: GET /d/<id> through Sluice                                           vs  GetObject
 //   zip:      GET /zip/<code> of that one-file bundle                              vs  Sluice's own download
 //   zip of small files: GET /zip/<code> of BENCH_ZIP_FILES files of 64 KiB        vs  a GetObject of each, in turn
@@ -22,7 +23,7 @@ import {
   envInt, environment, fixed, formatSize, mbps, median, parseSize, printHeader, printTable, ratio, REPO_DIR, sizesFromArgs, writeResults,
 } from './lib/report.ts';
 import { asUploadReply, cleanupUploads } from './lib/sluice-api.ts';
-import { closeAll, describeFailure, envSettings, freshDatabase, SLUICE_BIN, startSluice, type Target } from './lib/targets.ts';
+import { closeAll, describeFailure, envSettings, freshDatabase, SLUICE_BIN, startBaseline, startSluice, type Target } from './lib/targets.ts';
 
 // The SDK's notice about Node 22 at every client (src/storage/s3/client.ts says why it is not for us).
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
@@ -56,14 +57,16 @@ const SDK_BASELINES: readonly string[] = ['upload lib-storage', 'download GetObj
 
 interface Node {
   sluice: Target;
+  /** bench/baselines/uws-s3.ts on the same bucket. */
+  bare: Target;
   key: string;
   ceph: Ceph;
   s3: S3Client;
 }
 
-/** Runs fn with the server's peak RSS reset before it; adds MB/s and the peak to `c`. */
-async function measure<T>(node: Node, c: Case | undefined, bytes: number, fn: () => Promise<T>): Promise<T> {
-  node.sluice.rss.reset();
+/** Runs fn with the server's peak RSS reset before it; adds MB/s and the peak to `c`. `server`: whose CPU and RSS count. */
+async function measure<T>(node: Node, c: Case | undefined, bytes: number, fn: () => Promise<T>, server = node.sluice): Promise<T> {
+  server.rss.reset();
   const t = performance.now();
   const own = process.cpuUsage();
   const out = await fn();
@@ -71,9 +74,9 @@ async function measure<T>(node: Node, c: Case | undefined, bytes: number, fn: ()
   if (c) {
     const used = process.cpuUsage(own);
     c.mbps.push(mbps(bytes, ms));
-    c.cpuPerGB.push(node.sluice.rss.cpuSeconds() / (bytes / 1e9));
+    c.cpuPerGB.push(server.rss.cpuSeconds() / (bytes / 1e9));
     c.ownCpuPerGB.push((used.user + used.system) / 1e6 / (bytes / 1e9));
-    c.peakMiB = Math.max(c.peakMiB, node.sluice.rss.peakMiB());
+    c.peakMiB = Math.max(c.peakMiB, server.rss.peakMiB());
   }
   return out;
 }
@@ -99,6 +102,11 @@ async function sluiceUpload(node: Node, size: number, name = 'bench.bin'): Promi
   const file = reply?.files[0];
   if (r.status !== 201 || !reply?.short_code || file?.size !== size) throw new Error(`upload: HTTP ${r.status} ${r.body.slice(0, 300)}`);
   return { code: reply.short_code, id: String(file.id), reply: r.json };
+}
+
+async function bareUpload(node: Node, size: number): Promise<void> {
+  const r = await uploadMultipart(`${node.bare.baseUrl}/api/v1/upload`, [{ name: 'bench.bin', size }]);
+  if (r.status !== 201) throw new Error(`uws-s3 upload: HTTP ${r.status} ${r.body.slice(0, 300)}`);
 }
 
 async function fetchAll(url: string, atLeast: number): Promise<void> {
@@ -130,7 +138,7 @@ async function warmStore(node: Node, i: number): Promise<void> {
 }
 
 const CASES = [
-  'upload sluice', 'upload lib-storage', 'download sluice', 'download GetObject', 'zip sluice', 'zip: download sluice',
+  'upload sluice', 'upload lib-storage', 'upload uws-s3', 'download sluice', 'download GetObject', 'zip sluice', 'zip: download sluice',
   'zip small sluice', 'zip small: GetObject each',
 ] as const;
 type CaseName = (typeof CASES)[number];
@@ -154,6 +162,7 @@ async function round(node: Node, i: number, cases: Record<CaseName, Case>): Prom
     async () => (stored = await measure(node, cases['upload sluice'], SIZE, () => sluiceUpload(node, SIZE))),
     () => measure(node, cases['upload lib-storage'], SIZE, () => directUpload(node, direct, SIZE)),
   );
+  await measure(node, cases['upload uws-s3'], SIZE, () => bareUpload(node, SIZE), node.bare);
   await pair(
     () => measure(node, cases['download sluice'], SIZE, () => fetchAll(`${base}/d/${stored!.id}`, SIZE)),
     () => measure(node, cases['download GetObject'], SIZE, () => directGet(node, direct, SIZE)),
@@ -231,7 +240,8 @@ async function main(): Promise<void> {
     const serverEnv = { ...ceph.env('bench'), ...envSettings(process.env.SLUICE_ENV) };
     const sluice = await startSluice({ databaseUrl, redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', env: serverEnv });
     const key = mintKey({ ...process.env, ...serverEnv, DATABASE_URL: databaseUrl, LOG_LEVEL: 'warn' });
-    const node: Node = { sluice, key, ceph, s3 };
+    const bare = await startBaseline('uws-s3', ceph.env());
+    const node: Node = { sluice, bare, key, ceph, s3 };
     const idleMiB = sluice.rss.currentMiB();
     console.log(`Sluice pid ${sluice.proc.pid}, idle RSS ${fixed(idleMiB)} MiB`);
     // Warm-up: connections, the JIT and the part buffers, unmeasured.
@@ -240,6 +250,7 @@ async function main(): Promise<void> {
       await fetchAll(`${sluice.baseUrl}/d/${s.id}`, 16 << 20);
       await cleanupUploads(sluice, [s.reply]);
     });
+    await measure(node, undefined, 0, () => bareUpload(node, 16 << 20), bare);
     const cases = Object.fromEntries(CASES.map((c) => [c, newCase()])) as Record<CaseName, Case>;
     for (let i = 0; i < RUNS; i++) {
       await round(node, i, cases);
@@ -278,6 +289,7 @@ function printPairs(cases: Record<CaseName, Case>, idleMiB: number): void {
   const med = (c: CaseName) => median(cases[c].mbps);
   const pairs: [string, CaseName, CaseName][] = [
     ['upload', 'upload sluice', 'upload lib-storage'],
+    ['upload, bare', 'upload sluice', 'upload uws-s3'],
     ['download', 'download sluice', 'download GetObject'],
     ['zip', 'zip sluice', 'zip: download sluice'],
     [`zip of ${ZIP_FILES} x 64 KiB`, 'zip small sluice', 'zip small: GetObject each'],
@@ -290,6 +302,12 @@ function printPairs(cases: Record<CaseName, Case>, idleMiB: number): void {
       fixed(median(SDK_BASELINES.includes(b) ? cases[b].ownCpuPerGB : cases[b].cpuPerGB), 2),
       `${cases[a].mbps.map((x) => fixed(x)).join(' ')} / ${cases[b].mbps.map((x) => fixed(x)).join(' ')}`,
     ]),
+  );
+  const cpu = (c: CaseName) => median(cases[c].cpuPerGB);
+  console.log(
+    'upload, bare: bench/baselines/uws-s3.ts, bare uWebSockets.js putting the same body in the bucket in parts signed as\n' +
+      `Sluice signs them (no parsing, no checksum, no SDK command per part): the least CPU per GB on this stack.\n` +
+      `Sluice's upload CPU per GB is ${ratio(cpu('upload sluice'), cpu('upload uws-s3'))} of it.`,
   );
 }
 
