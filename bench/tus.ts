@@ -48,14 +48,11 @@ interface Reply {
   body: string;
 }
 
-/** One keep-alive connection for the whole tus session, like a real client. */
-const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-
 /**
  * Sends one request whose body is `size` bytes of the shared pattern, written with backpressure (no piece is
  * ever held in memory: every chunk is a view of the same 1 MiB buffer).
  */
-function send(url: string, method: string, headers: Record<string, string>, size: number): Promise<Reply> {
+function send(agent: http.Agent, url: string, method: string, headers: Record<string, string>, size: number): Promise<Reply> {
   return new Promise((resolve, reject) => {
     const req = http.request(url, { method, agent, headers: { ...headers, 'content-length': String(size) } });
     req.on('error', reject);
@@ -85,7 +82,18 @@ const TUS = { 'tus-resumable': '1.0.0' };
  * whole MiBs, so each piece's bytes are exactly the multipart file's bytes at that offset.
  */
 async function uploadTus(base: string, name: string, size: number, piece: number): Promise<{ reply: unknown; requests: number }> {
-  const created = await send(`${base}/api/v1/tus/`, 'POST', {
+  // One kept-alive connection for the session, like a real client, and only for it: a connection left idle between
+  // rounds can meet the server's idle timeout just as the next session reuses it (a "socket hang up" on creation).
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  try {
+    return await tusSession(agent, base, name, size, piece);
+  } finally {
+    agent.destroy();
+  }
+}
+
+async function tusSession(agent: http.Agent, base: string, name: string, size: number, piece: number): Promise<{ reply: unknown; requests: number }> {
+  const created = await send(agent, `${base}/api/v1/tus/`, 'POST', {
     ...TUS,
     'upload-length': String(size),
     'upload-metadata': `filename ${Buffer.from(name).toString('base64')}`,
@@ -96,7 +104,7 @@ async function uploadTus(base: string, name: string, size: number, piece: number
   let last: Reply | undefined;
   for (let offset = 0; offset < size; offset += piece) {
     const len = Math.min(piece, size - offset);
-    last = await send(url, 'PATCH', { ...TUS, 'upload-offset': String(offset), 'content-type': 'application/offset+octet-stream' }, len);
+    last = await send(agent, url, 'PATCH', { ...TUS, 'upload-offset': String(offset), 'content-type': 'application/offset+octet-stream' }, len);
     requests++;
     if (last.status !== 204 || Number(last.headers['upload-offset']) !== offset + len) {
       throw new Error(`PATCH at ${offset}: HTTP ${last.status} offset ${String(last.headers['upload-offset'])} ${last.body.slice(0, 200)}`);
@@ -222,7 +230,6 @@ async function main(): Promise<void> {
       });
     }
   }
-  agent.destroy();
   await closeAll();
   await recorder.close();
 
@@ -269,7 +276,6 @@ async function main(): Promise<void> {
 
 main().catch(async (err: unknown) => {
   console.error(err);
-  agent.destroy();
   await closeAll();
   process.exit(1);
 });
