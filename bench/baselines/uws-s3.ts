@@ -74,6 +74,8 @@ interface Upload {
   aborted: boolean;
   /** The last chunk is in (or the client is gone): settle() completes or aborts once nothing is in flight. */
   ended: boolean;
+  /** settle() has taken over: it completes or aborts the upload once. */
+  settling: boolean;
   failed: Error | null;
   readonly resume: () => void;
   readonly answer: (err: Error | null) => void;
@@ -109,8 +111,8 @@ function cutPart(u: Upload): void {
 
 /** Once the body has ended and every part is up: completes the upload, answers, then deletes the object. */
 function settle(u: Upload): void {
-  if (!u.ended || u.inFlight > 0 || u.cut.length > 0) return;
-  u.ended = false;
+  if (!u.ended || u.settling || u.inFlight > 0 || u.cut.length > 0) return;
+  u.settling = true;
   void u.uploadId
     .then(async (id) => {
       if (u.failed || u.aborted) {
@@ -133,13 +135,15 @@ function receive(res: Response, answer: (err: Error | null, size: number) => voi
   uploadId.catch(() => {});
   const u: Upload = {
     key, uploadId, free: [], cut: [], done: [], fill: null, used: 0, parts: 0, inFlight: 0, size: 0,
-    paused: false, aborted: false, ended: false, failed: null,
+    paused: false, aborted: false, ended: false, settling: false, failed: null,
     resume: () => void (u.aborted || res.resume()),
     answer: (err) => void (u.aborted || answer(err, u.size)),
   };
   res.onAborted(() => {
     u.aborted = true;
     u.ended = true;
+    // Parts still waiting are never sent: the upload is aborted once those in flight are back.
+    u.cut.length = 0;
     settle(u);
   });
   res.onData((ab, isLast) => {
