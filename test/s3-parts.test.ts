@@ -8,8 +8,9 @@
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import {
@@ -22,6 +23,9 @@ import type { BlobStore } from '../src/storage/blob-store.ts';
 import { createPartPool } from '../src/storage/s3/part-pool.ts';
 import { createPartQueue, MAX_PARTS, MIN_PART, partSize, type PartQueue } from '../src/storage/s3/parts.ts';
 import { createS3Store } from '../src/storage/s3/store.ts';
+import { createS3Client, isNotFound, REQUEST_TIMEOUT_MS } from '../src/storage/s3/client.ts';
+import { partAddress, putPart } from '../src/storage/s3/put-part.ts';
+import { isBlobError } from '../src/errors.ts';
 import { cephSkip } from './helpers/ceph.ts';
 import { sharedBucket, type SharedBucket } from './helpers/s3-backend.ts';
 
@@ -87,7 +91,7 @@ describe('S3 part cuts on radosgw', { skip: cephSkip('S3 part cuts on radosgw (t
     const errors: Error[] = [];
     const garbage = { bytes: 0 };
     const queue = createPartQueue({
-      client: s3, bucket: bucket.bucket, key: Key, uploadId: () => Promise.resolve(UploadId!), firstPart,
+      client: s3, bucket: bucket.bucket, key: Key, uploadId: () => Promise.resolve(UploadId!), firstPart, deadlineMs: REQUEST_TIMEOUT_MS,
       pool: createPartPool(budget), onError: (err) => errors.push(err), garbage: (n) => (garbage.bytes += n),
     });
     const sizes = async () =>
@@ -117,7 +121,7 @@ describe('S3 part cuts on radosgw', { skip: cephSkip('S3 part cuts on radosgw (t
     let released = 0;
     const pool = createPartPool(64 * MIB, () => released++);
     const queue = createPartQueue({
-      client: s3, bucket: bucket.bucket, key: `${prefix}/gone`, uploadId: () => Promise.resolve('no-such-upload'), firstPart: 1,
+      client: s3, bucket: bucket.bucket, key: `${prefix}/gone`, uploadId: () => Promise.resolve('no-such-upload'), firstPart: 1, deadlineMs: REQUEST_TIMEOUT_MS,
       pool, onError: () => {},
     });
     queue.write(Buffer.alloc(6 * MIB + 1, 1)); // one full part goes up (and fails), one byte stays in the next
@@ -183,5 +187,114 @@ describe('S3 part cuts on radosgw', { skip: cephSkip('S3 part cuts on radosgw (t
     const r = await s3.send(new GetObjectCommand({ Bucket: bucket.bucket, Key: `${prefix}/files/${key}` }));
     assert.ok(Buffer.from(await r.Body!.transformToByteArray()).equals(data));
     await store.delete(key);
+  });
+});
+
+/**
+ * A proxy in front of radosgw that plays a failing store for part PUTs: each attempt's
+ * x-amz-content-sha256 and body size are recorded, and `fail` decides what the attempt meets.
+ */
+async function partProxy(endpoint: string) {
+  const target = new URL(endpoint);
+  const p = {
+    endpoint: '',
+    attempts: [] as Array<{ sha: string; bytes: number }>,
+    fail: (_attempt: number): 'reset' | '503' | 'hang' | null => null,
+    close: () => server.close(),
+  };
+  const server = http.createServer((req, res) => {
+    const isPart = req.method === 'PUT' && /[?&]partNumber=/.test(req.url ?? '');
+    if (!isPart) {
+      req.pipe(http.request({ host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers }, (r) => {
+        res.writeHead(r.statusCode!, r.headers);
+        r.pipe(res);
+      }));
+      return;
+    }
+    const seen = { sha: String(req.headers['x-amz-content-sha256']), bytes: 0 };
+    p.attempts.push(seen);
+    const mode = p.fail(p.attempts.length);
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => {
+      seen.bytes += c.length;
+      chunks.push(c);
+    });
+    req.on('end', () => {
+      if (mode === 'reset') return void req.socket.destroy();
+      if (mode === '503') return void res.writeHead(503, { 'content-type': 'application/xml' }).end('<Error><Code>SlowDown</Code></Error>');
+      if (mode === 'hang') return;
+      const up = http.request({ host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers }, (r) => {
+        res.writeHead(r.statusCode!, r.headers);
+        r.pipe(res);
+      });
+      up.end(Buffer.concat(chunks));
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  p.endpoint = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  return p;
+}
+
+describe('a part on its own request (put-part.ts), on radosgw', { skip: cephSkip('part uploads on radosgw (test/s3-parts.test.ts)') }, () => {
+  let bucket: SharedBucket;
+  let s3: S3Client;
+  let proxy: Awaited<ReturnType<typeof partProxy>>;
+  let client: S3Client;
+  const Key = `putpart-${randomBytes(4).toString('hex')}`;
+  let UploadId: string;
+
+  before(async () => {
+    bucket = await sharedBucket();
+    s3 = bucket.client();
+    proxy = await partProxy(bucket.endpoint);
+    client = createS3Client({ ...loadConfig(bucket.env('')).s3!, endpoint: proxy.endpoint });
+    UploadId = (await s3.send(new CreateMultipartUploadCommand({ Bucket: bucket.bucket, Key }))).UploadId!;
+  });
+  after(async () => {
+    await s3?.send(new AbortMultipartUploadCommand({ Bucket: bucket.bucket, Key, UploadId })).catch(() => {});
+    proxy?.close();
+    client?.destroy();
+    s3?.destroy();
+  });
+
+  test('over http the payload is signed; a reset attempt is sent again whole, and the parts complete the object', async () => {
+    const to = await partAddress(client, bucket.bucket, Key, UploadId);
+    const one = randomBytes(6 * MIB);
+    const two = randomBytes(1000);
+    proxy.attempts = [];
+    proxy.fail = (n) => (n === 1 ? 'reset' : null);
+    const etags = [await putPart(client, to, 1, one, REQUEST_TIMEOUT_MS), await putPart(client, to, 2, two, REQUEST_TIMEOUT_MS)];
+    const sha = createHash('sha256').update(one).digest('hex');
+    assert.deepEqual(proxy.attempts, [{ sha, bytes: one.length }, { sha, bytes: one.length }, { sha: createHash('sha256').update(two).digest('hex'), bytes: 1000 }]);
+    await s3.send(new CompleteMultipartUploadCommand({
+      Bucket: bucket.bucket, Key, UploadId, MultipartUpload: { Parts: etags.map((ETag, i) => ({ PartNumber: i + 1, ETag })) },
+    }));
+    const got = await s3.send(new GetObjectCommand({ Bucket: bucket.bucket, Key }));
+    assert.ok(Buffer.from(await got.Body!.transformToByteArray()).equals(Buffer.concat([one, two])));
+    await s3.send(new DeleteObjectCommand({ Bucket: bucket.bucket, Key }));
+    UploadId = (await s3.send(new CreateMultipartUploadCommand({ Bucket: bucket.bucket, Key }))).UploadId!;
+  });
+
+  test('5xx is UNAVAILABLE after three attempts, silence at the deadline; the caller\'s abort is its own; 404 is NoSuchUpload', async () => {
+    const to = await partAddress(client, bucket.bucket, Key, UploadId);
+    const body = randomBytes(1000);
+    proxy.attempts = [];
+    proxy.fail = () => '503';
+    await assert.rejects(putPart(client, to, 1, body, REQUEST_TIMEOUT_MS), (err) => isBlobError(err, 'UNAVAILABLE'));
+    assert.equal(proxy.attempts.length, 3);
+
+    proxy.fail = () => 'hang';
+    await assert.rejects(putPart(client, to, 1, body, 1000), (err) => isBlobError(err, 'UNAVAILABLE') && /within 1 s/.test((err as Error).message));
+
+    const ac = new AbortController();
+    proxy.attempts = [];
+    const sent = putPart(client, to, 1, body, REQUEST_TIMEOUT_MS, ac.signal);
+    while (proxy.attempts.length === 0) await new Promise((r) => setImmediate(r));
+    ac.abort();
+    await assert.rejects(sent, (err) => (err as Error).name === 'AbortError');
+
+    proxy.fail = () => null;
+    const gone = await partAddress(client, bucket.bucket, Key, 'no-such-upload');
+    await assert.rejects(putPart(client, gone, 1, body, REQUEST_TIMEOUT_MS), (err) => isNotFound(err));
   });
 });

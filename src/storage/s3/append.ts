@@ -126,6 +126,7 @@ export async function openAppend(
   const queue = createPartQueue({
     client: ctx.client, bucket: ctx.bucket, key: ctx.fileKey(st.key), uploadId: () => Promise.resolve(uploadId),
     firstPart: at.parts.length + 1,
+    deadlineMs: ctx.deadlineMs,
     pool: ctx.pool,
     garbage: ctx.bodyGarbage,
     onError: (err) => (error ??= err),

@@ -1,14 +1,16 @@
 import { randomBytes } from 'node:crypto';
 import {
   AbortMultipartUploadCommand, CompleteMultipartUploadCommand, CreateMultipartUploadCommand, DeleteObjectCommand,
-  GetObjectCommand, HeadBucketCommand, PutObjectCommand, S3Client, UploadPartCommand,
+  GetObjectCommand, HeadBucketCommand, PutObjectCommand, S3Client,
 } from '@aws-sdk/client-s3';
 import { Agent } from 'node:http';
 import { Agent as HttpsAgent } from 'node:https';
 import { Readable } from 'node:stream';
 import type { S3Location } from '../../config.ts';
 import { BlobError } from '../../errors.ts';
-import { getBody, isNetworkError, signGet } from './get.ts';
+import { getBody, signGet } from './get.ts';
+import { isNetworkError } from './wire.ts';
+import { uploadOnePart } from './put-part.ts';
 
 /** A bucket that cannot serve as a store; the message is one line naming the setting to fix. */
 export class StorageSetupError extends Error {
@@ -236,9 +238,10 @@ async function probeMultipart(client: S3Client, bucket: string, key: string, byt
   let uploadId: string | undefined;
   try {
     uploadId = (await client.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: key }))).UploadId;
-    const part = await client.send(new UploadPartCommand({ Bucket: bucket, Key: key, UploadId: uploadId, PartNumber: 1, Body: bytes }));
+    // Parts are sent as put-part.ts sends them, not through the SDK: the probe's part too.
+    const ETag = await uploadOnePart(client, bucket, key, uploadId!, 1, bytes, 10_000);
     await client.send(new CompleteMultipartUploadCommand({
-      Bucket: bucket, Key: key, UploadId: uploadId, MultipartUpload: { Parts: [{ PartNumber: 1, ETag: part.ETag }] },
+      Bucket: bucket, Key: key, UploadId: uploadId, MultipartUpload: { Parts: [{ PartNumber: 1, ETag }] },
     }));
     uploadId = undefined;
     const got = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key }));

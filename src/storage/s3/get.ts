@@ -2,6 +2,7 @@ import net from 'node:net';
 import tls from 'node:tls';
 import { GetObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { BlobError } from '../../errors.ts';
+import { captureSigned, isNetworkError, refusal, requestTarget, retrying, unavailable } from './wire.ts';
 import { spareBuffers } from '../../util/spare-buffers.ts';
 
 /** A GET the SDK built and signed (credentials, endpoint, addressing and all), to be sent as is. */
@@ -14,42 +15,10 @@ export interface SignedGet {
   readonly headers: Readonly<Record<string, string>>;
 }
 
-interface SdkRequest {
-  protocol: string;
-  hostname: string;
-  port?: number;
-  path: string;
-  query?: Record<string, string | string[] | null>;
-  headers: Record<string, string>;
-}
-
-/**
- * The request `client` would send for a GetObject of `objectKey`, signed but not sent: a step placed
- * right after the SDK's signing takes the request and answers in place of the network.
- */
+/** The request `client` would send for a GetObject of `objectKey`, signed but not sent (wire.ts). */
 export async function signGet(client: S3Client, bucket: string, objectKey: string): Promise<SignedGet> {
-  const command = new GetObjectCommand({ Bucket: bucket, Key: objectKey });
-  let req: SdkRequest | undefined;
-  command.middlewareStack.addRelativeTo(
-    () => async (args: { request: unknown }) => {
-      req = args.request as SdkRequest;
-      return { output: { $metadata: {} }, response: { statusCode: 200, headers: {} } };
-    },
-    { relation: 'after', toMiddleware: 'httpSigningMiddleware', name: 'sluiceSignOnly' },
-  );
-  await client.send(command);
-  if (!req) throw new Error('the S3 client did not sign the request');
-  const query = Object.entries(req.query ?? {}).flatMap(([k, v]) =>
-    (Array.isArray(v) ? v : [v]).map((one) => (one === null ? encodeURIComponent(k) : `${encodeURIComponent(k)}=${encodeURIComponent(one)}`)),
-  );
-  const secure = req.protocol === 'https:';
-  return {
-    tls: secure,
-    host: req.hostname.replace(/^\[(.*)\]$/, '$1'),
-    port: req.port ?? (secure ? 443 : 80),
-    target: query.length ? `${req.path}?${query.join('&')}` : req.path,
-    headers: req.headers,
-  };
+  const req = await captureSigned(client, new GetObjectCommand({ Bucket: bucket, Key: objectKey }));
+  return { tls: req.tls, host: req.host, port: req.port, target: requestTarget(req.path, req.query), headers: req.headers };
 }
 
 /** Bytes of an object body, read in order into the caller's buffers (a socket GET's, or an SDK response's in s3-read.ts). */
@@ -66,8 +35,6 @@ const LANDING_BYTES = 256 * 1024;
 const landings = spareBuffers('s3 get', LANDING_BYTES, 16);
 const MAX_HEAD = 64 * 1024;
 const CONNECT_TIMEOUT_MS = 5000;
-/** The SDK's own policy: three attempts for an outage, with a growing pause between them. */
-const ATTEMPTS = 3;
 
 /**
  * Bytes [start, end) of the object `signed` names, over a socket of its own that reads into one
@@ -87,15 +54,7 @@ export async function getBody(
   signal?: AbortSignal,
 ): Promise<BodyFeed> {
   if (!(end > start)) throw new RangeError(`GET ${what}: an empty range (${start}-${end})`);
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await exchange(signed, start, end, what, idleMs, signal);
-    } catch (err) {
-      const retry = err instanceof BlobError && err.code === 'UNAVAILABLE' && attempt < ATTEMPTS && !signal?.aborted;
-      if (!retry) throw err;
-      await new Promise((r) => setTimeout(r, 100 * 2 ** attempt * Math.random()));
-    }
-  }
+  return retrying(() => exchange(signed, start, end, what, idleMs, signal), signal);
 }
 
 function exchange(signed: SignedGet, start: number, end: number, what: string, idleMs: number, signal?: AbortSignal): Promise<BodyFeed> {
@@ -182,11 +141,11 @@ function exchange(signed: SignedGet, start: number, end: number, what: string, i
     : net.connect(socketOpts);
   socket.setTimeout(CONNECT_TIMEOUT_MS);
   socket.once(signed.tls ? 'secureConnect' : 'connect', () => socket.setTimeout(idleMs));
-  socket.on('timeout', () => fail(unavailable(what, new Error(`no answer for ${socket.timeout! / 1000} s`))));
-  socket.on('error', (err) => fail(isNetworkError(err) ? unavailable(what, err) : err));
-  socket.on('end', () => fail(unavailable(what, new Error('the object store closed the connection early'))));
+  socket.on('timeout', () => fail(unavailable(`GET ${what}`, new Error(`no answer for ${socket.timeout! / 1000} s`))));
+  socket.on('error', (err) => fail(isNetworkError(err) ? unavailable(`GET ${what}`, err) : err));
+  socket.on('end', () => fail(unavailable(`GET ${what}`, new Error('the object store closed the connection early'))));
   socket.on('close', () => {
-    fail(unavailable(what, new Error('the object store closed the connection early')));
+    fail(unavailable(`GET ${what}`, new Error('the object store closed the connection early')));
     signal?.removeEventListener('abort', onAbort);
     // The buffer goes back to the spares; what is left of the last read may not stay in it.
     if (rest?.buffer === landing.buffer) rest = Buffer.from(rest);
@@ -242,14 +201,6 @@ function exchange(signed: SignedGet, start: number, end: number, what: string, i
   });
 }
 
-const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
-
-/** A refused, reset or unreachable connection: the store's outage, not a fault of the request (a bad certificate is not one). */
-export const isNetworkError = (err: unknown): boolean => NETWORK_CODES.has((err as { code?: string } | null)?.code ?? '');
-
-const unavailable = (what: string, cause: Error): BlobError =>
-  new BlobError('UNAVAILABLE', `object store unavailable: GET ${what}: ${cause.message}`, { cause });
-
 /** What is wrong with a response head for bytes [start, end), or null. */
 function checkHead(text: string, start: number, end: number, what: string, body: Buffer): Error | null {
   const [statusLine = '', ...lines] = text.split('\r\n');
@@ -261,14 +212,9 @@ function checkHead(text: string, start: number, end: number, what: string, body:
   }
   if (status === 404) return new BlobError('NOT_FOUND', `${what} does not exist`);
   if (status === 416) return new BlobError('OUT_OF_RANGE', `${what}: range starts at ${start}, past its end`);
-  if (status >= 500) return unavailable(what, new Error(`HTTP ${status}`));
-  if (status !== 206 && status !== 200) {
-    const code = /<Code>([^<]{1,100})<\/Code>/.exec(body.toString('latin1'))?.[1];
-    return Object.assign(new Error(`GET ${what}: the object store answered HTTP ${status || statusLine.slice(0, 40)}${code ? ` ${code}` : ''}`), {
-      $metadata: { httpStatusCode: status },
-      Code: code,
-    });
-  }
+  if (status >= 500) return unavailable(`GET ${what}`, new Error(`HTTP ${status}`));
+  if (status === 0) return new Error(`GET ${what}: the object store answered ${JSON.stringify(statusLine.slice(0, 40))}`);
+  if (status !== 206 && status !== 200) return refusal(`GET ${what}`, status, body.toString('latin1'));
   if (headers.has('transfer-encoding')) return new Error(`GET ${what}: the object store sent a ${headers.get('transfer-encoding')} body; a Content-Length is needed`);
   const length = Number(headers.get('content-length') ?? NaN);
   const range = /^bytes (\d+)-(\d+)\//.exec(headers.get('content-range') ?? '');

@@ -1,5 +1,6 @@
-import { UploadPartCommand, type S3Client } from '@aws-sdk/client-s3';
+import type { S3Client } from '@aws-sdk/client-s3';
 import type { PartPool } from './part-pool.ts';
+import { partAddress, putPart, type PartAddress } from './put-part.ts';
 
 /** How many parts of one writer upload at once; with the part being filled, at most three buffers. */
 const IN_FLIGHT = 2;
@@ -17,6 +18,8 @@ export interface PartTarget {
   key: string;
   /** The multipart upload's id, created when the first part is cut (a small object never needs one). */
   uploadId: () => Promise<string>;
+  /** What one part's upload may take, its retries included. */
+  deadlineMs: number;
   onError: (err: Error) => void;
   pool: PartPool;
 }
@@ -41,10 +44,12 @@ export interface PartUploads {
   settled: (() => void) | null;
   /** Runs after each part uploaded, once its slot is free again. */
   readonly freed: () => void;
+  /** Where parts go, learnt at the first part. */
+  address: Promise<PartAddress> | null;
 }
 
 export function partUploads(o: PartTarget, freed: () => void): PartUploads {
-  return { o, ac: new AbortController(), done: [], waiting: [], inFlight: 0, error: null, settled: null, freed };
+  return { o, ac: new AbortController(), done: [], waiting: [], inFlight: 0, error: null, settled: null, freed, address: null };
 }
 
 /** Starts uploads of waiting parts while a slot is free. */
@@ -72,12 +77,9 @@ export function pump(u: PartUploads): void {
 
 async function upload(u: PartUploads, n: number, body: Buffer): Promise<void> {
   const { o } = u;
-  const uploadId = await o.uploadId();
-  const r = await o.client.send(
-    new UploadPartCommand({ Bucket: o.bucket, Key: o.key, UploadId: uploadId, PartNumber: n, Body: body, ContentLength: body.length }),
-    { abortSignal: u.ac.signal },
-  );
-  u.done.push({ PartNumber: n, ETag: r.ETag ?? '', size: body.length });
+  u.address ??= o.uploadId().then((id) => partAddress(o.client, o.bucket, o.key, id));
+  const ETag = await putPart(o.client, await u.address, n, body, o.deadlineMs, u.ac.signal);
+  u.done.push({ PartNumber: n, ETag, size: body.length });
 }
 
 /** Cancels uploads in flight and drops waiting parts; `report`: tell onError. */

@@ -3,9 +3,10 @@ import type { Readable } from 'node:stream';
 import { crc32 } from '../../util/crc32.mjs';
 import {
   AbortMultipartUploadCommand, CompleteMultipartUploadCommand, CreateMultipartUploadCommand, DeleteObjectCommand,
-  ListMultipartUploadsCommand, ListObjectsV2Command, PutObjectCommand, UploadPartCommand, UploadPartCopyCommand,
+  ListMultipartUploadsCommand, ListObjectsV2Command, PutObjectCommand, UploadPartCopyCommand,
 } from '@aws-sdk/client-s3';
 import { type AppendOptions, type BlobAppender, type BlobDigest, type BlobKey } from '../blob-store.ts';
+import { uploadOnePart } from './put-part.ts';
 import { BlobError } from '../../errors.ts';
 import { deleteObjects, findUpload, getBytes, loadResumable, locate, openAppend, resumablePrefix, type ResumableState } from './append.ts';
 import { readRange } from './read.ts';
@@ -72,8 +73,7 @@ export function createS3Resumables(ctx: S3Ctx, newKey: () => BlobKey) {
     const parts = at.parts.map((p) => ({ PartNumber: p.PartNumber, ETag: p.ETag }));
     if (tail) {
       const n = parts.length + 1;
-      const r = await ctx.client.send(new UploadPartCommand({ Bucket: ctx.bucket, Key: objectKey, UploadId: st.uploadId, PartNumber: n, Body: tail, ContentLength: tail.length }));
-      parts.push({ PartNumber: n, ETag: r.ETag ?? '' });
+      parts.push({ PartNumber: n, ETag: await uploadOnePart(ctx.client, ctx.bucket, objectKey, st.uploadId, n, tail, ctx.deadlineMs) });
     }
     if (parts.length === 0) {
       // S3 completes no upload without a part: an empty object is written whole.
@@ -114,8 +114,7 @@ export function createS3Resumables(ctx: S3Ctx, newKey: () => BlobKey) {
     }
     if (tail) {
       const n = parts.length + 1;
-      const r = await ctx.client.send(new UploadPartCommand({ Bucket: ctx.bucket, Key: objectKey, UploadId: uploadId, PartNumber: n, Body: tail, ContentLength: tail.length }));
-      parts.push({ PartNumber: n, ETag: r.ETag ?? '' });
+      parts.push({ PartNumber: n, ETag: await uploadOnePart(ctx.client, ctx.bucket, objectKey, uploadId, n, tail, ctx.deadlineMs) });
     }
     await ctx.client.send(new CompleteMultipartUploadCommand({ Bucket: ctx.bucket, Key: objectKey, UploadId: uploadId, MultipartUpload: { Parts: parts } }));
   };

@@ -81,6 +81,7 @@ export function createS3Writer(ctx: S3Ctx, key: BlobKey, opts: WriteOptions = {}
     key: objectKey,
     uploadId: () => (uploadId ??= startUpload(ctx, objectKey)),
     firstPart: 1,
+    deadlineMs: ctx.deadlineMs,
     pool: ctx.pool,
     garbage: ctx.bodyGarbage,
     onError: (err) => {
