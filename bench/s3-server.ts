@@ -306,7 +306,7 @@ function printPairs(cases: Record<CaseName, Case>, idleMiB: number): void {
   const cpu = (c: CaseName) => median(cases[c].cpuPerGB);
   console.log(
     'upload, bare: bench/baselines/uws-s3.ts, bare uWebSockets.js putting the same body in the bucket in parts signed as\n' +
-      `Sluice signs them (no parsing, no checksum, no SDK command per part): the least CPU per GB on this stack.\n` +
+      `Sluice signs and sends them (no parsing, no checksum, no database): the least CPU per GB on this stack.\n` +
       `Sluice's upload CPU per GB is ${ratio(cpu('upload sluice'), cpu('upload uws-s3'))} of it.`,
   );
 }

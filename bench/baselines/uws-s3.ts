@@ -1,9 +1,9 @@
 // Reference, not a peer: the least an upload server on this stack spends to put a body in an S3 bucket.
 // uWebSockets.js, loaded as Sluice loads it, copies each chunk of the body into parts of Sluice's part size,
-// uploads at most two at a time as Sluice does, each a PUT signed by the SDK's own signer (the payload hashed
-// over http, UNSIGNED-PAYLOAD over https, as Sluice sends it) on a kept-alive node:http agent, then completes
-// the upload and answers. No parsing, no checksum, no database, no SDK command per part: what Sluice spends
-// more per GB than this row is its own work on the bytes and the SDK's per-request cost. The object is deleted
+// uploads at most two at a time, each a PUT signed by the SDK's own signer (the payload hashed over http,
+// UNSIGNED-PAYLOAD over https) on a kept-alive node:http agent, as Sluice sends its parts, then completes the
+// upload and answers. No parsing, no checksum, no database: what Sluice spends
+// more per GB than this row is its own work on the bytes and its bookkeeping. The object is deleted
 // once answered. Env: PORT, STORAGE_URL (s3://bucket), AWS_ENDPOINT_URL_S3, AWS_REGION and the key pair.
 import http from 'node:http';
 import https from 'node:https';
