@@ -9,7 +9,7 @@ import { Readable } from 'node:stream';
 import type { S3Location } from '../../config.ts';
 import { BlobError } from '../../errors.ts';
 import { getBody, signGet } from './get.ts';
-import { isNetworkError } from './wire.ts';
+import { isNetworkError, TLS_SLICE_BYTES } from './wire.ts';
 import { uploadOnePart } from './put-part.ts';
 
 /** A bucket that cannot serve as a store; the message is one line naming the setting to fix. */
@@ -96,14 +96,10 @@ function unsignedPayloads(client: S3Client): void {
   );
 }
 
-/** A body larger than this goes to a TLS socket in slices of this size (slicedBodies). */
-const TLS_SLICE_BYTES = 1024 * 1024;
-
 /**
- * Over https, a large body (a part) is handed to the socket in slices, each once the last has gone
- * out: Node encrypts all of one write at once and holds the ciphertext until the socket takes it, a
- * second copy of every part in flight. This step runs at each attempt, after the signature, so a
- * retry sends the whole body again.
+ * Over https, a large body the SDK sends (a PutObject) goes to the socket in slices (TLS_SLICE_BYTES,
+ * wire.ts says why). This step runs at each attempt, after the signature, so a retry sends the whole
+ * body again.
  */
 function slicedBodies(client: S3Client): void {
   client.middlewareStack.add(

@@ -2,7 +2,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { UploadPartCommand, type S3Client } from '@aws-sdk/client-s3';
 import { BlobError } from '../../errors.ts';
-import { captureSigned, isNetworkError, refusal, requestTarget, retrying, unavailable } from './wire.ts';
+import { captureSigned, isNetworkError, refusal, requestTarget, retrying, TLS_SLICE_BYTES, unavailable } from './wire.ts';
 
 /**
  * Where the parts of one multipart upload go: the SDK's own UploadPart request for it, built and
@@ -33,8 +33,6 @@ export async function partAddress(client: S3Client, bucket: string, key: string,
 /** Agents of our own: kept-alive connections for parts only, bounded as the SDK's are (client.ts). */
 const agents = { http: new http.Agent({ keepAlive: true, maxSockets: 256 }), https: new https.Agent({ keepAlive: true, maxSockets: 256 }) };
 const CONNECT_TIMEOUT_MS = 5000;
-/** Over TLS a part is written in slices of this size, each once the last is out (client.ts, slicedBodies, says why). */
-const TLS_SLICE_BYTES = 1024 * 1024;
 const MAX_ERROR_BODY = 64 * 1024;
 
 /**

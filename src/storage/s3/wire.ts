@@ -83,6 +83,12 @@ export function refusal(what: string, status: number, body: string): Error {
   });
 }
 
+/**
+ * Over TLS a body is written in slices of this size, each once the last is out: Node encrypts all of
+ * one write at once and holds the ciphertext until the socket takes it, a second copy of what is written.
+ */
+export const TLS_SLICE_BYTES = 1024 * 1024;
+
 /** The SDK's own policy: three attempts for an outage, with a growing pause between them. */
 const ATTEMPTS = 3;
 
