@@ -37,8 +37,8 @@ const MAX_ERROR_BODY = 64 * 1024;
 
 /**
  * Uploads part `n` of the upload at `to` and resolves with its ETag. The request is signed by the
- * client's own SigV4 signer and sent on node:http, not through the SDK's middleware, whose work per
- * request was, after the payload hash, the largest CPU cost of an S3 upload (bench/RESULTS.md). As
+ * client's own SigV4 signer and sent on node:http, not through the SDK's middleware, whose fixed work
+ * per request cost several times what this does (bench/RESULTS.md). As
  * the SDK's calls do in client.ts: an outage (refused or reset connections, 5xx) is tried three
  * times, then UNAVAILABLE, as is a call past `deadlineMs`; an answer the store gave on purpose (4xx)
  * is thrown in the SDK's error shape.
