@@ -2,7 +2,7 @@ import net from 'node:net';
 import tls from 'node:tls';
 import { GetObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { BlobError } from '../../errors.ts';
-import { captureSigned, isNetworkError, refusal, requestTarget, retrying, unavailable } from './wire.ts';
+import { captureSigned, failedAnswer, isNetworkError, requestTarget, retrying, unavailable } from './wire.ts';
 import { spareBuffers } from '../../util/spare-buffers.ts';
 
 /** A GET the SDK built and signed (credentials, endpoint, addressing and all), to be sent as is. */
@@ -212,9 +212,8 @@ function checkHead(text: string, start: number, end: number, what: string, body:
   }
   if (status === 404) return new BlobError('NOT_FOUND', `${what} does not exist`);
   if (status === 416) return new BlobError('OUT_OF_RANGE', `${what}: range starts at ${start}, past its end`);
-  if (status >= 500) return unavailable(`GET ${what}`, new Error(`HTTP ${status}`));
   if (status === 0) return new Error(`GET ${what}: the object store answered ${JSON.stringify(statusLine.slice(0, 40))}`);
-  if (status !== 206 && status !== 200) return refusal(`GET ${what}`, status, body.toString('latin1'));
+  if (status !== 206 && status !== 200) return failedAnswer(`GET ${what}`, status, body.toString('latin1'));
   if (headers.has('transfer-encoding')) return new Error(`GET ${what}: the object store sent a ${headers.get('transfer-encoding')} body; a Content-Length is needed`);
   const length = Number(headers.get('content-length') ?? NaN);
   const range = /^bytes (\d+)-(\d+)\//.exec(headers.get('content-range') ?? '');

@@ -2,7 +2,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { UploadPartCommand, type S3Client } from '@aws-sdk/client-s3';
 import { BlobError } from '../../errors.ts';
-import { captureSigned, isNetworkError, refusal, requestTarget, retrying, TLS_SLICE_BYTES, unavailable } from './wire.ts';
+import { captureSigned, failedAnswer, isNetworkError, requestTarget, retrying, TLS_SLICE_BYTES, unavailable } from './wire.ts';
 
 /**
  * Where the parts of one multipart upload go: the SDK's own UploadPart request for it, built and
@@ -22,9 +22,10 @@ export interface PartAddress {
   readonly service: string;
 }
 
+const EMPTY = Buffer.alloc(0);
+
 export async function partAddress(client: S3Client, bucket: string, key: string, uploadId: string): Promise<PartAddress> {
-  const empty = Buffer.alloc(0);
-  const req = await captureSigned(client, new UploadPartCommand({ Bucket: bucket, Key: key, UploadId: uploadId, PartNumber: 1, Body: empty, ContentLength: 0 }));
+  const req = await captureSigned(client, new UploadPartCommand({ Bucket: bucket, Key: key, UploadId: uploadId, PartNumber: 1, Body: EMPTY, ContentLength: 0 }));
   const scope = /Credential=[^/,]+\/\d{8}\/([^/,]+)\/([^/,]+)\/aws4_request/.exec(req.headers.authorization ?? '');
   if (!scope) throw new Error('the S3 client did not sign UploadPart with SigV4');
   return { tls: req.tls, host: req.host, port: req.port, path: req.path, query: req.query, hostHeader: req.headers.host ?? req.host, region: scope[1]!, service: scope[2]! };
@@ -38,8 +39,8 @@ const MAX_ERROR_BODY = 64 * 1024;
 /**
  * Uploads part `n` of the upload at `to` and resolves with its ETag. The request is signed by the
  * client's own SigV4 signer and sent on node:http, not through the SDK's middleware, whose fixed work
- * per request cost several times what this does (bench/RESULTS.md). As
- * the SDK's calls do in client.ts: an outage (refused or reset connections, 5xx) is tried three
+ * per request cost several times what this does (bench/RESULTS.md). As the SDK's calls do in
+ * client.ts: an outage (refused or reset connections, 5xx) is tried three
  * times, then UNAVAILABLE, as is a call past `deadlineMs`; an answer the store gave on purpose (4xx)
  * is thrown in the SDK's error shape.
  */
@@ -111,8 +112,7 @@ async function attempt(client: S3Client, to: PartAddress, n: number, body: Buffe
         const etag = res.headers.etag;
         if (status === 200 && etag) resolve(etag);
         else if (status === 200) reject(new Error(`${what}: the object store answered without an ETag`));
-        else if (status >= 500) reject(unavailable(what, new Error(`HTTP ${status}`)));
-        else reject(refusal(what, status, Buffer.concat(text).toString('latin1')));
+        else reject(failedAnswer(what, status, Buffer.concat(text).toString('latin1')));
       });
     });
     if (!to.tls || body.length <= TLS_SLICE_BYTES) return void req.end(body);

@@ -72,10 +72,12 @@ export const unavailable = (what: string, cause: Error): BlobError =>
   new BlobError('UNAVAILABLE', `object store unavailable: ${what}: ${cause.message}`, { cause });
 
 /**
- * An answer the store gave on purpose, in the SDK's error shape (status in `$metadata`, the S3
+ * The error for an answer that is not a success: a 5xx is the store's outage (UNAVAILABLE, tried
+ * again); anything else it gave on purpose, in the SDK's error shape (status in `$metadata`, the S3
  * error code as `Code`), so that client.ts's s3Status and isNotFound read it as they read the SDK's.
  */
-export function refusal(what: string, status: number, body: string): Error {
+export function failedAnswer(what: string, status: number, body: string): Error {
+  if (status >= 500) return unavailable(what, new Error(`HTTP ${status}`));
   const code = /<Code>([^<]{1,100})<\/Code>/.exec(body)?.[1];
   return Object.assign(new Error(`${what}: the object store answered HTTP ${status}${code ? ` ${code}` : ''}`), {
     $metadata: { httpStatusCode: status },
