@@ -21,7 +21,7 @@ interface Sbmh {
   _lookbehind: Buffer;
   _occ: number[];
   /** Our bad-character shifts for findNeedle, made at the first search. */
-  _skip?: Uint8Array;
+  _skip?: Uint16Array;
 }
 export type Push = (this: Sbmh, chunk: Buffer | string, pos?: number) => number;
 
@@ -33,11 +33,19 @@ const LANES_MIN = 4096;
 /** A probe that finds this many of the needle's first byte sees random-like data. */
 const PROBE_HITS = 4;
 
-/** Boyer-Moore-Horspool shifts: for each byte, how far a window may move when it is the window's last. */
-export function skipTable(needle: Uint8Array): Uint8Array {
+/** Set in a shift-table entry (skipTable) when the byte is the needle's last: a window there may match. */
+const LAST_BYTE = 0x100;
+const SHIFT = 0xff;
+
+/**
+ * Boyer-Moore-Horspool shifts: for each byte, how far a window may move when it is the window's last
+ * (the low 8 bits), with LAST_BYTE added for the needle's own last byte.
+ */
+export function skipTable(needle: Uint8Array): Uint16Array {
   const last = needle.length - 1;
-  const skip = new Uint8Array(256).fill(Math.min(needle.length, 255));
+  const skip = new Uint16Array(256).fill(Math.min(needle.length, 255));
   for (let i = Math.max(0, last - 254); i < last; i++) skip[needle[i]!] = last - i;
+  skip[needle[last]!]! |= LAST_BYTE;
   return skip;
 }
 
@@ -53,8 +61,14 @@ export function skipTable(needle: Uint8Array): Uint8Array {
  * once (figures: bench/RESULTS.md, "Design notes moved from the code"). Should a lane meet many near misses
  * (crafted input costs Horspool up to a needle's length per byte), the search starts over natively,
  * whose Boyer-Moore stays linear.
+ *
+ * Each lane holds the position of the byte it reads (a window's last). The inner loop runs as many
+ * steps as every lane has room for, so a step tests no lane's end; one test of the four table entries'
+ * LAST_BYTE bits stands for four comparisons with the needle's last byte; and `| 0` keeps the sums
+ * integer additions, which V8 then does without overflow checks. A third fewer instructions per
+ * byte scanned than one loop testing all of that at every step (bench/RESULTS.md, session 51).
  */
-export function findNeedle(hay: Buffer, needle: Buffer, skip: Uint8Array, from: number): number {
+export function findNeedle(hay: Buffer, needle: Buffer, skip: Uint16Array, from: number): number {
   const n = needle.length;
   const end = hay.length - n; // the last start a needle fits at
   if (end - from < LANES_MIN || n < 8) return hay.indexOf(needle, from);
@@ -65,71 +79,87 @@ export function findNeedle(hay: Buffer, needle: Buffer, skip: Uint8Array, from: 
   if (hits < PROBE_HITS) return hay.indexOf(needle, from);
 
   const last = n - 1;
-  const lastCh = needle[last]!;
+  const longest = Math.min(n, 255); // the longest shift
   // Bytes compared in near misses, against a budget of one per four bytes scanned, plus slack.
   let work = 0;
   const budget = ((end - from) >> 2) + 4096;
-  // Lane k tries the window starts in [its start, lk): together, every start from `from` to `end`.
+  // Lane k reads the last byte of the windows starting in [its start, the next lane's start): bytes
+  // e in [its first, xk). Together, every start from `from` to `end`.
   const q = ((end - from + 1) / 4) | 0;
-  const l0 = from + q;
-  const l1 = l0 + q;
-  const l2 = l1 + q;
-  const l3 = end + 1;
-  let p0 = from;
-  let p1 = l0;
-  let p2 = l1;
-  let p3 = l2;
+  const x0 = from + q + last;
+  const x1 = x0 + q;
+  const x2 = x1 + q;
+  const x3 = end + 1 + last;
+  let e0 = from + last;
+  let e1 = x0;
+  let e2 = x1;
+  let e3 = x2;
   let f1 = -1;
   let f2 = -1;
   let f3 = -1;
-  while (p0 < l0 && p1 < l1 && p2 < l2 && p3 < l3) {
-    const c0 = hay[p0 + last]!;
-    const c1 = hay[p1 + last]!;
-    const c2 = hay[p2 + last]!;
-    const c3 = hay[p3 + last]!;
-    if (c0 === lastCh || c1 === lastCh || c2 === lastCh || c3 === lastCh) {
-      if (c0 === lastCh) {
-        const r = compared(hay, needle, p0);
-        if (r < 0) return p0; // lane 0 holds the leftmost starts
-        work += r;
-      }
-      // A later lane's find ends that lane; the ones to its left may still find an earlier one.
-      if (c1 === lastCh) {
-        const r = compared(hay, needle, p1);
-        if (r < 0) (f1 = p1), (p1 = l1);
-        else work += r;
-      }
-      if (c2 === lastCh) {
-        const r = compared(hay, needle, p2);
-        if (r < 0) (f2 = p2), (p2 = l2);
-        else work += r;
-      }
-      if (c3 === lastCh) {
-        const r = compared(hay, needle, p3);
-        if (r < 0) (f3 = p3), (p3 = l3);
-        else work += r;
-      }
-      if (work > budget) return hay.indexOf(needle, from);
-      if (p1 >= l1 || p2 >= l2 || p3 >= l3) break;
+  for (;;) {
+    const room = Math.min(x0 - e0, x1 - e1, x2 - e2, x3 - e3);
+    if (room <= 0) break;
+    // Steps every lane can take without passing its end, whatever the shifts.
+    let steps = (((room - 1) / longest) | 0) + 1;
+    for (; steps > 0; steps--) {
+      const s0 = skip[hay[e0]!]!;
+      const s1 = skip[hay[e1]!]!;
+      const s2 = skip[hay[e2]!]!;
+      const s3 = skip[hay[e3]!]!;
+      if (((s0 | s1 | s2 | s3) & LAST_BYTE) !== 0) break;
+      e0 = (e0 + s0) | 0;
+      e1 = (e1 + s1) | 0;
+      e2 = (e2 + s2) | 0;
+      e3 = (e3 + s3) | 0;
     }
-    p0 += skip[c0]!;
-    p1 += skip[c1]!;
-    p2 += skip[c2]!;
-    p3 += skip[c3]!;
+    if (steps === 0) continue;
+    // A lane stands on the needle's last byte: compare there, then every lane takes its step. A later
+    // lane's find ends that lane; the ones to its left may still find an earlier one.
+    let s = skip[hay[e0]!]!;
+    if ((s & LAST_BYTE) !== 0) {
+      const r = compared(hay, needle, e0 - last);
+      if (r < 0) return e0 - last; // lane 0 holds the leftmost starts
+      work += r;
+    }
+    e0 += s & SHIFT;
+    s = skip[hay[e1]!]!;
+    if ((s & LAST_BYTE) !== 0) {
+      const r = compared(hay, needle, e1 - last);
+      if (r < 0) f1 = e1 - last;
+      else work += r;
+    }
+    e1 += s & SHIFT;
+    s = skip[hay[e2]!]!;
+    if ((s & LAST_BYTE) !== 0) {
+      const r = compared(hay, needle, e2 - last);
+      if (r < 0) f2 = e2 - last;
+      else work += r;
+    }
+    e2 += s & SHIFT;
+    s = skip[hay[e3]!]!;
+    if ((s & LAST_BYTE) !== 0) {
+      const r = compared(hay, needle, e3 - last);
+      if (r < 0) f3 = e3 - last;
+      else work += r;
+    }
+    e3 += s & SHIFT;
+    if (work > budget) return hay.indexOf(needle, from);
+    if (f1 >= 0 || f2 >= 0 || f3 >= 0) break;
   }
   // Finish the lanes left to right, one at a time: the first find is the leftmost.
-  const lanes = [p0, l0, -1, p1, l1, f1, p2, l2, f2, p3, l3, f3];
+  const lanes = [e0, x0, -1, e1, x1, f1, e2, x2, f2, e3, x3, f3];
   for (let k = 0; k < 12; k += 3) {
     if (lanes[k + 2]! >= 0) return lanes[k + 2]!;
     const limit = lanes[k + 1]!;
-    for (let p = lanes[k]!; p < limit; ) {
-      const ch = hay[p + last]!;
-      if (ch === lastCh) {
-        const r = compared(hay, needle, p);
-        if (r < 0) return p;
+    for (let e = lanes[k]!; e < limit; ) {
+      const sk = skip[hay[e]!]!;
+      if ((sk & LAST_BYTE) !== 0) {
+        const r = compared(hay, needle, e - last);
+        if (r < 0) return e - last;
         if ((work += r) > budget) return hay.indexOf(needle, from);
       }
-      p += skip[ch]!;
+      e += sk & SHIFT;
     }
   }
   return -1;
@@ -161,8 +191,10 @@ function feed(self: Sbmh, data: Buffer): number {
   const len = data.length;
   const needle = self._needle;
   const needleLen = needle.length;
-  // Positive: a position in `data`; negative: a position in the lookbehind (held-back) bytes.
-  let pos = -self._lookbehindSize;
+  // Positive: a position in `data`; negative: a position in the lookbehind (held-back) bytes. Not
+  // `-self._lookbehindSize`, which is -0 when nothing is held back: V8 keeps -0 as a float, and the
+  // positions passed on from it made findNeedle and partialFrom deoptimise for a non-integer argument.
+  let pos = 0 - self._lookbehindSize;
   const lastNeedleCharPos = needleLen - 1;
   const lastNeedleChar = needle[lastNeedleCharPos];
   const end = len - needleLen;
