@@ -65,8 +65,8 @@ export function skipTable(needle: Uint8Array): Uint16Array {
  * Each lane holds the position of the byte it reads (a window's last). The inner loop runs as many
  * steps as every lane has room for, so a step tests no lane's end; one test of the four table entries'
  * LAST_BYTE bits stands for four comparisons with the needle's last byte; and `| 0` keeps the sums
- * integer additions, which V8 then does without overflow checks. A third fewer instructions per
- * byte scanned than one loop testing all of that at every step (bench/RESULTS.md, session 51).
+ * integer additions, which V8 then does without overflow checks (instructions per byte before and
+ * after: bench/RESULTS.md, "Design notes moved from the code").
  */
 export function findNeedle(hay: Buffer, needle: Buffer, skip: Uint16Array, from: number): number {
   const n = needle.length;
