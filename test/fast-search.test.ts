@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { randomBytes } from 'node:crypto';
 import busboy from 'busboy';
-import { fastPush, findNeedle, skipTable } from '../src/ingest/fast-search.ts';
+import { fastPush } from '../src/ingest/fast-search.ts';
+import { findNeedle, skipTable } from '../src/ingest/needle-search.ts';
 import { installFastSearch, originalPush } from '../src/ingest/fast-paths.ts';
 
 type Cb = (isMatch: boolean, data: Buffer | undefined, start: number, end: number, isSafeData: boolean) => void;

@@ -9,7 +9,7 @@ import { fastPush, type Push } from './fast-search.ts';
  * on only for the exact versions it was written against; any other version takes busboy's public path.
  */
 export interface FastPaths {
-  /** streamsearch's boundary scan replaced by findNeedle (fast-search.ts). */
+  /** streamsearch's boundary scan replaced by findNeedle (needle-search.ts, installed by fast-search.ts). */
   readonly multipartSearch: boolean;
   /**
    * the multipart reader (multipart.ts, form.ts, file-part.ts) reads busboy's `_fileStream` and `_bparser`: chunks wholly inside a file skip busboy
