@@ -26,7 +26,6 @@ interface Sbmh {
 }
 export type Push = (this: Sbmh, chunk: Buffer | string, pos?: number) => number;
 
-
 function memcmp(buf1: Buffer, pos1: number, buf2: Buffer, pos2: number, num: number): boolean {
   for (let i = 0; i < num; ++i) if (buf1[pos1 + i] !== buf2[pos2 + i]) return false;
   return true;

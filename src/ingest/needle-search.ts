@@ -84,34 +84,19 @@ export function findNeedle(hay: Buffer, needle: Buffer, skip: Uint16Array, from:
     if (steps === 0) continue;
     // A lane stands on the needle's last byte: compare there, then every lane takes its step. A later
     // lane's find ends that lane; the ones to its left may still find an earlier one.
-    let s = skip[hay[e0]!]!;
-    if ((s & LAST_BYTE) !== 0) {
-      const r = compared(hay, needle, e0 - last);
-      if (r < 0) return e0 - last; // lane 0 holds the leftmost starts
-      work += r;
-    }
-    e0 += s & SHIFT;
-    s = skip[hay[e1]!]!;
-    if ((s & LAST_BYTE) !== 0) {
-      const r = compared(hay, needle, e1 - last);
-      if (r < 0) f1 = e1 - last;
-      else work += r;
-    }
-    e1 += s & SHIFT;
-    s = skip[hay[e2]!]!;
-    if ((s & LAST_BYTE) !== 0) {
-      const r = compared(hay, needle, e2 - last);
-      if (r < 0) f2 = e2 - last;
-      else work += r;
-    }
-    e2 += s & SHIFT;
-    s = skip[hay[e3]!]!;
-    if ((s & LAST_BYTE) !== 0) {
-      const r = compared(hay, needle, e3 - last);
-      if (r < 0) f3 = e3 - last;
-      else work += r;
-    }
-    e3 += s & SHIFT;
+    let r = tried(hay, needle, skip, e0);
+    if (r < 0) return e0 - last; // lane 0 holds the leftmost starts
+    work += r;
+    if ((r = tried(hay, needle, skip, e1)) < 0) f1 = e1 - last;
+    else work += r;
+    if ((r = tried(hay, needle, skip, e2)) < 0) f2 = e2 - last;
+    else work += r;
+    if ((r = tried(hay, needle, skip, e3)) < 0) f3 = e3 - last;
+    else work += r;
+    e0 += skip[hay[e0]!]! & SHIFT;
+    e1 += skip[hay[e1]!]! & SHIFT;
+    e2 += skip[hay[e2]!]! & SHIFT;
+    e3 += skip[hay[e3]!]! & SHIFT;
     if (work > budget) return hay.indexOf(needle, from);
     if (f1 >= 0 || f2 >= 0 || f3 >= 0) break;
   }
@@ -135,21 +120,22 @@ function finishLanes(hay: Buffer, needle: Buffer, skip: Uint16Array, lanes: numb
   for (let k = 0; k < 12; k += 3) {
     if (lanes[k + 2]! >= 0) return lanes[k + 2]!;
     const limit = lanes[k + 1]!;
-    for (let e = lanes[k]!; e < limit; ) {
-      const sk = skip[hay[e]!]!;
-      if ((sk & LAST_BYTE) !== 0) {
-        const r = compared(hay, needle, e - last);
-        if (r < 0) return e - last;
-        if ((work += r) > budget) return hay.indexOf(needle, from);
-      }
-      e += sk & SHIFT;
+    for (let e = lanes[k]!; e < limit; e += skip[hay[e]!]! & SHIFT) {
+      const r = tried(hay, needle, skip, e);
+      if (r < 0) return e - last;
+      if ((work += r) > budget) return hay.indexOf(needle, from);
     }
   }
   return -1;
 }
 
-/** -1 when the window at `pos` (its last byte known to match) holds the needle, else the bytes compared. */
-function compared(hay: Buffer, needle: Buffer, pos: number): number {
+/**
+ * -1 when the window whose last byte is at `e` holds the needle, else the bytes compared: none unless
+ * that byte is the needle's last.
+ */
+function tried(hay: Buffer, needle: Buffer, skip: Uint16Array, e: number): number {
+  if ((skip[hay[e]!]! & LAST_BYTE) === 0) return 0;
+  const pos = e - needle.length + 1;
   for (let j = needle.length - 2; j >= 0; j--) if (hay[pos + j] !== needle[j]) return needle.length - 1 - j;
   return -1;
 }
