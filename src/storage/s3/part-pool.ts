@@ -29,12 +29,21 @@ export interface PartPool {
 }
 
 /**
+ * How long the pool keeps its spare buffers once no upload holds one: a script's next upload then
+ * fills buffers already in memory. A fresh buffer costs a page fault per 4 KiB, which on some
+ * virtual machines costs more CPU than the upload's copy and signing of the same bytes.
+ */
+export const IDLE_RELEASE_MS = 60_000;
+
+/**
  * Buffers are page-aligned mappings, and one the pool does not keep goes back to the system at once
  * (unmapNow) once at least half of it has been filled: waiting for the GC held the spares of the
  * last upload beside the fresh ones of the next, two budgets at once. One filled less (a small
  * object's part) is left to the GC: few of its pages are resident, and V8 zeroes a buffer it
- * shrinks, which would fault in the rest. `released`: called when the pool has let its spare buffers go (no upload
- * holds a buffer any more), for the garbage the uploads left besides.
+ * shrinks, which would fault in the rest. Spares, up to the budget, stay until the pool has been
+ * idle (no buffer out) for IDLE_RELEASE_MS; `released` is called once they are let go, for the
+ * garbage the uploads left besides: a full collection after every upload cost about as much CPU as
+ * the fresh buffers.
  */
 export function createPartPool(budget: number, released: () => void = () => {}): PartPool {
   // Two parts of any size fit, whatever the budget: an upload past its 5,000th part (16 MiB parts)
@@ -47,11 +56,25 @@ export function createPartPool(budget: number, released: () => void = () => {}):
   const letGo = (buf: Buffer): void => {
     if ((touched.get(buf) ?? 0) * 2 >= buf.length) unmapNow(buf);
   };
-  /** After a buffer came back: with none out any more, the spares go too; waiters are told. */
+  /** When the pool last had no buffer out; the spares go once that has lasted IDLE_RELEASE_MS. */
+  let idleSince = 0;
+  let idleTimer: NodeJS.Timeout | null = null;
+  const releaseIfIdle = (): void => {
+    idleTimer = null;
+    if (out > 0) return;
+    const left = idleSince + IDLE_RELEASE_MS - Date.now();
+    if (left > 0) {
+      idleTimer = setTimeout(releaseIfIdle, left).unref();
+      return;
+    }
+    for (const b of free.splice(0)) letGo(b);
+    released();
+  };
+  /** After a buffer came back: waiters are told, and with none out any more the idle wait starts. */
   const emptied = (): void => {
     if (out === 0) {
-      for (const b of free.splice(0)) letGo(b);
-      released();
+      idleSince = Date.now();
+      idleTimer ??= setTimeout(releaseIfIdle, IDLE_RELEASE_MS).unref();
     }
     wake();
   };
@@ -73,7 +96,7 @@ export function createPartPool(budget: number, released: () => void = () => {}):
     give(buf, used) {
       out -= buf.length;
       touched.set(buf, Math.max(used, touched.get(buf) ?? 0));
-      if (out > 0 && out + free.reduce((n, b) => n + b.length, 0) + buf.length <= room(buf.length)) free.push(buf);
+      if (out + free.reduce((n, b) => n + b.length, 0) + buf.length <= room(buf.length)) free.push(buf);
       else letGo(buf);
       emptied();
     },
