@@ -56,25 +56,19 @@ export function createPartPool(budget: number, released: () => void = () => {}):
   const letGo = (buf: Buffer): void => {
     if ((touched.get(buf) ?? 0) * 2 >= buf.length) unmapNow(buf);
   };
-  /** When the pool last had no buffer out; the spares go once that has lasted IDLE_RELEASE_MS. */
-  let idleSince = 0;
+  /** Runs IDLE_RELEASE_MS after the pool last had no buffer out; a buffer out since then keeps the spares. */
   let idleTimer: NodeJS.Timeout | null = null;
   const releaseIfIdle = (): void => {
     idleTimer = null;
     if (out > 0) return;
-    const left = idleSince + IDLE_RELEASE_MS - Date.now();
-    if (left > 0) {
-      idleTimer = setTimeout(releaseIfIdle, left).unref();
-      return;
-    }
     for (const b of free.splice(0)) letGo(b);
     released();
   };
-  /** After a buffer came back: waiters are told, and with none out any more the idle wait starts. */
+  /** After a buffer came back: waiters are told, and with none out any more the idle wait starts again. */
   const emptied = (): void => {
     if (out === 0) {
-      idleSince = Date.now();
-      idleTimer ??= setTimeout(releaseIfIdle, IDLE_RELEASE_MS).unref();
+      if (idleTimer) clearTimeout(idleTimer);
+      idleTimer = setTimeout(releaseIfIdle, IDLE_RELEASE_MS).unref();
     }
     wake();
   };
