@@ -1,11 +1,13 @@
 // Concurrent tus creations into one bundle: exactly the uploads that fit are admitted, on both
 // backends (PostgreSQL runs them on several connections at once), and /status counts reservations.
+// And the completion racing its client: a HEAD never reports an upload whole before it is a file.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { request } from 'undici';
 import { backends, startServer, type TestServer } from './helpers/server.ts';
-import { OCTETS, tusCall, tusCreate, tusMeta, tusPatch, uploadPath } from './helpers/tus.ts';
-import { MiB, assertNoServerErrors, rawConnect, write } from './upload-util.ts';
+import { OCTETS, tusCall, tusCreate, tusMeta, tusPatch, uploadPath, type TusRes } from './helpers/tus.ts';
+import { MiB, assertNoServerErrors, logCheckpoint, markLog, rawConnect, sha, write } from './upload-util.ts';
 import { waitFor } from './helpers/wait.ts';
 import { file, upload, call } from './helpers/http.ts';
 
@@ -100,6 +102,67 @@ for (const backend of backends()) {
       assert.equal(status.json.space_remaining, CAP - 1000 - piece);
       const small = await upload(srv, [file('s.txt', 'abc')], { path: `/api/v1/upload/${token}` });
       assert.equal(small.status, 200, JSON.stringify(small.json));
+      assertNoServerErrors(srv);
+    });
+
+    /** The bundle a HEAD's completion headers name holds exactly `data`, as file `name`. */
+    const assertFiled = async (told: TusRes, name: string, data: Buffer): Promise<void> => {
+      const code = told.headers['sluice-short-code'];
+      assert.ok(code, `the HEAD tells the link: ${JSON.stringify(told.headers)}`);
+      const info = await call(srv, 'GET', `/api/v1/bundle/${code}`, { json: true });
+      assert.equal(info.status, 200);
+      const [f] = info.json.files as Array<{ id: number; name: string }>;
+      assert.equal(f!.name, name);
+      const dl = await request(`${srv.url}/api/v1/download/${f!.id}`);
+      assert.equal(sha(Buffer.from(await dl.body.arrayBuffer())), sha(data));
+    };
+
+    // tus clients (tus-js-client among them) resume with a HEAD after a failed request and take
+    // Upload-Offset == Upload-Length for success: that HEAD must finish what the PATCH could not.
+    test('a final PATCH whose completion failed: the next HEAD completes the upload and tells its link', async () => {
+      const data = randomBytes(3000);
+      const loc = await tusCreate(srv, data.length, { 'upload-metadata': tusMeta({ filename: 'refused.bin' }) });
+      await srv.sql`alter table files add constraint test_refused check (name <> 'refused.bin') not valid`;
+      let failed: TusRes;
+      try {
+        failed = await tusPatch(srv, loc, 0, data);
+      } finally {
+        await srv.sql`alter table files drop constraint test_refused`;
+      }
+      assert.ok(failed.status >= 500, `the completion failed: ${failed.status} ${failed.body}`);
+      await logCheckpoint(srv);
+      markLog(srv); // that failure was logged, as it should be
+      const head = await tusCall(srv, 'HEAD', loc);
+      assert.equal(head.status, 200, head.body);
+      assert.equal(head.headers['upload-offset'], String(data.length));
+      await assertFiled(head, 'refused.bin', data);
+      assert.equal((await tusCall(srv, 'HEAD', loc)).headers['sluice-short-code'], head.headers['sluice-short-code'], 'once');
+      assertNoServerErrors(srv);
+    });
+
+    test('a HEAD while the final PATCH completes the upload waits for it and tells the same link', async () => {
+      const data = randomBytes(3000);
+      const loc = await tusCreate(srv, data.length, { 'upload-metadata': tusMeta({ filename: 'slow.bin' }) });
+      const other = await tusCreate(srv, 10);
+      let patched!: Promise<TusRes>;
+      let head!: Promise<TusRes>;
+      await srv.sql.begin(async (tx) => {
+        // The new bundle's insert waits on the table, its PATCH holding the upload's lock and its bytes on record.
+        await tx`lock table bundles in exclusive mode`;
+        patched = tusPatch(srv, loc, 0, data);
+        await waitFor('the completion to wait on the table', async () =>
+          (await srv.sql`select 1 from pg_stat_activity where wait_event_type = 'Lock' and query ilike '%insert into bundles%'`).length > 0);
+        head = tusCall(srv, 'HEAD', loc);
+        // Answered before the table is let go, it could only have called the upload whole without a link.
+        // The HEAD of an unfinished upload, sent after it, takes the same path up to the completion.
+        const early = await Promise.race([head.then(() => true), tusCall(srv, 'HEAD', other).then(() => false)]);
+        assert.equal(early, false, 'the HEAD waits for the completion');
+      });
+      const [done, told] = await Promise.all([patched, head]);
+      assert.equal(done.status, 204, done.body);
+      assert.equal(told.status, 200, told.body);
+      assert.equal(told.headers['sluice-short-code'], done.headers['sluice-short-code']);
+      await assertFiled(told, 'slow.bin', data);
       assertNoServerErrors(srv);
     });
 

@@ -1,12 +1,14 @@
+import { setTimeout as delay } from 'node:timers/promises';
 import type { Deps } from '../deps.ts';
 import type { NewFile } from '../db/bundles.ts';
 import type { BundleRow } from '../db/rows.ts';
 import { createFromParts } from '../bundles/service.ts';
-import { answerOfBundle, deleteUpload, markCompleted, type TusRow } from '../db/tus-uploads.ts';
+import { answerOfBundle, deleteUpload, holdUpload, markCompleted, type TusRow } from '../db/tus-uploads.ts';
 import { hashSecret, secretMatches } from '../util/tokens.ts';
 import { findBundleByTokenHash, listFiles } from '../db/bundles.ts';
 import { appendToBundle } from '../bundles/requests.ts';
 import { AppError } from '../errors.ts';
+import { ANSWER_WAIT_MS } from '../http/server.ts';
 
 export interface Completed {
   readonly bundle: BundleRow;
@@ -78,6 +80,45 @@ export async function recoverCompletion(deps: Deps, row: TusRow): Promise<Comple
   if (!bundle || !file) return null;
   await markCompleted(deps.sql, row.id, file.id, bundle.id);
   return { bundle, fileId: file.id, uploadToken: token };
+}
+
+/** At its full length, not a partial, and not yet a file: its completion failed, was cut off with its client, or is running. */
+const completionPending = (row: TusRow): boolean =>
+  row.completed_at === null && row.concat !== 'partial' && row.upload_length !== null && row.upload_offset === row.upload_length;
+
+/**
+ * How long a HEAD waits for another request's completion of the upload (reading a large object back
+ * from a bucket takes a while) before it answers 423, well before the server's own 503 for a request
+ * that waits too long.
+ */
+const SETTLE_WAIT_MS = ANSWER_WAIT_MS - 2000;
+
+/**
+ * A tus client takes Upload-Offset == Upload-Length for success and asks nothing more, so a HEAD may
+ * say so only of an upload that is a file. One whose completion is pending is completed here, under
+ * its lock, or, while another request (its final PATCH) holds the lock, once that request lets go.
+ * Returns the row as it then is.
+ */
+export async function settleCompletion(deps: Deps, row: TusRow, gone: () => boolean): Promise<TusRow> {
+  if (!completionPending(row)) return row;
+  const until = Date.now() + SETTLE_WAIT_MS;
+  for (let pause = 10; ; pause = Math.min(pause * 2, 250)) {
+    const held = await holdUpload(deps.uploadLocks, row.id);
+    if (held === undefined) throw new AppError('UPLOAD_NOT_FOUND');
+    if (held !== 'locked') {
+      try {
+        if (!completionPending(held.row)) return held.row;
+        const done = await completeUpload(deps, held.row);
+        return { ...held.row, completed_at: new Date(), bundle_id: done.bundle.id, file_id: done.fileId };
+      } finally {
+        await held.lock.release();
+      }
+    }
+    if (gone() || Date.now() > until) {
+      throw new AppError('UPLOAD_LOCKED', 'Another request is completing this upload; ask again in a moment', { headers: [['Retry-After', '1']] });
+    }
+    await delay(pause);
+  }
 }
 
 type Header = readonly [string, string];
