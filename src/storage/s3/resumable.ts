@@ -3,13 +3,14 @@ import type { Readable } from 'node:stream';
 import { crc32 } from '../../util/crc32.mjs';
 import {
   AbortMultipartUploadCommand, CompleteMultipartUploadCommand, CreateMultipartUploadCommand, DeleteObjectCommand,
-  ListMultipartUploadsCommand, ListObjectsV2Command, PutObjectCommand, UploadPartCopyCommand,
+  HeadObjectCommand, ListMultipartUploadsCommand, ListObjectsV2Command, PutObjectCommand, UploadPartCopyCommand,
 } from '@aws-sdk/client-s3';
 import { type AppendOptions, type BlobAppender, type BlobDigest, type BlobKey } from '../blob-store.ts';
 import { uploadOnePart } from './put-part.ts';
 import { BlobError } from '../../errors.ts';
 import { deleteObjects, findUpload, getBytes, loadResumable, locate, openAppend, resumablePrefix, type ResumableState } from './append.ts';
 import { readRange } from './read.ts';
+import { createDigestsAhead } from './digest-ahead.ts';
 import type { S3Ctx } from './writer.ts';
 
 const EMPTY = new Uint8Array(0);
@@ -19,6 +20,7 @@ const MAX_COPY = 5 * 1024 ** 3;
 /** The resumable half of the S3 store (see s3-append.ts for the layout in the bucket). */
 export function createS3Resumables(ctx: S3Ctx, newKey: () => BlobKey) {
   const busy = new Set<string>();
+  const digests = createDigestsAhead();
 
   const create = async (id: string, key: BlobKey = newKey()): Promise<void> => {
     const prefix = resumablePrefix(ctx, id);
@@ -50,7 +52,8 @@ export function createS3Resumables(ctx: S3Ctx, newKey: () => BlobKey) {
     busy.add(id);
     try {
       const st = await loadResumable(ctx, id);
-      return await openAppend(ctx, st, offset, opts.limit, () => busy.delete(id));
+      const appender = await openAppend(ctx, st, offset, opts.limit, () => busy.delete(id));
+      return opts.hashAhead ? digests.feed(id, appender) : appender;
     } catch (err) {
       busy.delete(id);
       throw err;
@@ -123,16 +126,18 @@ export function createS3Resumables(ctx: S3Ctx, newKey: () => BlobKey) {
     const st = await loadResumable(ctx, id);
     if (st.done === null) await completeParts(st, size);
     else if (st.done < size) throw new BlobError('SHORT', `resumable ${id} holds ${st.done} bytes, fewer than ${size}`);
-    // Across requests and nodes there is no hash state to carry, so the digest reads the object back.
-    const digest = await digestObject(await readRange(ctx, ctx.fileKey(st.key), `object ${st.key}`, { end: size }));
-    if (digest.size !== size) throw new BlobError('SHORT', `object ${st.key} holds ${digest.size} bytes, expected ${size}`);
+    // Its CRC taken as the bytes came, when this process saw every one of them; else read back.
+    const ahead = digests.take(id, size);
+    const digest = ahead ?? (await digestObject(await readRange(ctx, ctx.fileKey(st.key), `object ${st.key}`, { end: size })));
+    const stored = ahead ? (await ctx.client.send(new HeadObjectCommand({ Bucket: ctx.bucket, Key: ctx.fileKey(st.key) }))).ContentLength : digest.size;
+    if (stored !== size) throw new BlobError('SHORT', `object ${st.key} holds ${stored} bytes, expected ${size}`);
     await deleteObjects(ctx, st.objects.map((o) => o.objectKey));
     return { key: st.key, digest };
   };
 
   /** Streams `body` into a fresh append at `offset` and returns the new durable offset. */
   const pour = async (id: string, offset: number, body: Readable): Promise<number> => {
-    const ap = await append(id, offset, { limit: Number.MAX_SAFE_INTEGER, hashAhead: false });
+    const ap = await append(id, offset, { limit: Number.MAX_SAFE_INTEGER, hashAhead: true });
     try {
       for await (const chunk of body) {
         if (!ap.write(chunk as Buffer)) await new Promise<void>((r) => ap.onDrain(r));
@@ -173,6 +178,7 @@ export function createS3Resumables(ctx: S3Ctx, newKey: () => BlobKey) {
       await ctx.client.send(new DeleteObjectCommand({ Bucket: ctx.bucket, Key: ctx.fileKey(key) }));
     },
     async remove(id: string): Promise<void> {
+      digests.forget(id);
       let st: ResumableState;
       try {
         st = await loadResumable(ctx, id);

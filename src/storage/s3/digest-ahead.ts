@@ -1,0 +1,77 @@
+import { crc32 } from '../../util/crc32.mjs';
+import type { BlobAppender, BlobDigest } from '../blob-store.ts';
+
+// CRC-32s of resumables taken as their bytes pass through this process, so that completing one
+// does not read the whole object back from the bucket (minutes for tens of GiB, while its client
+// waits). A CRC only counts while it covers exactly the bytes on record: an append elsewhere (another
+// node), a restart or an append cut back inside its bytes leaves none, and completion reads the object back.
+// Like the disk store's, it is the CRC-32 alone: a SHA-256 is taken only where one is asked for (abuse/inspector.ts).
+
+/** Runs kept at once; the oldest goes first (an abandoned upload's), costing only a read-back. */
+const MAX_RUNS = 4096;
+
+interface Run {
+  readonly crc: number;
+  /** The bytes it covers: [0, at). */
+  readonly at: number;
+}
+
+export interface DigestsAhead {
+  /**
+   * Wraps an append at `appender.offset` so its bytes feed resumable `id`'s CRC, when there is one
+   * ending there (or the append starts at 0). The CRC is kept only if finish() made every byte fed durable.
+   */
+  feed(id: string, appender: BlobAppender): BlobAppender;
+  /** The digest of resumable `id`'s first `size` bytes, if this process saw exactly them; forgotten either way. */
+  take(id: string, size: number): BlobDigest | null;
+  forget(id: string): void;
+}
+
+export function createDigestsAhead(): DigestsAhead {
+  const runs = new Map<string, Run>();
+  const keep = (id: string, run: Run): void => {
+    runs.set(id, run);
+    if (runs.size > MAX_RUNS) runs.delete(runs.keys().next().value!);
+  };
+
+  return {
+    feed(id, appender) {
+      const start = appender.offset;
+      const found = runs.get(id);
+      runs.delete(id);
+      // Kept as it was for an append that ends where it began (aborted, cut back, failed).
+      const before: Run | null = found?.at === start ? found : start === 0 ? { crc: 0, at: 0 } : null;
+      if (!before) return appender;
+      let crc = before.crc;
+      let fed = 0;
+      return {
+        offset: start,
+        write(chunk, transient) {
+          crc = crc32(chunk, crc);
+          fed += chunk.length;
+          return appender.write(chunk, transient);
+        },
+        onDrain: (fn) => appender.onDrain(fn),
+        async finish(opts) {
+          const r = await appender.finish(opts);
+          // Any other end (a chunk refused at the limit) would leave a CRC of bytes the object lacks.
+          if (r.offset === start + fed) keep(id, { crc, at: r.offset });
+          else if (r.offset === start) keep(id, before);
+          return r;
+        },
+        abort() {
+          appender.abort();
+          keep(id, before);
+        },
+      };
+    },
+    take(id, size) {
+      const run = runs.get(id);
+      runs.delete(id);
+      return run?.at === size ? { size, crc32: run.crc >>> 0, sha256: null } : null;
+    },
+    forget(id) {
+      runs.delete(id);
+    },
+  };
+}
