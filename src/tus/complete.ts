@@ -82,9 +82,12 @@ export async function recoverCompletion(deps: Deps, row: TusRow): Promise<Comple
   return { bundle, fileId: file.id, uploadToken: token };
 }
 
-/** At its full length, not a partial, and not yet a file: its completion failed, was cut off with its client, or is running. */
+/**
+ * A plain upload at its full length that is not yet a file: its completion failed, was cut off with
+ * its client, or is running. (A final upload is completed by its creation, which also spends its partials.)
+ */
 const completionPending = (row: TusRow): boolean =>
-  row.completed_at === null && row.concat !== 'partial' && row.upload_length !== null && row.upload_offset === row.upload_length;
+  row.completed_at === null && row.concat === null && row.upload_length !== null && row.upload_offset === row.upload_length;
 
 /**
  * How long a HEAD waits for another request's completion of the upload (reading a large object back
