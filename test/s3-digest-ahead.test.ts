@@ -38,8 +38,10 @@ test('a CRC follows appends that end where the next begins, and survives aborted
   const append = async (data: Buffer, o: { cutTo?: number; abort?: boolean; limit?: number } = {}): Promise<void> => {
     const ap = digests.feed('u', memoryAppender(object, at(), o.limit));
     ap.write(data);
-    if (o.abort) ap.abort();
-    else await ap.finish({ cutTo: o.cutTo });
+    if (o.abort) return ap.abort();
+    await ap.finish({ cutTo: o.cutTo });
+    ap.abort(); // after finish: changes nothing
+    digests.confirm('u', at()); // the caller records the offset
   };
   await append(randomBytes(1000));
   await append(randomBytes(500), { abort: true });
@@ -52,7 +54,7 @@ test('a CRC follows appends that end where the next begins, and survives aborted
   assert.equal(digests.take('u', all.length), null, 'taken once');
 });
 
-test('no CRC for bytes this process did not see, nor one that covers bytes the object lacks', async () => {
+test('no CRC for bytes this process did not see, nor one that covers bytes the object lacks or that are not on record', async () => {
   const digests = createDigestsAhead();
   // The first bytes went through another node: nothing to continue from.
   const elsewhere = [randomBytes(300)];
@@ -71,15 +73,33 @@ test('no CRC for bytes this process did not see, nor one that covers bytes the o
   const first = digests.feed('x', memoryAppender(seen, 0));
   first.write(randomBytes(100));
   await first.finish();
+  digests.confirm('x', 100);
   seen.push(randomBytes(50));
   const later = digests.feed('x', memoryAppender(seen, 150));
   later.write(randomBytes(10));
   await later.finish();
   assert.equal(digests.take('x', 160), null);
+  // Appended here but never recorded (the record failed): another node may write those offsets
+  // again with other bytes, so the run is neither continued nor taken.
+  const unrecorded: Buffer[] = [];
+  const a = digests.feed('z', memoryAppender(unrecorded, 0));
+  a.write(randomBytes(100));
+  await a.finish();
+  assert.equal(digests.take('z', 100), null);
+  const b = digests.feed('z', memoryAppender(unrecorded, 0));
+  b.write(randomBytes(100));
+  await b.finish();
+  unrecorded.splice(0, unrecorded.length, randomBytes(100)); // rewritten elsewhere
+  const c = digests.feed('z', memoryAppender(unrecorded, 100));
+  c.write(randomBytes(10));
+  await c.finish();
+  digests.confirm('z', 110);
+  assert.equal(digests.take('z', 110), null);
   // Forgotten with its resumable.
   const gone = digests.feed('y', memoryAppender([], 0));
   gone.write(randomBytes(10));
   await gone.finish();
+  digests.confirm('y', 10);
   digests.forget('y');
   assert.equal(digests.take('y', 10), null);
 });

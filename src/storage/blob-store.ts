@@ -180,6 +180,11 @@ export interface BlobStore {
   /** Removes a resumable; missing is fine. */
   removeResumable(id: string): Promise<void>;
   /**
+   * The caller recorded `offset` as resumable `id`'s durable offset. A store that keeps a digest of
+   * the bytes it appended (S3) trusts it from then on: unrecorded, another node may rewrite them.
+   */
+  recorded?(id: string, offset: number): void;
+  /**
    * Stores whose appends can go on record before they are synced (disk) have these two; for the
    * others an acknowledged append is already durable (S3: a part is stored when its upload returns).
    * Whether this store synced `range` of resumable `id` itself (its last append, or a check), since it started.

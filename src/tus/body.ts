@@ -42,8 +42,10 @@ export async function appendBody(
   /** A body of `announced` bytes (undefined: chunked) can go on record before its sync: see recordWhileSyncing. */
   const mayRecordEarly = (announced: number | undefined): boolean =>
     announced === undefined || (announced <= EARLY_RECORD_MAX && !completes(start + announced));
-  const record = (at: number): Promise<void> =>
-    hold ? recordProgress(hold.lock, row.id, at, length, hold.lastUse && !completes(at)) : setProgress(deps.sql, row.id, at, length);
+  const record = async (at: number): Promise<void> => {
+    await (hold ? recordProgress(hold.lock, row.id, at, length, hold.lastUse && !completes(at)) : setProgress(deps.sql, row.id, at, length));
+    deps.blobs.recorded?.(row.id, at);
+  };
   if (tap) {
     const limit = length ?? row.max_bytes;
     // A partial upload is never digested itself (its final upload digests the joined file).

@@ -3,13 +3,13 @@ import type { Readable } from 'node:stream';
 import { crc32 } from '../../util/crc32.mjs';
 import {
   AbortMultipartUploadCommand, CompleteMultipartUploadCommand, CreateMultipartUploadCommand, DeleteObjectCommand,
-  HeadObjectCommand, ListMultipartUploadsCommand, ListObjectsV2Command, PutObjectCommand, UploadPartCopyCommand,
+  ListMultipartUploadsCommand, ListObjectsV2Command, PutObjectCommand, UploadPartCopyCommand,
 } from '@aws-sdk/client-s3';
 import { type AppendOptions, type BlobAppender, type BlobDigest, type BlobKey } from '../blob-store.ts';
 import { uploadOnePart } from './put-part.ts';
 import { BlobError } from '../../errors.ts';
 import { deleteObjects, findUpload, getBytes, loadResumable, locate, openAppend, resumablePrefix, type ResumableState } from './append.ts';
-import { readRange } from './read.ts';
+import { objectSize, readRange } from './read.ts';
 import { createDigestsAhead } from './digest-ahead.ts';
 import type { S3Ctx } from './writer.ts';
 
@@ -127,9 +127,10 @@ export function createS3Resumables(ctx: S3Ctx, newKey: () => BlobKey) {
     if (st.done === null) await completeParts(st, size);
     else if (st.done < size) throw new BlobError('SHORT', `resumable ${id} holds ${st.done} bytes, fewer than ${size}`);
     // Its CRC taken as the bytes came, when this process saw every one of them; else read back.
+    const objectKey = ctx.fileKey(st.key);
     const ahead = digests.take(id, size);
-    const digest = ahead ?? (await digestObject(await readRange(ctx, ctx.fileKey(st.key), `object ${st.key}`, { end: size })));
-    const stored = ahead ? (await ctx.client.send(new HeadObjectCommand({ Bucket: ctx.bucket, Key: ctx.fileKey(st.key) }))).ContentLength : digest.size;
+    const digest = ahead ?? (await digestObject(await readRange(ctx, objectKey, `object ${st.key}`, { end: size })));
+    const stored = ahead ? await objectSize(ctx, objectKey, `object ${st.key}`) : digest.size;
     if (stored !== size) throw new BlobError('SHORT', `object ${st.key} holds ${stored} bytes, expected ${size}`);
     await deleteObjects(ctx, st.objects.map((o) => o.objectKey));
     return { key: st.key, digest };
@@ -148,6 +149,7 @@ export function createS3Resumables(ctx: S3Ctx, newKey: () => BlobKey) {
     }
     const r = await ap.finish();
     if (r.error) throw r.error;
+    digests.confirm(id, r.offset); // nobody else appends to a resumable being joined or reopened
     return r.offset;
   };
 
@@ -167,6 +169,7 @@ export function createS3Resumables(ctx: S3Ctx, newKey: () => BlobKey) {
     create: (id: string) => create(id),
     append,
     complete,
+    recorded: (id: string, offset: number) => digests.confirm(id, offset),
     async join(id: string, sources: ReadonlyArray<{ readonly id: string; readonly length: number }>): Promise<void> {
       let offset = 0;
       for (const s of sources) offset = await pour(id, offset, await sourceBytes(s.id, s.length));

@@ -120,6 +120,7 @@ export async function createS3Store(o: {
     completeResumable: (id, size) => resumables.complete(id, size),
     reopenResumable: (id, key) => resumables.reopen(id, key),
     removeResumable: (id) => resumables.remove(id),
+    recorded: (id, offset) => resumables.recorded(id, offset),
     open: (key, opts) => openReader(ctx, key, opts?.size),
     read: (key, range) => readRange(ctx, ctx.fileKey(key), `object ${key}`, range),
     async delete(key) {
