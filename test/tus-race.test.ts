@@ -140,18 +140,57 @@ for (const backend of backends()) {
       assertNoServerErrors(srv);
     });
 
-    test('a HEAD while the final PATCH completes the upload waits for it and tells the same link', async () => {
+    /** Locks the bundles table while `during` runs: a completion's insert of its new bundle waits meanwhile. */
+    const bundlesLocked = (during: () => Promise<void>): Promise<void> =>
+      srv.sql.begin(async (tx) => {
+        await tx`lock table bundles in exclusive mode`;
+        await during();
+      }).then(() => {});
+    const insertWaits = async (): Promise<void> => {
+      await waitFor('the completion to wait on the table', async () =>
+        (await srv.sql`select 1 from pg_stat_activity where wait_event_type = 'Lock' and query ilike '%insert into bundles%'`).length > 0);
+    };
+    const assertStillCompleting = (r: TusRes): void => {
+      assert.equal(r.status, 423, r.body);
+      assert.equal(r.headers['retry-after'], '1');
+      assert.equal(r.headers['sluice-short-code'], undefined);
+    };
+
+    test('a completion that outlasts the HEAD\'s wait goes on without it: 423, then the link', async () => {
+      const data = randomBytes(3000);
+      const loc = await tusCreate(srv, data.length, { 'upload-metadata': tusMeta({ filename: 'refused.bin' }) });
+      await srv.sql`alter table files add constraint test_refused check (name <> 'refused.bin') not valid`;
+      try {
+        assert.ok((await tusPatch(srv, loc, 0, data)).status >= 500);
+      } finally {
+        await srv.sql`alter table files drop constraint test_refused`;
+      }
+      await logCheckpoint(srv);
+      markLog(srv);
+      await bundlesLocked(async () => {
+        const head = tusCall(srv, 'HEAD', loc); // completes the upload, its insert held up
+        await insertWaits();
+        assertStillCompleting(await head);
+      });
+      const told = await waitFor('the completion to end', async () => {
+        const r = await tusCall(srv, 'HEAD', loc);
+        return r.headers['sluice-short-code'] ? r : null;
+      });
+      await assertFiled(told, 'refused.bin', data);
+      assertNoServerErrors(srv);
+    });
+
+    test('a HEAD while the final PATCH completes the upload waits for it and tells the same link; 423 if it takes long', async () => {
       const data = randomBytes(3000);
       const loc = await tusCreate(srv, data.length, { 'upload-metadata': tusMeta({ filename: 'slow.bin' }) });
       const other = await tusCreate(srv, 10);
       let patched!: Promise<TusRes>;
       let head!: Promise<TusRes>;
-      await srv.sql.begin(async (tx) => {
-        // The new bundle's insert waits on the table, its PATCH holding the upload's lock and its bytes on record.
-        await tx`lock table bundles in exclusive mode`;
+      await bundlesLocked(async () => {
+        // Its PATCH holds the upload's lock, its bytes on record.
         patched = tusPatch(srv, loc, 0, data);
-        await waitFor('the completion to wait on the table', async () =>
-          (await srv.sql`select 1 from pg_stat_activity where wait_event_type = 'Lock' and query ilike '%insert into bundles%'`).length > 0);
+        await insertWaits();
+        assertStillCompleting(await tusCall(srv, 'HEAD', loc));
         head = tusCall(srv, 'HEAD', loc);
         // Answered before the table is let go, it could only have called the upload whole without a link.
         // The HEAD of an unfinished upload, sent after it, takes the same path up to the completion.

@@ -108,7 +108,8 @@ export const isApi = (route: Route): boolean => route.pattern.startsWith('/api/'
  * uWS closes a connection that stays silent for 10 s, also while its response is still being worked
  * on, and the client then gets no answer at all. A request that has been received whole and has no
  * answer this long after (a stalled database or store) gets 503 with Retry-After, in time; its work
- * goes on and ends on its own deadline (HEAD on a tus upload tells what it recorded).
+ * goes on and ends on its own deadline (a tus client's HEAD then finds what it stored, or waits for
+ * the upload's completion: tus/complete.ts).
  */
 export const ANSWER_WAIT_MS = 6_000;
 
@@ -147,7 +148,7 @@ export function createHttpServer(deps: {
   };
   metrics?.trackInflight(() => inflight);
 
-  // Checked once a second, from when a request is first seen waiting: answered 6-7 s after its body ended.
+  // Checked once a second, from when a request is first seen waiting: answered 5-6 s after its body ended.
   const waitingSince = new Map<Ctx, number>();
   const answerWaiting = (): void => {
     const now = performance.now();

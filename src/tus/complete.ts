@@ -4,6 +4,7 @@ import type { NewFile } from '../db/bundles.ts';
 import type { BundleRow } from '../db/rows.ts';
 import { createFromParts } from '../bundles/service.ts';
 import { answerOfBundle, deleteUpload, holdUpload, markCompleted, type TusRow } from '../db/tus-uploads.ts';
+import type { UploadLock } from '../db/upload-locks.ts';
 import { hashSecret, secretMatches } from '../util/tokens.ts';
 import { findBundleByTokenHash, listFiles } from '../db/bundles.ts';
 import { appendToBundle } from '../bundles/requests.ts';
@@ -90,17 +91,30 @@ const completionPending = (row: TusRow): boolean =>
   row.completed_at === null && row.concat === null && row.upload_length !== null && row.upload_offset === row.upload_length;
 
 /**
- * How long a HEAD waits for another request's completion of the upload (reading a large object back
- * from a bucket takes a while) before it answers 423, well before the server's own 503 for a request
- * that waits too long.
+ * What every request that writes to an upload or completes it requires: the upload is live, and a
+ * key it was started under is still active (a revoked key's upload must not become a bundle on its plan).
  */
-const SETTLE_WAIT_MS = ANSWER_WAIT_MS - 2000;
+export function refuseInactive(row: TusRow): void {
+  if (row.is_expired) throw new AppError('UPLOAD_NOT_FOUND');
+  if (row.api_key_id !== null && !row.key_active) throw new AppError('INVALID_API_KEY');
+}
+
+/**
+ * How long a HEAD waits for a completion (reading a large object back from a bucket takes a while)
+ * before it answers 423: the server answers a request still waiting 5-6 s after it arrived with
+ * 503, which tus clients take for "start the upload again".
+ */
+const SETTLE_WAIT_MS = ANSWER_WAIT_MS - 3000;
+
+const stillCompleting = (): AppError =>
+  new AppError('UPLOAD_LOCKED', 'The upload is being completed; ask again in a moment', { headers: [['Retry-After', '1']] });
 
 /**
  * A tus client takes Upload-Offset == Upload-Length for success and asks nothing more, so a HEAD may
- * say so only of an upload that is a file. One whose completion is pending is completed here, under
- * its lock, or, while another request (its final PATCH) holds the lock, once that request lets go.
- * Returns the row as it then is.
+ * say so only of an upload that is a file. One whose completion is pending is completed under its
+ * lock, or, while another request (its final PATCH) holds the lock, once that request lets go. A
+ * completion that outlasts the wait goes on without the HEAD, which answers 423; so does one that
+ * fails with a 5xx (tus clients start over after a HEAD's 5xx). Returns the row as it then is.
  */
 export async function settleCompletion(deps: Deps, row: TusRow, gone: () => boolean): Promise<TusRow> {
   if (!completionPending(row)) return row;
@@ -108,20 +122,43 @@ export async function settleCompletion(deps: Deps, row: TusRow, gone: () => bool
   for (let pause = 10; ; pause = Math.min(pause * 2, 250)) {
     const held = await holdUpload(deps.uploadLocks, row.id);
     if (held === undefined) throw new AppError('UPLOAD_NOT_FOUND');
-    if (held !== 'locked') {
-      try {
-        if (!completionPending(held.row)) return held.row;
-        const done = await completeUpload(deps, held.row);
-        return { ...held.row, completed_at: new Date(), bundle_id: done.bundle.id, file_id: done.fileId };
-      } finally {
-        await held.lock.release();
-      }
-    }
-    if (gone() || Date.now() > until) {
-      throw new AppError('UPLOAD_LOCKED', 'Another request is completing this upload; ask again in a moment', { headers: [['Retry-After', '1']] });
-    }
+    if (held !== 'locked') return await awaitCompletion(deps, completeHeld(deps, held), until - Date.now());
+    if (gone() || Date.now() > until) throw stillCompleting();
     await delay(pause);
   }
+}
+
+/** Completes the upload `held` names, if still pending, and lets its lock go whatever happens. */
+async function completeHeld(deps: Deps, held: { lock: UploadLock; row: TusRow }): Promise<TusRow> {
+  try {
+    const row = held.row;
+    if (!completionPending(row)) return row;
+    refuseInactive(row);
+    const done = await completeUpload(deps, row);
+    return { ...row, completed_at: new Date(), bundle_id: done.bundle.id, file_id: done.fileId };
+  } finally {
+    await held.lock.release();
+  }
+}
+
+/** `work`'s row within `ms`, else 423 while it goes on; a 4xx refusal as it is, a failure logged and answered 423. */
+async function awaitCompletion(deps: Deps, work: Promise<TusRow>, ms: number): Promise<TusRow> {
+  const failed = (err: unknown): void => {
+    if (!(err instanceof AppError && err.status < 500)) deps.log.error({ err }, 'tus upload not completed');
+  };
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<null>((resolve) => (timer = setTimeout(resolve, Math.max(0, ms), null)));
+  try {
+    const row = await Promise.race([work, late]);
+    if (row) return row;
+    work.catch(failed); // finished without this request
+  } catch (err) {
+    failed(err);
+    if (err instanceof AppError && err.status < 500) throw err;
+  } finally {
+    clearTimeout(timer);
+  }
+  throw stillCompleting();
 }
 
 type Header = readonly [string, string];

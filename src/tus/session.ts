@@ -5,7 +5,7 @@ import type { Deps } from '../deps.ts';
 import type { Caller } from '../auth/caller.ts';
 import { tapBody, type BodyTap } from './patch.ts';
 import { appendBody, hasBody } from './body.ts';
-import { finishedHeaders, recoverCompletion, settleCompletion } from './complete.ts';
+import { finishedHeaders, recoverCompletion, refuseInactive, settleCompletion } from './complete.ts';
 import { findDownloadableFile } from '../db/files.ts';
 import { changeState } from '../db/bundle-room.ts';
 import { mayChange, refuseChange } from '../bundles/guard.ts';
@@ -107,7 +107,7 @@ export async function head(ctx: Ctx, deps: Deps): Promise<void> {
     const recovered = await recoverCompletion(deps, row);
     if (recovered) row = { ...row, completed_at: new Date(), bundle_id: recovered.bundle.id, file_id: recovered.fileId };
     // All its bytes are here but it is no file yet (a failed or cut-off final PATCH): completed now.
-    row = await settleCompletion(deps, row, () => ctx.aborted);
+    row = await settleCompletion(deps, row, () => ctx.aborted || ctx.done);
     const headers: Array<readonly [string, string]> = [
       ...NO_STORE,
       ['Upload-Offset', String(offsetHeld(deps, row))],
@@ -182,9 +182,8 @@ export async function patch(ctx: Ctx, deps: Deps): Promise<void> {
       if (row.concat !== null && row.concat !== 'partial') {
         throw new AppError('FINAL_UPLOAD', 'A final upload takes no PATCH: its bytes are its partial uploads\'');
       }
-      // Started under a key: the key must still be active for every byte and for completion (a
-      // revoked key's upload would otherwise still become a bundle on its plan).
-      if (row.api_key_id !== null && !row.key_active) throw new AppError('INVALID_API_KEY');
+      // For every byte and for completion: see refuseInactive.
+      refuseInactive(row);
       if (offset !== row.upload_offset) {
         throw new AppError('OFFSET_MISMATCH', `Upload-Offset ${offset} does not match the upload's offset ${row.upload_offset}`);
       }
