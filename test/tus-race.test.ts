@@ -117,29 +117,6 @@ for (const backend of backends()) {
       assert.equal(sha(Buffer.from(await dl.body.arrayBuffer())), sha(data));
     };
 
-    // tus clients (tus-js-client among them) resume with a HEAD after a failed request and take
-    // Upload-Offset == Upload-Length for success: that HEAD must finish what the PATCH could not.
-    test('a final PATCH whose completion failed: the next HEAD completes the upload and tells its link', async () => {
-      const data = randomBytes(3000);
-      const loc = await tusCreate(srv, data.length, { 'upload-metadata': tusMeta({ filename: 'refused.bin' }) });
-      await srv.sql`alter table files add constraint test_refused check (name <> 'refused.bin') not valid`;
-      let failed: TusRes;
-      try {
-        failed = await tusPatch(srv, loc, 0, data);
-      } finally {
-        await srv.sql`alter table files drop constraint test_refused`;
-      }
-      assert.ok(failed.status >= 500, `the completion failed: ${failed.status} ${failed.body}`);
-      await logCheckpoint(srv);
-      markLog(srv); // that failure was logged, as it should be
-      const head = await tusCall(srv, 'HEAD', loc);
-      assert.equal(head.status, 200, head.body);
-      assert.equal(head.headers['upload-offset'], String(data.length));
-      await assertFiled(head, 'refused.bin', data);
-      assert.equal((await tusCall(srv, 'HEAD', loc)).headers['sluice-short-code'], head.headers['sluice-short-code'], 'once');
-      assertNoServerErrors(srv);
-    });
-
     /** Locks the bundles table while `during` runs: a completion's insert of its new bundle waits meanwhile. */
     const bundlesLocked = (during: () => Promise<void>): Promise<void> =>
       srv.sql.begin(async (tx) => {
@@ -150,23 +127,53 @@ for (const backend of backends()) {
       await waitFor('the completion to wait on the table', async () =>
         (await srv.sql`select 1 from pg_stat_activity where wait_event_type = 'Lock' and query ilike '%insert into bundles%'`).length > 0);
     };
+    /** An upload of `data` whose final PATCH failed in its completion (a file row refused by a constraint); its path. */
+    const completionFailed = async (data: Buffer, name: string): Promise<string> => {
+      const loc = await tusCreate(srv, data.length, { 'upload-metadata': tusMeta({ filename: name }) });
+      await srv.sql.unsafe(`alter table files add constraint test_refused check (name <> '${name}') not valid`); // DDL takes no parameters
+      let failed: TusRes;
+      try {
+        failed = await tusPatch(srv, loc, 0, data);
+      } finally {
+        await srv.sql`alter table files drop constraint test_refused`;
+      }
+      assert.ok(failed.status >= 500, `the completion failed: ${failed.status} ${failed.body}`);
+      await logCheckpoint(srv);
+      markLog(srv); // that failure was logged, as it should be
+      return loc;
+    };
     const assertStillCompleting = (r: TusRes): void => {
       assert.equal(r.status, 423, r.body);
       assert.equal(r.headers['retry-after'], '1');
       assert.equal(r.headers['sluice-short-code'], undefined);
     };
 
+    // tus clients (tus-js-client among them) resume with a HEAD after a failed request and take
+    // Upload-Offset == Upload-Length for success: that HEAD must finish what the PATCH could not.
+    test('a final PATCH whose completion failed: the next HEAD completes the upload and tells its link', async () => {
+      const data = randomBytes(3000);
+      const loc = await completionFailed(data, 'refused.bin');
+      // While another holder (here the test's own session) has the upload's lock, the HEAD waits, then 423.
+      const id = uploadPath(loc).split('/').pop()!;
+      const holder = await srv.sql.reserve();
+      try {
+        await holder`select pg_advisory_lock(hashtextextended(${id}, 0))`;
+        assertStillCompleting(await tusCall(srv, 'HEAD', loc));
+        await holder`select pg_advisory_unlock(hashtextextended(${id}, 0))`;
+      } finally {
+        holder.release();
+      }
+      const head = await tusCall(srv, 'HEAD', loc);
+      assert.equal(head.status, 200, head.body);
+      assert.equal(head.headers['upload-offset'], String(data.length));
+      await assertFiled(head, 'refused.bin', data);
+      assert.equal((await tusCall(srv, 'HEAD', loc)).headers['sluice-short-code'], head.headers['sluice-short-code'], 'once');
+      assertNoServerErrors(srv);
+    });
+
     test('a completion that outlasts the HEAD\'s wait goes on without it: 423, then the link', async () => {
       const data = randomBytes(3000);
-      const loc = await tusCreate(srv, data.length, { 'upload-metadata': tusMeta({ filename: 'refused.bin' }) });
-      await srv.sql`alter table files add constraint test_refused check (name <> 'refused.bin') not valid`;
-      try {
-        assert.ok((await tusPatch(srv, loc, 0, data)).status >= 500);
-      } finally {
-        await srv.sql`alter table files drop constraint test_refused`;
-      }
-      await logCheckpoint(srv);
-      markLog(srv);
+      const loc = await completionFailed(data, 'late.bin');
       await bundlesLocked(async () => {
         const head = tusCall(srv, 'HEAD', loc); // completes the upload, its insert held up
         await insertWaits();
@@ -176,11 +183,11 @@ for (const backend of backends()) {
         const r = await tusCall(srv, 'HEAD', loc);
         return r.headers['sluice-short-code'] ? r : null;
       });
-      await assertFiled(told, 'refused.bin', data);
+      await assertFiled(told, 'late.bin', data);
       assertNoServerErrors(srv);
     });
 
-    test('a HEAD while the final PATCH completes the upload waits for it and tells the same link; 423 if it takes long', async () => {
+    test('a HEAD while the final PATCH completes the upload waits for it and tells the same link', async () => {
       const data = randomBytes(3000);
       const loc = await tusCreate(srv, data.length, { 'upload-metadata': tusMeta({ filename: 'slow.bin' }) });
       const other = await tusCreate(srv, 10);
@@ -190,7 +197,6 @@ for (const backend of backends()) {
         // Its PATCH holds the upload's lock, its bytes on record.
         patched = tusPatch(srv, loc, 0, data);
         await insertWaits();
-        assertStillCompleting(await tusCall(srv, 'HEAD', loc));
         head = tusCall(srv, 'HEAD', loc);
         // Answered before the table is let go, it could only have called the upload whole without a link.
         // The HEAD of an unfinished upload, sent after it, takes the same path up to the completion.

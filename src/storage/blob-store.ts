@@ -180,8 +180,9 @@ export interface BlobStore {
   /** Removes a resumable; missing is fine. */
   removeResumable(id: string): Promise<void>;
   /**
-   * The caller recorded `offset` as resumable `id`'s durable offset. A store that keeps a digest of
-   * the bytes it appended (S3) trusts it from then on: unrecorded, another node may rewrite them.
+   * The caller recorded `offset`, where its own append to resumable `id` just ended, as the durable
+   * offset. A store that keeps a digest of the bytes it appended (S3) trusts it from then on:
+   * unrecorded, they may be appended again elsewhere, with other bytes.
    */
   recorded?(id: string, offset: number): void;
   /**

@@ -42,10 +42,8 @@ export async function appendBody(
   /** A body of `announced` bytes (undefined: chunked) can go on record before its sync: see recordWhileSyncing. */
   const mayRecordEarly = (announced: number | undefined): boolean =>
     announced === undefined || (announced <= EARLY_RECORD_MAX && !completes(start + announced));
-  const record = async (at: number): Promise<void> => {
-    await (hold ? recordProgress(hold.lock, row.id, at, length, hold.lastUse && !completes(at)) : setProgress(deps.sql, row.id, at, length));
-    deps.blobs.recorded?.(row.id, at);
-  };
+  const record = (at: number): Promise<void> =>
+    hold ? recordProgress(hold.lock, row.id, at, length, hold.lastUse && !completes(at)) : setProgress(deps.sql, row.id, at, length);
   if (tap) {
     const limit = length ?? row.max_bytes;
     // A partial upload is never digested itself (its final upload digests the joined file).
@@ -71,7 +69,11 @@ export async function appendBody(
       const f = await appender.finish(mismatch ? { cutTo: start } : {});
       offset = f.offset;
       failure ??= f.error;
-      if (offset !== start || length !== null) await record(offset);
+      if (offset !== start || length !== null) {
+        await record(offset);
+        // This request's own append ended there (see BlobStore.recorded).
+        deps.blobs.recorded?.(row.id, offset);
+      }
       if (failure) throw failure;
     }
     if (ctx.aborted) return [];

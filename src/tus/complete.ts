@@ -25,7 +25,7 @@ export interface Completed {
  * store publishes the resumable object under a new storage key (exactly the bytes on record), then
  * the rows are inserted (a new bundle, or an append under the bundle's row lock). If the rows
  * cannot be written the object goes back to being the upload's, so the upload stays complete-able
- * (an empty PATCH at the final offset retries).
+ * (an empty PATCH at the final offset, or a HEAD, retries).
  */
 export async function completeUpload(deps: Deps, row: TusRow): Promise<Completed> {
   let published: Awaited<ReturnType<Deps['blobs']['completeResumable']>>;
@@ -108,53 +108,65 @@ const SETTLE_WAIT_MS = ANSWER_WAIT_MS - 3000;
 
 const stillCompleting = (): AppError =>
   new AppError('UPLOAD_LOCKED', 'The upload is being completed; ask again in a moment', { headers: [['Retry-After', '1']] });
+const notCompleted = (): AppError =>
+  new AppError('UPLOAD_LOCKED', 'The upload could not be completed yet; ask again in a moment', { headers: [['Retry-After', '1']] });
 
 /**
  * A tus client takes Upload-Offset == Upload-Length for success and asks nothing more, so a HEAD may
  * say so only of an upload that is a file. One whose completion is pending is completed under its
  * lock, or, while another request (its final PATCH) holds the lock, once that request lets go. A
- * completion that outlasts the wait goes on without the HEAD, which answers 423; so does one that
- * fails with a 5xx (tus clients start over after a HEAD's 5xx). Returns the row as it then is.
+ * completion that outlasts the wait is answered 423 through `late` at once and goes on, this request
+ * in flight (shutdown waits for it) until it ends; a 5xx failure is answered 423 too (tus clients
+ * start the upload over after a HEAD's 5xx). Returns the row as it then is.
  */
-export async function settleCompletion(deps: Deps, row: TusRow, gone: () => boolean): Promise<TusRow> {
+export async function settleCompletion(deps: Deps, row: TusRow, req: { gone(): boolean; late(err: AppError): void }): Promise<TusRow> {
   if (!completionPending(row)) return row;
   const until = Date.now() + SETTLE_WAIT_MS;
   for (let pause = 10; ; pause = Math.min(pause * 2, 250)) {
     const held = await holdUpload(deps.uploadLocks, row.id);
     if (held === undefined) throw new AppError('UPLOAD_NOT_FOUND');
-    if (held !== 'locked') return await awaitCompletion(deps, completeHeld(deps, held), until - Date.now());
-    if (gone() || Date.now() > until) throw stillCompleting();
+    if (held !== 'locked') {
+      if (completionPending(held.row)) return await awaitCompletion(deps, completeHeld(deps, held), until - Date.now(), req.late);
+      await held.lock.release();
+      return held.row;
+    }
+    if (req.gone() || Date.now() > until) throw stillCompleting();
     await delay(pause);
   }
 }
 
-/** Completes the upload `held` names, if still pending, and lets its lock go whatever happens. */
+/** Completes the pending upload `held` names, and lets its lock go whatever happens. */
 async function completeHeld(deps: Deps, held: { lock: UploadLock; row: TusRow }): Promise<TusRow> {
   try {
-    const row = held.row;
-    if (!completionPending(row)) return row;
-    refuseInactive(row);
-    const done = await completeUpload(deps, row);
-    return { ...row, completed_at: new Date(), bundle_id: done.bundle.id, file_id: done.fileId };
+    refuseInactive(held.row);
+    const done = await completeUpload(deps, held.row);
+    return { ...held.row, completed_at: new Date(), bundle_id: done.bundle.id, file_id: done.fileId };
   } finally {
     await held.lock.release();
   }
 }
 
-/** `work`'s row within `ms`, else 423 while it goes on; a 4xx refusal as it is, a failure logged and answered 423. */
-async function awaitCompletion(deps: Deps, work: Promise<TusRow>, ms: number): Promise<TusRow> {
+/**
+ * `work`'s row within `ms`; else 423 through `late`, then waits it out. A 4xx refusal as it is; a
+ * failure is logged (an unavailable store or scanner, a 503, as a warning) and answered 423.
+ */
+async function awaitCompletion(deps: Deps, work: Promise<TusRow>, ms: number, late: (err: AppError) => void): Promise<TusRow> {
   const failed = (err: unknown): void => {
-    if (!(err instanceof AppError && err.status < 500)) deps.log.error({ err }, 'tus upload not completed');
+    const status = err instanceof AppError ? err.status : 500;
+    if (status === 503) deps.log.warn({ reason: (err as AppError).message }, 'tus upload not completed: unavailable');
+    else if (status >= 500) deps.log.error({ err }, 'tus upload not completed');
   };
   let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<null>((resolve) => (timer = setTimeout(resolve, Math.max(0, ms), null)));
+  const timeUp = new Promise<null>((resolve) => (timer = setTimeout(resolve, Math.max(0, ms), null)));
   try {
-    const row = await Promise.race([work, late]);
+    const row = await Promise.race([work, timeUp]);
     if (row) return row;
-    work.catch(failed); // finished without this request
+    late(stillCompleting());
+    await work.catch(failed);
   } catch (err) {
     failed(err);
     if (err instanceof AppError && err.status < 500) throw err;
+    throw notCompleted();
   } finally {
     clearTimeout(timer);
   }

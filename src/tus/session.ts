@@ -107,7 +107,10 @@ export async function head(ctx: Ctx, deps: Deps): Promise<void> {
     const recovered = await recoverCompletion(deps, row);
     if (recovered) row = { ...row, completed_at: new Date(), bundle_id: recovered.bundle.id, file_id: recovered.fileId };
     // All its bytes are here but it is no file yet (a failed or cut-off final PATCH): completed now.
-    row = await settleCompletion(deps, row, () => ctx.aborted || ctx.done);
+    row = await settleCompletion(deps, row, {
+      gone: () => ctx.aborted || ctx.done,
+      late: (err) => replyError(ctx, err, logFailure(deps, ctx)),
+    });
     const headers: Array<readonly [string, string]> = [
       ...NO_STORE,
       ['Upload-Offset', String(offsetHeld(deps, row))],

@@ -4,8 +4,8 @@ import type { BlobAppender, BlobDigest } from '../blob-store.ts';
 // CRC-32s of resumables taken as their bytes pass through this process, so that completing one
 // does not read the whole object back from the bucket (minutes for tens of GiB, while its client
 // waits). Like the disk store's, it is the CRC-32 alone: a SHA-256 is taken where one is asked for
-// (abuse/inspector.ts). A run counts only once its end is the offset on record (recorded()): until
-// then another node may append those very offsets again, with other bytes. Appends elsewhere, a
+// (abuse/inspector.ts). A run counts only once the append that made it has its end on record
+// (BlobStore.recorded): until then another node may append those very offsets again, other bytes. Appends elsewhere, a
 // restart or a cut inside an append leave no run, and completion reads the object back.
 
 /** Runs kept at once; the oldest goes first (an abandoned upload's), costing only a read-back. */
@@ -25,7 +25,7 @@ export interface DigestsAhead {
    * ends there (or the append starts at 0). The run is kept if finish() made every byte fed durable.
    */
   feed(id: string, appender: BlobAppender): BlobAppender;
-  /** `offset` is on record for `id`: a run ending there counts. */
+  /** The caller's own append to `id` ended at `offset`, now on record: that run counts. */
   confirm(id: string, offset: number): void;
   /** The digest of resumable `id`'s first `size` bytes, if this process saw exactly them; forgotten either way. */
   take(id: string, size: number): BlobDigest | null;
