@@ -56,50 +56,36 @@ test('a CRC follows appends that end where the next begins, and survives aborted
 
 test('no CRC for bytes this process did not see, nor one that covers bytes the object lacks or that are not on record', async () => {
   const digests = createDigestsAhead();
+  /** Appends `n` random bytes to `object` at `at` through the digests, then, with `recorded`, confirms the end. */
+  const appendHere = async (id: string, object: Buffer[], at: number, n: number, o: { cutTo?: number; recorded?: boolean } = {}): Promise<void> => {
+    const ap = digests.feed(id, memoryAppender(object, at));
+    ap.write(randomBytes(n));
+    const r = await ap.finish({ cutTo: o.cutTo });
+    if (o.recorded) digests.confirm(id, r.offset);
+  };
   // The first bytes went through another node: nothing to continue from.
-  const elsewhere = [randomBytes(300)];
-  const ap = digests.feed('v', memoryAppender(elsewhere, 300));
-  ap.write(randomBytes(200));
-  await ap.finish();
+  await appendHere('v', [randomBytes(300)], 300, 200, { recorded: true });
   assert.equal(digests.take('v', 500), null);
   // A cut inside the append's bytes keeps some of them: the CRC no longer matches.
-  const object: Buffer[] = [];
-  const cut = digests.feed('w', memoryAppender(object, 0));
-  cut.write(randomBytes(400));
-  await cut.finish({ cutTo: 100 });
+  await appendHere('w', [], 0, 400, { cutTo: 100, recorded: true });
   assert.equal(digests.take('w', 100), null);
   // Another node appended since: this CRC ends short of the offset on record.
   const seen: Buffer[] = [];
-  const first = digests.feed('x', memoryAppender(seen, 0));
-  first.write(randomBytes(100));
-  await first.finish();
-  digests.confirm('x', 100);
+  await appendHere('x', seen, 0, 100, { recorded: true });
   seen.push(randomBytes(50));
-  const later = digests.feed('x', memoryAppender(seen, 150));
-  later.write(randomBytes(10));
-  await later.finish();
+  await appendHere('x', seen, 150, 10, { recorded: true });
   assert.equal(digests.take('x', 160), null);
   // Appended here but never recorded (the record failed): another node may write those offsets
   // again with other bytes, so the run is neither continued nor taken.
   const unrecorded: Buffer[] = [];
-  const a = digests.feed('z', memoryAppender(unrecorded, 0));
-  a.write(randomBytes(100));
-  await a.finish();
+  await appendHere('z', unrecorded, 0, 100);
   assert.equal(digests.take('z', 100), null);
-  const b = digests.feed('z', memoryAppender(unrecorded, 0));
-  b.write(randomBytes(100));
-  await b.finish();
+  await appendHere('z', unrecorded, 0, 100);
   unrecorded.splice(0, unrecorded.length, randomBytes(100)); // rewritten elsewhere
-  const c = digests.feed('z', memoryAppender(unrecorded, 100));
-  c.write(randomBytes(10));
-  await c.finish();
-  digests.confirm('z', 110);
+  await appendHere('z', unrecorded, 100, 10, { recorded: true });
   assert.equal(digests.take('z', 110), null);
   // Forgotten with its resumable.
-  const gone = digests.feed('y', memoryAppender([], 0));
-  gone.write(randomBytes(10));
-  await gone.finish();
-  digests.confirm('y', 10);
+  await appendHere('y', [], 0, 10, { recorded: true });
   digests.forget('y');
   assert.equal(digests.take('y', 10), null);
 });

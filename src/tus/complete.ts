@@ -83,6 +83,9 @@ export async function recoverCompletion(deps: Deps, row: TusRow): Promise<Comple
   return { bundle, fileId: file.id, uploadToken: token };
 }
 
+/** `row` as it reads once `done` has made it a file of its bundle. */
+export const asCompleted = (row: TusRow, done: Completed): TusRow => ({ ...row, completed_at: new Date(), bundle_id: done.bundle.id, file_id: done.fileId });
+
 /**
  * A plain upload at its full length that is not yet a file: its completion failed, was cut off with
  * its client, or is running. (A final upload is completed by its creation, which also spends its partials.)
@@ -139,8 +142,7 @@ export async function settleCompletion(deps: Deps, row: TusRow, req: { gone(): b
 async function completeHeld(deps: Deps, held: { lock: UploadLock; row: TusRow }): Promise<TusRow> {
   try {
     refuseInactive(held.row);
-    const done = await completeUpload(deps, held.row);
-    return { ...held.row, completed_at: new Date(), bundle_id: done.bundle.id, file_id: done.fileId };
+    return asCompleted(held.row, await completeUpload(deps, held.row));
   } finally {
     await held.lock.release();
   }

@@ -5,7 +5,7 @@ import type { Deps } from '../deps.ts';
 import type { Caller } from '../auth/caller.ts';
 import { tapBody, type BodyTap } from './patch.ts';
 import { appendBody, hasBody } from './body.ts';
-import { finishedHeaders, recoverCompletion, refuseInactive, settleCompletion } from './complete.ts';
+import { asCompleted, finishedHeaders, recoverCompletion, refuseInactive, settleCompletion } from './complete.ts';
 import { findDownloadableFile } from '../db/files.ts';
 import { changeState } from '../db/bundle-room.ts';
 import { mayChange, refuseChange } from '../bundles/guard.ts';
@@ -105,7 +105,7 @@ export async function head(ctx: Ctx, deps: Deps): Promise<void> {
     if (!row) throw notFound();
     // Its bundle committed, and then the process died before its row said so: found and recorded now.
     const recovered = await recoverCompletion(deps, row);
-    if (recovered) row = { ...row, completed_at: new Date(), bundle_id: recovered.bundle.id, file_id: recovered.fileId };
+    if (recovered) row = asCompleted(row, recovered);
     // All its bytes are here but it is no file yet (a failed or cut-off final PATCH): completed now.
     row = await settleCompletion(deps, row, {
       gone: () => ctx.aborted || ctx.done,

@@ -5,8 +5,9 @@ import type { BlobAppender, BlobDigest } from '../blob-store.ts';
 // does not read the whole object back from the bucket (minutes for tens of GiB, while its client
 // waits). Like the disk store's, it is the CRC-32 alone: a SHA-256 is taken where one is asked for
 // (abuse/inspector.ts). A run counts only once the append that made it has its end on record
-// (BlobStore.recorded): until then another node may append those very offsets again, other bytes. Appends elsewhere, a
-// restart or a cut inside an append leave no run, and completion reads the object back.
+// (BlobStore.recorded): until then another node may append those very offsets again, with other
+// bytes. Appends elsewhere, a restart or a cut inside an append leave no run, and completion reads
+// the object back.
 
 /** Runs kept at once; the oldest goes first (an abandoned upload's), costing only a read-back. */
 const MAX_RUNS = 4096;

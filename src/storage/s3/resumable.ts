@@ -126,7 +126,8 @@ export function createS3Resumables(ctx: S3Ctx, newKey: () => BlobKey) {
     const st = await loadResumable(ctx, id);
     if (st.done === null) await completeParts(st, size);
     else if (st.done < size) throw new BlobError('SHORT', `resumable ${id} holds ${st.done} bytes, fewer than ${size}`);
-    // Its CRC taken as the bytes came, when this process made every append and saw each one's end recorded; else read back.
+    // Its CRC taken as the bytes came, when this process made every append and saw each one's end
+    // recorded; else read back.
     const objectKey = ctx.fileKey(st.key);
     const ahead = digests.take(id, size);
     const digest = ahead ?? (await digestObject(await readRange(ctx, objectKey, `object ${st.key}`, { end: size })));
